@@ -1,0 +1,1 @@
+//! dlbind-codegen: spec -> IR -> templates -> generated/
