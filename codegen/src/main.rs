@@ -1,1 +1,123 @@
-fn main() {}
+//! `dlbind`: generate or check DLPack bindings from a spec.
+//!
+//! ```text
+//! dlbind generate [--spec P] [--out D] [--verbose]
+//! dlbind check    [--spec P] [--out D]
+//! ```
+//! Exit status: 0 ok, 1 stale files / I/O errors, 2 invalid spec or usage.
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use dlbind_codegen::{Builder, Error};
+
+const USAGE: &str = "usage:
+  dlbind generate [--spec PATH] [--out DIR] [--verbose]   write generated files
+  dlbind check    [--spec PATH] [--out DIR]               exit 1 with a diff if DIR is stale
+
+defaults: --spec spec/dlpack.yaml if it exists (else the embedded DLPack 1.3 spec), --out generated";
+
+struct Args {
+    command: String,
+    spec: Option<String>,
+    out: Option<String>,
+    verbose: bool,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut it = std::env::args().skip(1);
+    let command = it.next().ok_or("missing command")?;
+    if command == "-h" || command == "--help" || command == "help" {
+        return Err(String::new());
+    }
+    if command != "generate" && command != "check" {
+        return Err(format!("unknown command `{command}`"));
+    }
+    let mut args = Args { command, spec: None, out: None, verbose: false };
+    while let Some(a) = it.next() {
+        let (flag, inline) = match a.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
+            _ => (a.clone(), None),
+        };
+        let mut value = |name: &str| inline.clone().or_else(|| it.next()).ok_or(format!("{name} needs a value"));
+        match flag.as_str() {
+            "--spec" => args.spec = Some(value("--spec")?),
+            "--out" => args.out = Some(value("--out")?),
+            "--verbose" | "-v" => args.verbose = true,
+            "-h" | "--help" => return Err(String::new()),
+            other => return Err(format!("unknown argument `{other}`")),
+        }
+    }
+    Ok(args)
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(msg) => {
+            if msg.is_empty() {
+                println!("{USAGE}");
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("dlbind: {msg}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut builder = Builder::new();
+    match &args.spec {
+        Some(s) => builder = builder.spec(s),
+        None if std::path::Path::new("spec/dlpack.yaml").exists() => builder = builder.spec("spec/dlpack.yaml"),
+        None => {}
+    }
+    if let Some(o) = &args.out {
+        builder = builder.out_dir(o);
+    }
+    let start = Instant::now();
+    let result = if args.command == "generate" { generate(&builder, &args, start) } else { check(&builder) };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("{}", format_error(&e));
+            ExitCode::from(e.exit_code() as u8)
+        }
+    }
+}
+
+fn format_error(e: &Error) -> String {
+    match e {
+        Error::Spec(_) => e.to_string(),
+        other => format!("dlbind: error: {other}"),
+    }
+}
+
+fn generate(builder: &Builder, args: &Args, start: Instant) -> Result<ExitCode, Error> {
+    let g = builder.generate()?;
+    for f in &g.files {
+        let mark = if g.changed.contains(f) { "wrote    " } else { "unchanged" };
+        println!("{mark} {}", f.display());
+    }
+    println!("generated {} files ({} changed)", g.files.len(), g.changed.len());
+    if args.verbose {
+        println!(
+            "elapsed: {:.2} ms (parse + validate + render {:.2} ms, total {:.2} ms)",
+            start.elapsed().as_secs_f64() * 1e3,
+            g.render_time.as_secs_f64() * 1e3,
+            g.total_time.as_secs_f64() * 1e3
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn check(builder: &Builder) -> Result<ExitCode, Error> {
+    let report = builder.check()?;
+    if report.is_clean() {
+        println!("{} generated files are up to date", report.checked);
+        return Ok(ExitCode::SUCCESS);
+    }
+    for (_, diff) in &report.stale {
+        print!("{diff}");
+    }
+    let names: Vec<&str> = report.stale.iter().map(|(p, _)| p.as_str()).collect();
+    eprintln!("dlbind: {} stale file(s): {}; run `dlbind generate`", names.len(), names.join(", "));
+    Ok(ExitCode::from(1))
+}

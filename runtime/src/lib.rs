@@ -1,1 +1,52 @@
+//! # dlbind — DLPack for Rust/PyO3
+//!
+//! Zero-copy export (`#[derive(DLPackExport)]` → `__dlpack__` / `__dlpack_device__`) and
+//! import ([`from_dlpack`] → [`ImportedTensor`]) of DLPack 1.3 tensors. Every protocol
+//! constant, capsule name, keyword name, stream rule and exception choice comes from the code
+//! generated from `spec/dlpack.yaml` (modules [`ffi`], [`dtype_table`], [`element`],
+//! [`stream_rules`], [`failure`], [`protocol`]).
+//!
+//! ```ignore
+//! use dlbind::prelude::*;
+//! #[pyclass(frozen)]
+//! #[derive(DLPackExport)]
+//! struct Image {
+//!     #[dlpack(data)] pixels: Vec<u8>,
+//!     #[dlpack(shape)] dims: Vec<usize>,
+//! }
+//! ```
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_debug_implementations)]
 
+pub mod ffi;
+pub mod dtype_table;
+pub mod element;
+pub mod stream_rules;
+pub mod failure;
+pub mod protocol;
+
+pub mod error;
+pub mod device;
+pub mod alloc;
+// TEMP until runtime/src/copy/ compiles (copy engineer mid-edit): the wip stub with the same API.
+#[path = "../../wip/stub/copy.rs"]
+pub mod copy;
+pub mod export;
+pub mod import;
+pub mod python;
+pub mod storage;
+pub mod prelude;
+
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
+
+pub use dlbind_macros::DLPackExport;
+pub use pyo3;
+
+pub use device::Device;
+pub use error::DlpackError;
+pub use export::live_exports;
+pub use import::ImportedTensor;
+pub use python::from_dlpack;
+pub use storage::Buffer;

@@ -1,1 +1,535 @@
+//! `dlbind_demo`: the reference user of dlbind.
+//!
+//! `Tensor` is a frozen `#[pyclass]` whose DLPack export (`__dlpack__`, `__dlpack_device__`) is
+//! entirely derived; everything else here (constructors, views, properties) is ordinary PyO3 code
+//! a user would write. Views (`reversed`, `transpose`, `slice`, `set_readonly`) share the owner's
+//! storage, so the Python tests can build every layout case.
 
+use dlbind::alloc::AlignedBuffer;
+use dlbind::device::Device;
+use dlbind::dtype_table::{self, DTypeInfo};
+use dlbind::export::DataSource;
+use dlbind::ffi::{DLDataType, DLDeviceType};
+use dlbind::prelude::*;
+use dlbind::storage::Buffer;
+use pyo3::exceptions::{PyBufferError, PyIndexError, PyMemoryError, PyTypeError, PyValueError};
+use pyo3::types::{PyBytes, PyTuple};
+
+/// An n-d array in host or device memory, exported and imported through DLPack.
+#[pyclass(frozen, module = "dlbind_demo")]
+#[derive(DLPackExport)]
+pub struct Tensor {
+    #[dlpack(data)]
+    buf: Buffer,
+    #[dlpack(dtype)]
+    dtype: DLDataType,
+    #[dlpack(shape)]
+    shape: Vec<i64>,
+    #[dlpack(strides)]
+    strides: Vec<i64>,
+    #[dlpack(device)]
+    device: Device,
+    #[dlpack(readonly)]
+    readonly: bool,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+fn lookup_dtype(name: &str) -> PyResult<&'static DTypeInfo> {
+    dtype_table::dtype_by_name(name).ok_or_else(|| {
+        let names: Vec<&str> = dtype_table::DTYPES.iter().map(|d| d.name).collect();
+        PyValueError::new_err(format!("unknown dtype {name:?}; valid: {}", names.join(", ")))
+    })
+}
+
+/// Bits of one element (all lanes).
+fn elem_bits(dtype: DLDataType) -> u64 {
+    dtype.bits as u64 * dtype.lanes.max(1) as u64
+}
+
+/// Bytes of one element, or None for sub-byte dtypes.
+fn elem_bytes(dtype: DLDataType) -> Option<usize> {
+    let bits = elem_bits(dtype);
+    (bits % 8 == 0).then_some((bits / 8) as usize)
+}
+
+fn numel(shape: &[i64]) -> PyResult<u64> {
+    shape.iter().try_fold(1u64, |n, &d| {
+        if d < 0 {
+            return Err(PyValueError::new_err(format!("negative dimension {d}")));
+        }
+        n.checked_mul(d as u64).ok_or_else(|| PyValueError::new_err("shape overflows"))
+    })
+}
+
+/// Packed C-order byte size: ceil(numel * bits / 8).
+fn packed_nbytes(shape: &[i64], dtype: DLDataType) -> PyResult<usize> {
+    let n = numel(shape)?;
+    let bits = n
+        .checked_mul(elem_bits(dtype))
+        .ok_or_else(|| PyValueError::new_err("shape overflows"))?;
+    usize::try_from(bits.div_ceil(8)).map_err(|_| PyValueError::new_err("shape overflows"))
+}
+
+fn c_strides(shape: &[i64]) -> Vec<i64> {
+    let mut strides = vec![0i64; shape.len()];
+    let mut acc = 1i64;
+    for i in (0..shape.len()).rev() {
+        strides[i] = acc;
+        acc = acc.saturating_mul(shape[i].max(1));
+    }
+    strides
+}
+
+/// `shape` as an int or a sequence of ints.
+fn parse_shape(shape: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
+    let dims: Vec<i64> = if let Ok(n) = shape.extract::<i64>() {
+        vec![n]
+    } else {
+        shape
+            .extract::<Vec<i64>>()
+            .map_err(|_| PyTypeError::new_err("shape must be an int or a sequence of ints"))?
+    };
+    if let Some(d) = dims.iter().find(|&&d| d < 0) {
+        return Err(PyValueError::new_err(format!("negative dimension {d} in shape")));
+    }
+    Ok(dims)
+}
+
+fn alloc_zeroed(nbytes: usize) -> PyResult<AlignedBuffer> {
+    AlignedBuffer::zeroed(nbytes).map_err(|e| PyMemoryError::new_err(e.to_string()))
+}
+
+fn normalize_axis(axis: i64, ndim: usize) -> PyResult<usize> {
+    let n = ndim as i64;
+    let a = if axis < 0 { axis + n } else { axis };
+    if a < 0 || a >= n {
+        return Err(PyIndexError::new_err(format!(
+            "axis {axis} is out of bounds for a tensor of dimension {ndim}"
+        )));
+    }
+    Ok(a as usize)
+}
+
+/// Python's `slice(start, stop, step).indices(len)` followed by the resulting length.
+fn slice_indices(start: Option<i64>, stop: Option<i64>, step: i64, len: i64) -> PyResult<(i64, i64)> {
+    if step == 0 {
+        return Err(PyValueError::new_err("slice step cannot be zero"));
+    }
+    let clamp = |v: Option<i64>, default: i64, lo: i64, hi: i64| -> i64 {
+        match v {
+            None => default,
+            Some(v) if v < 0 => (v + len).max(lo),
+            Some(v) => v.min(hi),
+        }
+    };
+    let (start, stop) = if step > 0 {
+        (clamp(start, 0, 0, len), clamp(stop, len, 0, len))
+    } else {
+        (clamp(start, len - 1, -1, len - 1), clamp(stop, -1, -1, len - 1))
+    };
+    let count = if step > 0 {
+        if stop > start { (stop - start - 1) / step + 1 } else { 0 }
+    } else if start > stop {
+        (start - stop - 1) / (-step) + 1
+    } else {
+        0
+    };
+    Ok((start, count))
+}
+
+impl Tensor {
+    fn info(&self) -> Option<&'static DTypeInfo> {
+        dtype_table::dtype_by_dl(self.dtype)
+    }
+
+    fn dtype_name(&self) -> String {
+        match self.info() {
+            Some(info) => info.name.to_string(),
+            None => format!(
+                "dtype(code={}, bits={}, lanes={})",
+                self.dtype.code, self.dtype.bits, self.dtype.lanes
+            ),
+        }
+    }
+
+    fn owned(buf: AlignedBuffer, shape: Vec<i64>, dtype: DLDataType, readonly: bool) -> Tensor {
+        Tensor {
+            buf: Buffer::from(buf),
+            dtype,
+            strides: c_strides(&shape),
+            shape,
+            device: Device::CPU,
+            readonly,
+        }
+    }
+
+    /// A view sharing this tensor's storage (it keeps `slf` alive), with element 0 moved by
+    /// `elem_offset` elements.
+    fn view(
+        slf: &Bound<'_, Self>,
+        elem_offset: i64,
+        shape: Vec<i64>,
+        strides: Vec<i64>,
+        readonly: bool,
+    ) -> PyResult<Tensor> {
+        let this = slf.get();
+        let eb = if elem_offset == 0 { Some(1) } else { elem_bytes(this.dtype) };
+        let Some(eb) = eb else {
+            return Err(PyValueError::new_err(format!(
+                "views of sub-byte dtype {} are not supported",
+                this.dtype_name()
+            )));
+        };
+        let byte_offset = elem_offset
+            .checked_mul(eb as i64)
+            .and_then(|b| isize::try_from(b).ok())
+            .ok_or_else(|| PyValueError::new_err("offset overflows"))?;
+        // A view of a view keeps the original owner alive, not the intermediate view.
+        let owner = match &this.buf {
+            Buffer::View { owner, .. } => owner.clone_ref(slf.py()),
+            _ => slf.clone().into_any().unbind(),
+        };
+        let data = this.ptr().wrapping_offset(byte_offset).cast::<std::ffi::c_void>();
+        // SAFETY: `data` addresses element 0 of a view inside the owner's elements (the offset
+        // is computed from in-bounds indices), and the owner keeps that memory alive.
+        let buf = unsafe { Buffer::view_of(owner, data) };
+        Ok(Tensor { buf, dtype: this.dtype, shape, strides, device: this.device, readonly })
+    }
+
+    fn ptr(&self) -> *mut u8 {
+        DataSource::data_ptr(&self.buf) as *mut u8
+    }
+}
+
+/// Writes `0..n` in the dtype `name` into `out` (native byte order).
+fn fill_arange(name: &str, n: usize, out: &mut [u8]) -> PyResult<()> {
+    macro_rules! fill {
+        ($t:ty, $conv:expr) => {{
+            let size = std::mem::size_of::<$t>();
+            for (i, chunk) in out.chunks_exact_mut(size).take(n).enumerate() {
+                let v: $t = $conv(i);
+                chunk.copy_from_slice(&v.to_ne_bytes());
+            }
+        }};
+    }
+    match name {
+        "bool" => {
+            for (i, b) in out.iter_mut().take(n).enumerate() {
+                *b = (i != 0) as u8;
+            }
+        }
+        "int8" => fill!(i8, |i| i as i8),
+        "int16" => fill!(i16, |i| i as i16),
+        "int32" => fill!(i32, |i| i as i32),
+        "int64" => fill!(i64, |i| i as i64),
+        "uint8" => fill!(u8, |i| i as u8),
+        "uint16" => fill!(u16, |i| i as u16),
+        "uint32" => fill!(u32, |i| i as u32),
+        "uint64" => fill!(u64, |i| i as u64),
+        "float16" => fill!(half::f16, |i| half::f16::from_f64(i as f64)),
+        "bfloat16" => fill!(half::bf16, |i| half::bf16::from_f64(i as f64)),
+        "float32" => fill!(f32, |i| i as f32),
+        "float64" => fill!(f64, |i| i as f64),
+        "complex64" => {
+            for (i, chunk) in out.chunks_exact_mut(8).take(n).enumerate() {
+                chunk[..4].copy_from_slice(&(i as f32).to_ne_bytes());
+                chunk[4..].copy_from_slice(&0f32.to_ne_bytes());
+            }
+        }
+        "complex128" => {
+            for (i, chunk) in out.chunks_exact_mut(16).take(n).enumerate() {
+                chunk[..8].copy_from_slice(&(i as f64).to_ne_bytes());
+                chunk[8..].copy_from_slice(&0f64.to_ne_bytes());
+            }
+        }
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "arange does not support dtype {other:?} (bool, int*, uint*, float16/32/64, \
+                 bfloat16, complex64/128 only)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Python API
+
+#[pymethods]
+impl Tensor {
+    /// A C-contiguous, 64-byte aligned, writable tensor of zeros.
+    #[staticmethod]
+    #[pyo3(signature = (shape, dtype = "float32"))]
+    fn zeros(shape: &Bound<'_, PyAny>, dtype: &str) -> PyResult<Tensor> {
+        let shape = parse_shape(shape)?;
+        let info = lookup_dtype(dtype)?;
+        let buf = alloc_zeroed(packed_nbytes(&shape, info.dtype)?)?;
+        Ok(Tensor::owned(buf, shape, info.dtype, false))
+    }
+
+    /// A 1-d tensor holding `0, 1, …, n-1` in `dtype`.
+    #[staticmethod]
+    #[pyo3(signature = (n, dtype = "float32"))]
+    fn arange(n: i64, dtype: &str) -> PyResult<Tensor> {
+        if n < 0 {
+            return Err(PyValueError::new_err("n must be >= 0"));
+        }
+        let info = lookup_dtype(dtype)?;
+        let shape = vec![n];
+        let mut buf = alloc_zeroed(packed_nbytes(&shape, info.dtype)?)?;
+        fill_arange(info.name, n as usize, buf.as_mut_slice())?;
+        Ok(Tensor::owned(buf, shape, info.dtype, false))
+    }
+
+    /// A C-contiguous tensor holding a copy of `data` (exactly `nbytes` long).
+    #[staticmethod]
+    #[pyo3(signature = (data, shape, dtype, readonly = false))]
+    fn from_bytes(
+        data: &[u8],
+        shape: &Bound<'_, PyAny>,
+        dtype: &str,
+        readonly: bool,
+    ) -> PyResult<Tensor> {
+        let shape = parse_shape(shape)?;
+        let info = lookup_dtype(dtype)?;
+        let nbytes = packed_nbytes(&shape, info.dtype)?;
+        if data.len() != nbytes {
+            return Err(PyValueError::new_err(format!(
+                "got {} bytes, shape {shape:?} of {} needs {nbytes}",
+                data.len(),
+                info.name
+            )));
+        }
+        let mut buf = alloc_zeroed(nbytes)?;
+        buf.as_mut_slice().copy_from_slice(data);
+        Ok(Tensor::owned(buf, shape, info.dtype, readonly))
+    }
+
+    /// Import any DLPack producer as a zero-copy `Tensor` view where possible.
+    #[staticmethod]
+    #[pyo3(name = "from_dlpack", signature = (x, /, *, device = None, copy = None))]
+    fn from_dlpack_static(
+        x: &Bound<'_, PyAny>,
+        device: Option<&Bound<'_, PyAny>>,
+        copy: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Tensor> {
+        import(x, device, copy)
+    }
+
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, &self.shape)
+    }
+
+    /// Strides in elements.
+    #[getter]
+    fn strides<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, &self.strides)
+    }
+
+    /// The spec's Python dtype name ("float32", "bfloat16", "float8_e4m3fn", …).
+    #[getter]
+    fn dtype(&self) -> String {
+        self.dtype_name()
+    }
+
+    /// `(device_type, device_id)`, as `__dlpack_device__` returns it.
+    #[getter]
+    fn device(&self) -> (i32, i32) {
+        (self.device.device_type.0, self.device.device_id)
+    }
+
+    #[getter]
+    fn readonly(&self) -> bool {
+        self.readonly
+    }
+
+    /// Address of element 0.
+    #[getter]
+    fn data_ptr(&self) -> usize {
+        self.ptr() as usize
+    }
+
+    #[getter]
+    fn ndim(&self) -> usize {
+        self.shape.len()
+    }
+
+    /// Bytes of the logical array (packed for sub-byte dtypes).
+    #[getter]
+    fn nbytes(&self) -> PyResult<usize> {
+        packed_nbytes(&self.shape, self.dtype)
+    }
+
+    fn __len__(&self) -> PyResult<usize> {
+        match self.shape.first() {
+            Some(&n) => Ok(n as usize),
+            None => Err(PyTypeError::new_err("len() of a 0-d tensor")),
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        let tuple = |v: &[i64]| match v {
+            [x] => format!("({x},)"),
+            v => format!("({})", v.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")),
+        };
+        format!(
+            "Tensor(shape={}, dtype={}, strides={}, device={:?}, readonly={})",
+            tuple(&self.shape),
+            self.dtype_name(),
+            tuple(&self.strides),
+            self.device(),
+            if self.readonly { "True" } else { "False" }
+        )
+    }
+
+    /// The logical array's bytes in C order (a copy, whatever the strides).
+    fn tobytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        if !matches!(self.device.device_type, DLDeviceType::kDLCPU)
+            && !self.device.is_host_accessible()
+        {
+            return Err(PyBufferError::new_err("tobytes() needs host-accessible memory"));
+        }
+        let nbytes = packed_nbytes(&self.shape, self.dtype)?;
+        let elem = match elem_bytes(self.dtype) {
+            Some(b) => dlbind::copy::ElemSize::Bytes(b),
+            None => dlbind::copy::ElemSize::SubByte { bits: elem_bits(self.dtype) as u32 },
+        };
+        let src = self.ptr() as *const u8;
+        PyBytes::new_with(py, nbytes, |dst| {
+            if nbytes == 0 {
+                return Ok(());
+            }
+            // SAFETY: `src` addresses this tensor's elements under `shape`/`strides` (kept alive
+            // by `self.buf`); `dst` has `nbytes` writable bytes.
+            unsafe {
+                dlbind::copy::copy_to_contiguous(
+                    src,
+                    &self.shape,
+                    &self.strides,
+                    elem,
+                    dst.as_mut_ptr(),
+                    dst.len(),
+                )
+            }
+            .map_err(|e| PyValueError::new_err(format!("tobytes: {e}")))
+        })
+    }
+
+    /// A view with `axis` reversed (negative stride), sharing storage.
+    #[pyo3(signature = (axis = 0))]
+    fn reversed(slf: &Bound<'_, Self>, axis: i64) -> PyResult<Tensor> {
+        let this = slf.get();
+        let a = normalize_axis(axis, this.shape.len())?;
+        let mut strides = this.strides.clone();
+        let offset = if this.shape[a] > 0 { (this.shape[a] - 1) * strides[a] } else { 0 };
+        strides[a] = -strides[a];
+        Tensor::view(slf, offset, this.shape.clone(), strides, this.readonly)
+    }
+
+    /// A view with all axes reversed (`x.T`), sharing storage.
+    fn transpose(slf: &Bound<'_, Self>) -> PyResult<Tensor> {
+        let this = slf.get();
+        let shape = this.shape.iter().rev().copied().collect();
+        let strides = this.strides.iter().rev().copied().collect();
+        Tensor::view(slf, 0, shape, strides, this.readonly)
+    }
+
+    /// `x[start:stop:step]` along `axis`, as a view sharing storage (Python slice semantics).
+    #[pyo3(signature = (axis, start = None, stop = None, step = 1))]
+    fn slice(
+        slf: &Bound<'_, Self>,
+        axis: i64,
+        start: Option<i64>,
+        stop: Option<i64>,
+        step: i64,
+    ) -> PyResult<Tensor> {
+        let this = slf.get();
+        let a = normalize_axis(axis, this.shape.len())?;
+        let (first, count) = slice_indices(start, stop, step, this.shape[a])?;
+        let mut shape = this.shape.clone();
+        let mut strides = this.strides.clone();
+        let offset = if count > 0 { first * strides[a] } else { 0 };
+        shape[a] = count;
+        strides[a] *= step;
+        Tensor::view(slf, offset, shape, strides, this.readonly)
+    }
+
+    /// A read-only view of the same storage.
+    fn set_readonly(slf: &Bound<'_, Self>) -> PyResult<Tensor> {
+        let this = slf.get();
+        Tensor::view(slf, 0, this.shape.clone(), this.strides.clone(), true)
+    }
+}
+
+fn import(
+    x: &Bound<'_, PyAny>,
+    device: Option<&Bound<'_, PyAny>>,
+    copy: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Tensor> {
+    let device = dlbind::python::parse_device_arg(device)?;
+    let copy = dlbind::python::parse_copy_arg(copy)?;
+    let imported = dlbind::python::from_dlpack(x, device, copy)?;
+    let shape = imported.shape().to_vec();
+    let strides = imported.strides().to_vec();
+    let dtype = imported.dtype();
+    let device = imported.device();
+    let readonly = imported.readonly();
+    Ok(Tensor { buf: Buffer::from(imported), dtype, shape, strides, device, readonly })
+}
+
+/// Import any DLPack producer as a zero-copy `Tensor` view where possible.
+#[pyfunction]
+#[pyo3(signature = (x, /, *, device = None, copy = None))]
+fn from_dlpack(
+    x: &Bound<'_, PyAny>,
+    device: Option<&Bound<'_, PyAny>>,
+    copy: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Tensor> {
+    import(x, device, copy)
+}
+
+/// How many managed tensors this module exported whose deleter has not run yet.
+#[pyfunction]
+fn live_exports() -> usize {
+    dlbind::export::live_exports()
+}
+
+#[pymodule]
+fn dlbind_demo(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Tensor>()?;
+    m.add_function(wrap_pyfunction!(from_dlpack, m)?)?;
+    m.add_function(wrap_pyfunction!(live_exports, m)?)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slice_indices_match_python() {
+        // list(range(10))[2:8:3] == [2, 5]
+        assert_eq!(slice_indices(Some(2), Some(8), 3, 10).unwrap(), (2, 2));
+        // [::-1] over 5 -> start 4, 5 items
+        assert_eq!(slice_indices(None, None, -1, 5).unwrap(), (4, 5));
+        // [-3:] over 5
+        assert_eq!(slice_indices(Some(-3), None, 1, 5).unwrap(), (2, 3));
+        // empty
+        assert_eq!(slice_indices(Some(4), Some(2), 1, 5).unwrap().1, 0);
+        assert_eq!(slice_indices(Some(100), None, -2, 5).unwrap(), (4, 3));
+        assert_eq!(slice_indices(None, None, 1, 0).unwrap(), (0, 0));
+    }
+
+    #[test]
+    fn packed_sizes() {
+        let f4 = DLDataType { code: 17, bits: 4, lanes: 1 };
+        assert_eq!(packed_nbytes(&[3], f4).unwrap(), 2);
+        let f6 = DLDataType { code: 15, bits: 6, lanes: 1 };
+        assert_eq!(packed_nbytes(&[2, 3], f6).unwrap(), 5);
+        assert_eq!(c_strides(&[2, 3, 4]), vec![12, 4, 1]);
+        assert_eq!(c_strides(&[]), Vec::<i64>::new());
+    }
+}

@@ -1,1 +1,1 @@
-
+//! trybuild compile tests for `#[derive(DLPackExport)]` live in `tests/ui.rs` and `cases/`.

@@ -1,0 +1,81 @@
+"""dlbind_demo: the reference user of dlbind (a DLPack array type built with PyO3)."""
+
+from typing import Any, Sequence, SupportsIndex, final
+
+from typing_extensions import CapsuleType
+
+__all__ = ["Tensor", "from_dlpack", "live_exports"]
+
+_Shape = int | Sequence[int]
+
+@final
+class Tensor:
+    """An n-d array exported and imported through DLPack; views share their owner's storage."""
+
+    @staticmethod
+    def zeros(shape: _Shape, dtype: str = "float32") -> Tensor:
+        """C-contiguous, 64-byte aligned, writable zeros; sub-byte dtypes are packed."""
+    @staticmethod
+    def arange(n: int, dtype: str = "float32") -> Tensor:
+        """`0, 1, …, n-1` in a numeric dtype (bool, int*, uint*, float16/32/64, bfloat16, complex64/128)."""
+    @staticmethod
+    def from_bytes(data: bytes, shape: _Shape, dtype: str, readonly: bool = False) -> Tensor:
+        """A C-contiguous copy of `data`, which must hold exactly `nbytes` bytes."""
+    @staticmethod
+    def from_dlpack(x: Any, /, *, device: Any | None = None, copy: bool | None = None) -> Tensor:
+        """Import any DLPack producer, zero-copy where possible."""
+
+    def __dlpack__(
+        self,
+        *,
+        stream: int | Any | None = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> CapsuleType: ...
+    def __dlpack_device__(self) -> tuple[int, int]: ...
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """Strides in elements."""
+    @property
+    def dtype(self) -> str:
+        """The spec's dtype name: "float32", "bfloat16", "float8_e4m3fn", …"""
+    @property
+    def device(self) -> tuple[int, int]:
+        """`(device_type, device_id)`, as `__dlpack_device__` returns it."""
+    @property
+    def readonly(self) -> bool: ...
+    @property
+    def data_ptr(self) -> int:
+        """Address of element 0."""
+    @property
+    def ndim(self) -> int: ...
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the logical array (packed for sub-byte dtypes)."""
+    def __len__(self) -> int: ...
+    def tobytes(self) -> bytes:
+        """The logical array's bytes in C order."""
+    def reversed(self, axis: SupportsIndex = 0) -> Tensor:
+        """A view with `axis` reversed (negative stride)."""
+    def transpose(self) -> Tensor:
+        """A view with all axes reversed."""
+    def slice(
+        self,
+        axis: SupportsIndex,
+        start: int | None = None,
+        stop: int | None = None,
+        step: int = 1,
+    ) -> Tensor:
+        """`x[start:stop:step]` along `axis`, as a view."""
+    def set_readonly(self) -> Tensor:
+        """A read-only view of the same storage."""
+
+def from_dlpack(x: Any, /, *, device: Any | None = None, copy: bool | None = None) -> Tensor:
+    """Import any DLPack producer as a `Tensor`, zero-copy where possible."""
+
+def live_exports() -> int:
+    """How many managed tensors this module exported whose deleter has not run yet."""

@@ -1,0 +1,274 @@
+//! Code generation from a validated [`Model`].
+//!
+//! Each emitted item has its own function so that later items (issue 5: the C exchange API
+//! capsule `__dlpack_c_exchange_api__`, the buffer protocol and `__array_interface__` bridges)
+//! are one more function and one more line in [`expand`].
+
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned};
+use syn::Ident;
+
+use crate::model::{DataKind, DtypeSource, FieldRef, Model, Readonly};
+use crate::spec::SpecView;
+
+pub fn expand(model: &Model, spec: &SpecView) -> syn::Result<TokenStream> {
+    let assert = assert_pyclass(model);
+    let source = source_impl(model);
+    let methods = pymethods(model, spec)?;
+    Ok(quote! {
+        #assert
+        #source
+        #methods
+    })
+}
+
+/// `const _: () = assert_pyclass::<T>();`: a clear error when the type is not a `#[pyclass]`.
+fn assert_pyclass(model: &Model) -> TokenStream {
+    let ident = &model.ident;
+    quote_spanned! {ident.span()=>
+        const _: () = ::dlbind::__private::assert_pyclass::<#ident>();
+    }
+}
+
+fn access(f: &FieldRef) -> TokenStream {
+    let m = &f.member;
+    quote_spanned!(f.span=> self.#m)
+}
+
+fn source_impl(model: &Model) -> TokenStream {
+    let ident = &model.ident;
+    let data = access(&model.data.field);
+    let dspan = model.data.field.span;
+
+    let data_ptr = match &model.data.kind {
+        DataKind::Slice { elem } => quote_spanned! {dspan=>
+            <[#elem]>::as_ptr(&#data) as *mut #elem as *mut ::core::ffi::c_void
+        },
+        DataKind::Source => quote_spanned! {dspan=>
+            ::dlbind::export::DataSource::data_ptr(&#data)
+        },
+        DataKind::Array { .. } => quote_spanned! {dspan=>
+            ::dlbind::__private::nd::data_ptr(&#data)
+        },
+    };
+
+    let dtype = match &model.dtype {
+        DtypeSource::Element(elem) => {
+            let span = syn::spanned::Spanned::span(elem);
+            quote_spanned! {span=> <#elem as ::dlbind::element::DLPackElement>::DTYPE }
+        }
+        DtypeSource::Field(f) => {
+            let a = access(f);
+            quote_spanned! {f.span=> { let d: ::dlbind::ffi::DLDataType = #a; d } }
+        }
+        DtypeSource::Fixed { entry, span } => {
+            let (code, bits, lanes) = (entry.code, entry.bits, entry.lanes);
+            quote_spanned! {*span=>
+                ::dlbind::ffi::DLDataType { code: #code, bits: #bits, lanes: #lanes }
+            }
+        }
+    };
+
+    let (ndim, fill_shape) = match (&model.data.kind, &model.shape) {
+        (DataKind::Array { .. }, _) => (
+            quote_spanned! {dspan=> ::dlbind::__private::nd::ndim(&#data) },
+            quote_spanned! {dspan=> ::dlbind::__private::nd::fill_shape(&#data, out) },
+        ),
+        (_, Some(shape)) => {
+            let s = access(shape);
+            (
+                quote_spanned! {shape.span=> #s.len() },
+                quote_spanned! {shape.span=> ::dlbind::__private::fill_dims(&#s[..], out) },
+            )
+        }
+        (_, None) => unreachable!("validated: non-array data has a shape field"),
+    };
+
+    let fill_strides = match (&model.data.kind, &model.strides) {
+        (DataKind::Array { .. }, _) => quote_spanned! {dspan=>
+            ::dlbind::__private::nd::fill_strides(&#data, out)
+        },
+        (_, Some(strides)) => {
+            let s = access(strides);
+            quote_spanned! {strides.span=>
+                ::dlbind::__private::fill_dims(&#s[..], out);
+                true
+            }
+        }
+        (_, None) => quote! { let _ = out; false },
+    };
+
+    let device = match &model.device {
+        Some(f) => {
+            let a = access(f);
+            quote_spanned! {f.span=> { let d: ::dlbind::device::Device = #a; d } }
+        }
+        None => quote! { ::dlbind::device::Device::CPU },
+    };
+
+    let readonly = match &model.readonly {
+        Readonly::Never => quote! { false },
+        Readonly::Always => quote! { true },
+        Readonly::Field(f) => {
+            let a = access(f);
+            quote_spanned! {f.span=> { let r: bool = #a; r } }
+        }
+    };
+
+    quote! {
+        #[automatically_derived]
+        unsafe impl ::dlbind::export::DLPackSource for #ident {
+            #[inline]
+            fn dlpack_data_ptr(&self) -> *mut ::core::ffi::c_void { #data_ptr }
+            #[inline]
+            fn dlpack_dtype(&self) -> ::dlbind::ffi::DLDataType { #dtype }
+            #[inline]
+            fn dlpack_ndim(&self) -> usize { #ndim }
+            #[inline]
+            fn dlpack_fill_shape(&self, out: &mut [i64]) { #fill_shape }
+            #[inline]
+            fn dlpack_fill_strides(&self, out: &mut [i64]) -> bool { #fill_strides }
+            #[inline]
+            fn dlpack_device(&self) -> ::dlbind::device::Device { #device }
+            #[inline]
+            fn dlpack_readonly(&self) -> bool { #readonly }
+        }
+    }
+}
+
+/// A Python identifier from the spec as a Rust identifier (raw if it is a Rust keyword).
+fn py_ident(name: &str, what: &str) -> syn::Result<Ident> {
+    let valid = !name.is_empty()
+        && name.chars().next().is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
+        && name.chars().all(|c| c == '_' || c.is_ascii_alphanumeric());
+    if !valid {
+        return Err(syn::Error::new(
+            Span::call_site(),
+            format!("the spec's {what} `{name}` is not a valid identifier"),
+        ));
+    }
+    Ok(syn::parse_str::<Ident>(name).unwrap_or_else(|_| Ident::new_raw(name, Span::call_site())))
+}
+
+/// The `#[pymethods]` block: `__dlpack__` and `__dlpack_device__`, names from the spec.
+fn pymethods(model: &Model, spec: &SpecView) -> syn::Result<TokenStream> {
+    let ident = &model.ident;
+    let p = &spec.protocol;
+    let kw: Vec<Ident> = p
+        .dlpack_kwargs()
+        .iter()
+        .map(|n| py_ident(n, "__dlpack__ keyword"))
+        .collect::<syn::Result<_>>()?;
+    let dlpack_name = &p.dlpack_method;
+    let device_name = &p.dlpack_device_method;
+    let dlpack_fn = format_ident!("__dlbind_dlpack__");
+    let device_fn = format_ident!("__dlbind_dlpack_device__");
+    let (k0, k1, k2, k3) = (&kw[0], &kw[1], &kw[2], &kw[3]);
+    Ok(quote! {
+        #[::dlbind::__private::pyo3::pymethods]
+        #[pyo3(crate = "::dlbind::__private::pyo3")]
+        impl #ident {
+            #[pyo3(name = #dlpack_name, signature = (*, #k0 = None, #k1 = None, #k2 = None, #k3 = None))]
+            fn #dlpack_fn(
+                slf: &::dlbind::__private::pyo3::Bound<'_, Self>,
+                #k0: ::core::option::Option<&::dlbind::__private::pyo3::Bound<'_, ::dlbind::__private::pyo3::PyAny>>,
+                #k1: ::core::option::Option<&::dlbind::__private::pyo3::Bound<'_, ::dlbind::__private::pyo3::PyAny>>,
+                #k2: ::core::option::Option<&::dlbind::__private::pyo3::Bound<'_, ::dlbind::__private::pyo3::PyAny>>,
+                #k3: ::core::option::Option<&::dlbind::__private::pyo3::Bound<'_, ::dlbind::__private::pyo3::PyAny>>,
+            ) -> ::dlbind::__private::pyo3::PyResult<::dlbind::__private::pyo3::Py<::dlbind::__private::pyo3::PyAny>> {
+                ::dlbind::python::dlpack_method(slf, #k0, #k1, #k2, #k3)
+            }
+
+            #[pyo3(name = #device_name)]
+            fn #device_fn(
+                slf: &::dlbind::__private::pyo3::Bound<'_, Self>,
+            ) -> ::dlbind::__private::pyo3::PyResult<(i32, i32)> {
+                ::dlbind::python::dlpack_device_method(slf)
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::fixture;
+    use syn::parse_quote;
+
+    fn expand_str(input: syn::DeriveInput) -> String {
+        let spec = fixture();
+        let m = Model::from_derive_input(&input, &spec).unwrap();
+        let ts = expand(&m, &spec).unwrap();
+        syn::parse2::<syn::File>(ts.clone()).expect("expansion parses as items");
+        ts.to_string()
+    }
+
+    #[test]
+    fn expands_vec_struct() {
+        let s = expand_str(parse_quote! {
+            struct Image {
+                #[dlpack(data)] pixels: Vec<u8>,
+                #[dlpack(shape)] dims: Vec<usize>,
+            }
+        });
+        assert!(s.contains("unsafe impl :: dlbind :: export :: DLPackSource for Image"), "{s}");
+        assert!(s.contains("< u8 as :: dlbind :: element :: DLPackElement > :: DTYPE"), "{s}");
+        assert!(s.contains("signature = (* , stream = None , max_version = None , dl_device = None , copy = None)"), "{s}");
+        assert!(s.contains("name = \"__dlpack__\""), "{s}");
+        assert!(s.contains("let _ = out ; false"), "{s}");
+        assert!(s.contains(":: dlbind :: device :: Device :: CPU"), "{s}");
+        assert!(s.contains("assert_pyclass :: < Image >"), "{s}");
+    }
+
+    #[test]
+    fn kwarg_names_follow_the_spec() {
+        let mut spec = fixture();
+        spec.protocol.kw_dl_device = "device".into();
+        spec.protocol.kw_copy = "type".into(); // a Rust keyword becomes a raw identifier
+        let input: syn::DeriveInput = parse_quote! {
+            struct T { #[dlpack(data)] a: Vec<f32>, #[dlpack(shape)] s: [u8; 1] }
+        };
+        let m = Model::from_derive_input(&input, &spec).unwrap();
+        let s = expand(&m, &spec).unwrap().to_string();
+        assert!(s.contains("dl_device = None") == false, "{s}");
+        assert!(s.contains("device = None"), "{s}");
+        assert!(s.contains("r#type = None"), "{s}");
+        spec.protocol.kw_stream = "not valid".into();
+        assert!(expand(&m, &spec).is_err());
+    }
+
+    #[test]
+    fn expands_fixed_dtype_and_fields() {
+        let s = expand_str(parse_quote! {
+            #[dlpack(dtype = "bfloat16", readonly)]
+            struct R {
+                #[dlpack(data)] b: Box<[u16]>,
+                #[dlpack(shape)] s: [u32; 2],
+                #[dlpack(strides)] st: [i32; 2],
+                #[dlpack(device)] dev: Device,
+            }
+        });
+        assert!(s.contains("code : 4u8 , bits : 16u8 , lanes : 1u16"), "{s}");
+        assert!(s.contains("fn dlpack_readonly (& self) -> bool { true }"), "{s}");
+        assert!(s.contains("self . dev"), "{s}");
+        assert!(s.contains("fill_dims (& self . st [..] , out)"), "{s}");
+    }
+
+    #[test]
+    fn expands_source_and_array() {
+        let s = expand_str(parse_quote! {
+            struct T {
+                #[dlpack(data)] buf: Buffer,
+                #[dlpack(dtype)] dt: DLDataType,
+                #[dlpack(shape)] s: Vec<i64>,
+                #[dlpack(readonly)] ro: bool,
+            }
+        });
+        assert!(s.contains(":: dlbind :: export :: DataSource :: data_ptr (& self . buf)"), "{s}");
+        assert!(s.contains("self . dt"), "{s}");
+        assert!(s.contains("self . ro"), "{s}");
+        let s = expand_str(parse_quote! { struct A { #[dlpack(array)] a: ndarray::ArrayD<f64> } });
+        assert!(s.contains("nd :: fill_strides (& self . a , out)"), "{s}");
+        assert!(s.contains("nd :: ndim (& self . a)"), "{s}");
+    }
+}

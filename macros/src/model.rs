@@ -1,0 +1,840 @@
+//! The validated model of a `#[derive(DLPackExport)]` struct.
+//!
+//! [`Model::from_derive_input`] is a plain function of the parsed item and the spec view, so all
+//! validation (and its error messages and spans) is unit-tested without running the macro.
+
+use proc_macro2::Span;
+use syn::{
+    Data, DeriveInput, Fields, GenericArgument, Ident, Member, PathArguments, Type, spanned::Spanned,
+};
+
+use crate::attr::{self, Item, Key, push_err};
+use crate::spec::{DtypeEntry, SpecView};
+
+/// A field the expansion reads, with enough to emit well-spanned code.
+#[derive(Debug, Clone)]
+pub struct FieldRef {
+    pub member: Member,
+    pub ty: Type,
+    /// Span of the field's type (errors from type checking the emitted code point here).
+    pub span: Span,
+    /// Span of the `#[dlpack(...)]` key that gave the field its role.
+    pub key_span: Span,
+}
+
+impl FieldRef {
+    pub fn name(&self) -> String {
+        match &self.member {
+            Member::Named(i) => i.to_string(),
+            Member::Unnamed(i) => i.index.to_string(),
+        }
+    }
+}
+
+/// How the data field is stored.
+#[derive(Debug, Clone)]
+pub enum DataKind {
+    /// `Vec<T>`, `Box<[T]>`, `Arc<[T]>`: a contiguous slice of `T`.
+    Slice { elem: Type },
+    /// Any other type implementing `::dlbind::export::DataSource` (e.g. `dlbind::storage::Buffer`).
+    Source,
+    /// `#[dlpack(array)]`: an owned `ndarray` array giving pointer, shape and strides.
+    Array { elem: Type },
+}
+
+#[derive(Debug, Clone)]
+pub struct DataField {
+    pub field: FieldRef,
+    pub kind: DataKind,
+}
+
+/// Where the exported dtype comes from.
+#[derive(Debug, Clone)]
+pub enum DtypeSource {
+    /// `<T as DLPackElement>::DTYPE` of the element type.
+    Element(Type),
+    /// A `#[dlpack(dtype)]` field of type `dlbind::ffi::DLDataType`.
+    Field(FieldRef),
+    /// Struct-level `#[dlpack(dtype = "name")]`, resolved against the spec's table.
+    Fixed { entry: DtypeEntry, span: Span },
+}
+
+#[derive(Debug, Clone)]
+pub enum Readonly {
+    Never,
+    Always,
+    Field(FieldRef),
+}
+
+#[derive(Debug, Clone)]
+pub struct Model {
+    pub ident: Ident,
+    pub data: DataField,
+    /// `None` only for `DataKind::Array`.
+    pub shape: Option<FieldRef>,
+    pub strides: Option<FieldRef>,
+    pub dtype: DtypeSource,
+    pub device: Option<FieldRef>,
+    pub readonly: Readonly,
+}
+
+/// Role slots filled while walking the fields.
+#[derive(Default)]
+struct Slots {
+    data: Option<(Key, FieldRef)>,
+    shape: Option<FieldRef>,
+    strides: Option<FieldRef>,
+    dtype: Option<FieldRef>,
+    device: Option<FieldRef>,
+    readonly: Option<FieldRef>,
+}
+
+impl Model {
+    pub fn from_derive_input(input: &DeriveInput, spec: &SpecView) -> syn::Result<Model> {
+        let mut errors: Option<syn::Error> = None;
+
+        let fields = match &input.data {
+            Data::Struct(s) => &s.fields,
+            Data::Enum(e) => {
+                return Err(syn::Error::new(
+                    e.enum_token.span,
+                    "DLPackExport can only be derived for structs, not enums",
+                ));
+            }
+            Data::Union(u) => {
+                return Err(syn::Error::new(
+                    u.union_token.span,
+                    "DLPackExport can only be derived for structs, not unions",
+                ));
+            }
+        };
+
+        if !input.generics.params.is_empty() || input.generics.where_clause.is_some() {
+            push_err(
+                &mut errors,
+                syn::Error::new(
+                    input.generics.span(),
+                    "DLPackExport does not support generic structs (a #[pyclass] cannot be generic); \
+                     use a concrete type",
+                ),
+            );
+        }
+
+        // Struct-level items: `dtype = "…"`, `readonly`.
+        let mut struct_dtype: Option<syn::LitStr> = None;
+        let mut struct_readonly: Option<Span> = None;
+        match attr::parse_items(&input.attrs) {
+            Err(e) => push_err(&mut errors, e),
+            Ok(items) => {
+                for item in items {
+                    if let Err(e) = struct_item(&item, &mut struct_dtype, &mut struct_readonly) {
+                        push_err(&mut errors, e);
+                    }
+                }
+            }
+        }
+
+        // Field roles.
+        let mut slots = Slots::default();
+        let empty = syn::punctuated::Punctuated::new();
+        let field_list = match fields {
+            Fields::Named(f) => &f.named,
+            Fields::Unnamed(f) => &f.unnamed,
+            Fields::Unit => &empty,
+        };
+        for (index, field) in field_list.iter().enumerate() {
+            let items = match attr::parse_items(&field.attrs) {
+                Ok(items) => items,
+                Err(e) => {
+                    push_err(&mut errors, e);
+                    continue;
+                }
+            };
+            let mut first: Option<Key> = None;
+            for item in items {
+                if let Some(k) = first {
+                    push_err(
+                        &mut errors,
+                        syn::Error::new(
+                            item.span,
+                            format!(
+                                "a field takes one #[dlpack] role; this one already has `{}`",
+                                k.name()
+                            ),
+                        ),
+                    );
+                    continue;
+                }
+                first = Some(item.key);
+                let member = match &field.ident {
+                    Some(i) => Member::Named(i.clone()),
+                    None => Member::Unnamed(syn::Index { index: index as u32, span: field.span() }),
+                };
+                let fref = FieldRef {
+                    member,
+                    ty: field.ty.clone(),
+                    span: field.ty.span(),
+                    key_span: item.span,
+                };
+                if let Err(e) = field_item(&item, fref, &mut slots) {
+                    push_err(&mut errors, e);
+                }
+            }
+        }
+
+        // Cross-field rules.
+        let model = finish(input, spec, slots, struct_dtype, struct_readonly, &mut errors);
+        match (errors, model) {
+            (None, Some(m)) => Ok(m),
+            (Some(e), _) => Err(e),
+            (None, None) => unreachable!("finish returns None only after recording an error"),
+        }
+    }
+}
+
+fn struct_item(
+    item: &Item,
+    dtype: &mut Option<syn::LitStr>,
+    readonly: &mut Option<Span>,
+) -> syn::Result<()> {
+    match item.key {
+        Key::Dtype => {
+            let Some(v) = &item.value else {
+                return Err(syn::Error::new(
+                    item.span,
+                    "a struct-level dtype needs a name: `#[dlpack(dtype = \"float32\")]`",
+                ));
+            };
+            if dtype.is_some() {
+                return Err(syn::Error::new(item.span, "duplicate struct-level `dtype`"));
+            }
+            *dtype = Some(v.clone());
+        }
+        Key::Readonly => {
+            if let Some(v) = &item.value {
+                return Err(syn::Error::new(v.span(), "`readonly` takes no value"));
+            }
+            if readonly.is_some() {
+                return Err(syn::Error::new(item.span, "duplicate struct-level `readonly`"));
+            }
+            *readonly = Some(item.span);
+        }
+        k => {
+            return Err(syn::Error::new(
+                item.span,
+                format!(
+                    "`#[dlpack({})]` goes on a field; on the struct only `dtype = \"…\"` and \
+                     `readonly` are allowed",
+                    k.name()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn field_item(item: &Item, f: FieldRef, slots: &mut Slots) -> syn::Result<()> {
+    if let Some(v) = &item.value {
+        let msg = if item.key == Key::Dtype {
+            "`dtype = \"…\"` goes on the struct; on a field of type `DLDataType` write `#[dlpack(dtype)]`"
+                .to_string()
+        } else {
+            format!("`{}` takes no value", item.key.name())
+        };
+        return Err(syn::Error::new(v.span(), msg));
+    }
+    let dup = |existing: &FieldRef, key: Key| {
+        syn::Error::new(
+            item.span,
+            format!(
+                "duplicate `#[dlpack({})]` field: `{}` already has it",
+                key.name(),
+                existing.name()
+            ),
+        )
+    };
+    let slot = match item.key {
+        Key::Data | Key::Array => {
+            if let Some((k, existing)) = &slots.data {
+                return Err(syn::Error::new(
+                    item.span,
+                    format!(
+                        "duplicate data field: `{}` is already the data (`#[dlpack({})]`)",
+                        existing.name(),
+                        k.name()
+                    ),
+                ));
+            }
+            slots.data = Some((item.key, f));
+            return Ok(());
+        }
+        Key::Shape => &mut slots.shape,
+        Key::Strides => &mut slots.strides,
+        Key::Dtype => &mut slots.dtype,
+        Key::Device => &mut slots.device,
+        Key::Readonly => &mut slots.readonly,
+    };
+    if let Some(existing) = slot {
+        return Err(dup(existing, item.key));
+    }
+    *slot = Some(f);
+    Ok(())
+}
+
+fn finish(
+    input: &DeriveInput,
+    spec: &SpecView,
+    slots: Slots,
+    struct_dtype: Option<syn::LitStr>,
+    struct_readonly: Option<Span>,
+    errors: &mut Option<syn::Error>,
+) -> Option<Model> {
+    let Some((data_key, data_field)) = slots.data else {
+        push_err(
+            errors,
+            syn::Error::new(
+                input.ident.span(),
+                "DLPackExport needs a `#[dlpack(data)]` field (Vec<T>, Box<[T]>, Arc<[T]> or a \
+                 DataSource such as dlbind::storage::Buffer) or a `#[dlpack(array)]` ndarray field",
+            ),
+        );
+        return None;
+    };
+
+    // Data kind.
+    let kind = if data_key == Key::Array {
+        match ndarray_elem(&data_field.ty) {
+            Some(elem) => DataKind::Array { elem },
+            None => {
+                push_err(
+                    errors,
+                    syn::Error::new(
+                        data_field.span,
+                        "`#[dlpack(array)]` expects an owned ndarray array: `ArrayD<T>`, \
+                         `Array<T, D>`, `Array1<T>` … `Array6<T>` or `ArcArray<T, D>`",
+                    ),
+                );
+                return None;
+            }
+        }
+    } else {
+        match slice_elem(&data_field.ty) {
+            Some(elem) => DataKind::Slice { elem },
+            None => DataKind::Source,
+        }
+    };
+
+    // Shape / strides.
+    let mut ok = true;
+    if let DataKind::Array { .. } = kind {
+        for (f, key) in [(&slots.shape, Key::Shape), (&slots.strides, Key::Strides)] {
+            if let Some(f) = f {
+                ok = false;
+                push_err(
+                    errors,
+                    syn::Error::new(
+                        f.key_span,
+                        format!(
+                            "`#[dlpack({})]` conflicts with `#[dlpack(array)]`: the array field \
+                             `{}` provides shape and strides",
+                            key.name(),
+                            data_field.name()
+                        ),
+                    ),
+                );
+            }
+        }
+    } else if slots.shape.is_none() {
+        ok = false;
+        push_err(
+            errors,
+            syn::Error::new(
+                data_field.key_span,
+                format!(
+                    "the data field `{}` needs a `#[dlpack(shape)]` field (Vec<I> or [I; N] of an \
+                     integer type)",
+                    data_field.name()
+                ),
+            ),
+        );
+    }
+    for (f, key) in [(&slots.shape, Key::Shape), (&slots.strides, Key::Strides)] {
+        if let Some(f) = f {
+            if int_list_elem(&f.ty).is_none() {
+                ok = false;
+                push_err(
+                    errors,
+                    syn::Error::new(
+                        f.span,
+                        format!(
+                            "`#[dlpack({})]` expects `Vec<I>`, `Box<[I]>` or `[I; N]` with `I` an \
+                             integer type",
+                            key.name()
+                        ),
+                    ),
+                );
+            }
+        }
+    }
+
+    // Dtype.
+    let dtype = match (struct_dtype, slots.dtype) {
+        (Some(lit), Some(field)) => {
+            push_err(
+                errors,
+                syn::Error::new(
+                    lit.span(),
+                    format!(
+                        "dtype given twice: struct-level `dtype = \"{}\"` and the `#[dlpack(dtype)]` \
+                         field `{}`",
+                        lit.value(),
+                        field.name()
+                    ),
+                ),
+            );
+            None
+        }
+        (Some(lit), None) => match spec.dtype_by_name(&lit.value()) {
+            Some(entry) => Some(DtypeSource::Fixed { entry: entry.clone(), span: lit.span() }),
+            None => {
+                push_err(
+                    errors,
+                    syn::Error::new(
+                        lit.span(),
+                        format!("unknown dtype `{}`; known: {}", lit.value(), spec.dtype_names()),
+                    ),
+                );
+                None
+            }
+        },
+        (None, Some(field)) => Some(DtypeSource::Field(field)),
+        (None, None) => match &kind {
+            DataKind::Slice { elem } | DataKind::Array { elem } => {
+                if spec.dtype_for_rust_type(elem).is_some() {
+                    Some(DtypeSource::Element(elem.clone()))
+                } else {
+                    push_err(
+                        errors,
+                        syn::Error::new(
+                            elem.span(),
+                            format!(
+                                "element type `{}` has no DLPack dtype code; supported element \
+                                 types: {}; for raw storage name the dtype on the struct, e.g. \
+                                 `#[dlpack(dtype = \"bfloat16\")]`",
+                                type_text(elem),
+                                spec.rust_type_names()
+                            ),
+                        ),
+                    );
+                    None
+                }
+            }
+            DataKind::Source => {
+                push_err(
+                    errors,
+                    syn::Error::new(
+                        data_field.span,
+                        format!(
+                            "the data field `{}` of type `{}` has no static element type: add a \
+                             `#[dlpack(dtype)]` field of type `dlbind::ffi::DLDataType` or \
+                             `#[dlpack(dtype = \"…\")]` on the struct",
+                            data_field.name(),
+                            type_text(&data_field.ty)
+                        ),
+                    ),
+                );
+                None
+            }
+        },
+    };
+
+    // Readonly.
+    let readonly = match (struct_readonly, slots.readonly) {
+        (Some(span), Some(field)) => {
+            push_err(
+                errors,
+                syn::Error::new(
+                    span,
+                    format!(
+                        "readonly given twice: on the struct and as the field `{}`",
+                        field.name()
+                    ),
+                ),
+            );
+            None
+        }
+        (Some(_), None) => Some(Readonly::Always),
+        (None, Some(f)) => Some(Readonly::Field(f)),
+        (None, None) => Some(Readonly::Never),
+    };
+
+    if !ok {
+        return None;
+    }
+    Some(Model {
+        ident: input.ident.clone(),
+        data: DataField { field: data_field, kind },
+        shape: slots.shape,
+        strides: slots.strides,
+        dtype: dtype?,
+        device: slots.device,
+        readonly: readonly?,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Type inspection helpers (syntactic; the compiler checks the rest through spanned expressions).
+
+fn strip(ty: &Type) -> &Type {
+    match ty {
+        Type::Group(g) => strip(&g.elem),
+        Type::Paren(p) => strip(&p.elem),
+        t => t,
+    }
+}
+
+fn last_segment(ty: &Type) -> Option<&syn::PathSegment> {
+    match strip(ty) {
+        Type::Path(p) if p.qself.is_none() => p.path.segments.last(),
+        _ => None,
+    }
+}
+
+fn type_args(seg: &syn::PathSegment) -> Vec<&Type> {
+    match &seg.arguments {
+        PathArguments::AngleBracketed(a) => a
+            .args
+            .iter()
+            .filter_map(|g| match g {
+                GenericArgument::Type(t) => Some(t),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// `Vec<T>` → T, `Box<[T]>` / `Arc<[T]>` → T.
+pub fn slice_elem(ty: &Type) -> Option<Type> {
+    let seg = last_segment(ty)?;
+    let args = type_args(seg);
+    let [arg] = args.as_slice() else { return None };
+    match seg.ident.to_string().as_str() {
+        "Vec" => Some((*arg).clone()),
+        "Box" | "Arc" => match strip(arg) {
+            Type::Slice(s) => Some((*s.elem).clone()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Owned ndarray arrays → element type.
+pub fn ndarray_elem(ty: &Type) -> Option<Type> {
+    let seg = last_segment(ty)?;
+    let name = seg.ident.to_string();
+    let owned = matches!(
+        name.as_str(),
+        "Array" | "ArrayD" | "Array0" | "Array1" | "Array2" | "Array3" | "Array4" | "Array5"
+            | "Array6" | "ArcArray" | "ArcArray1" | "ArcArray2"
+    );
+    if !owned {
+        return None;
+    }
+    type_args(seg).first().map(|t| (*t).clone())
+}
+
+const INTEGERS: &[&str] = &[
+    "u8", "u16", "u32", "u64", "usize", "i8", "i16", "i32", "i64", "isize",
+];
+
+fn is_integer(ty: &Type) -> bool {
+    match strip(ty) {
+        Type::Path(p) if p.qself.is_none() => {
+            p.path.get_ident().is_some_and(|i| INTEGERS.contains(&i.to_string().as_str()))
+        }
+        _ => false,
+    }
+}
+
+/// `Vec<I>`, `Box<[I]>`, `[I; N]` with `I` an integer type → I.
+pub fn int_list_elem(ty: &Type) -> Option<Type> {
+    let elem = match strip(ty) {
+        Type::Array(a) => (*a.elem).clone(),
+        t => slice_elem(t)?,
+    };
+    is_integer(&elem).then_some(elem)
+}
+
+/// A normalised key for matching element types against the spec's `rust_type` column:
+/// the last path segment, recursively through generic type arguments (`Complex<f32>`).
+pub fn type_key(ty: &Type) -> Option<String> {
+    let seg = last_segment(ty)?;
+    let args = type_args(seg);
+    let mut key = seg.ident.to_string();
+    if !args.is_empty() {
+        let inner: Option<Vec<String>> = args.iter().map(|t| type_key(t)).collect();
+        key.push('<');
+        key.push_str(&inner?.join(","));
+        key.push('>');
+    }
+    Some(key)
+}
+
+fn type_text(ty: &Type) -> String {
+    let s = quote::ToTokens::to_token_stream(ty).to_string();
+    s.replace(" < ", "<").replace(" >", ">").replace("< ", "<").replace(" , ", ", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::fixture;
+    use syn::parse_quote;
+
+    fn model(input: DeriveInput) -> syn::Result<Model> {
+        Model::from_derive_input(&input, &fixture())
+    }
+
+    fn err(input: DeriveInput) -> String {
+        match model(input) {
+            Ok(_) => panic!("expected an error"),
+            Err(e) => e.into_iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"),
+        }
+    }
+
+    #[test]
+    fn vec_with_shape_and_strides() {
+        let m = model(parse_quote! {
+            struct Image {
+                #[dlpack(data)] pixels: Vec<u8>,
+                #[dlpack(shape)] dims: Vec<usize>,
+                #[dlpack(strides)] strides: Vec<isize>,
+            }
+        })
+        .unwrap();
+        assert!(matches!(m.data.kind, DataKind::Slice { .. }));
+        assert_eq!(m.shape.as_ref().unwrap().name(), "dims");
+        assert_eq!(m.strides.as_ref().unwrap().name(), "strides");
+        assert!(matches!(m.dtype, DtypeSource::Element(_)));
+        assert!(matches!(m.readonly, Readonly::Never));
+        assert!(m.device.is_none());
+    }
+
+    #[test]
+    fn box_arc_and_paths() {
+        for ty in [
+            quote::quote!(Box<[f32]>),
+            quote::quote!(std::sync::Arc<[half::bf16]>),
+            quote::quote!(::std::vec::Vec<num_complex::Complex<f32>>),
+            quote::quote!(Vec<bool>),
+        ] {
+            let input: DeriveInput = syn::parse2(quote::quote! {
+                struct T { #[dlpack(data)] d: #ty, #[dlpack(shape)] s: [u32; 2] }
+            })
+            .unwrap();
+            let m = model(input).unwrap_or_else(|e| panic!("{ty}: {e}"));
+            assert!(matches!(m.dtype, DtypeSource::Element(_)));
+        }
+    }
+
+    #[test]
+    fn buffer_with_dtype_field_device_readonly() {
+        let m = model(parse_quote! {
+            struct Tensor {
+                #[dlpack(data)] buf: dlbind::storage::Buffer,
+                #[dlpack(dtype)] dtype: DLDataType,
+                #[dlpack(shape)] shape: Vec<i64>,
+                #[dlpack(strides)] strides: Vec<i64>,
+                #[dlpack(device)] device: Device,
+                #[dlpack(readonly)] readonly: bool,
+                other: String,
+            }
+        })
+        .unwrap();
+        assert!(matches!(m.data.kind, DataKind::Source));
+        assert!(matches!(m.dtype, DtypeSource::Field(_)));
+        assert!(matches!(m.readonly, Readonly::Field(_)));
+        assert_eq!(m.device.unwrap().name(), "device");
+    }
+
+    #[test]
+    fn struct_level_dtype_and_readonly() {
+        let m = model(parse_quote! {
+            #[dlpack(dtype = "bfloat16", readonly)]
+            struct Raw { #[dlpack(data)] bytes: Vec<u16>, #[dlpack(shape)] n: [usize; 1] }
+        })
+        .unwrap();
+        match m.dtype {
+            DtypeSource::Fixed { entry, .. } => {
+                assert_eq!((entry.code, entry.bits, entry.lanes), (4, 16, 1))
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(m.readonly, Readonly::Always));
+    }
+
+    #[test]
+    fn raw_storage_skips_element_check() {
+        model(parse_quote! {
+            #[dlpack(dtype = "float8_e4m3fn")]
+            struct Raw { #[dlpack(data)] bytes: Vec<[u8; 1]>, #[dlpack(shape)] n: Vec<u64> }
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn ndarray_field() {
+        for ty in [quote::quote!(ndarray::ArrayD<f32>), quote::quote!(Array<i64, Ix2>), quote::quote!(Array3<u8>)] {
+            let input: DeriveInput =
+                syn::parse2(quote::quote! { struct A { #[dlpack(array)] a: #ty } }).unwrap();
+            let m = model(input).unwrap_or_else(|e| panic!("{ty}: {e}"));
+            assert!(matches!(m.data.kind, DataKind::Array { .. }));
+            assert!(m.shape.is_none());
+        }
+    }
+
+    #[test]
+    fn tuple_struct() {
+        let m = model(parse_quote! {
+            struct T(#[dlpack(data)] Vec<f32>, #[dlpack(shape)] Vec<usize>);
+        })
+        .unwrap();
+        assert_eq!(m.data.field.name(), "0");
+        assert_eq!(m.shape.unwrap().name(), "1");
+    }
+
+    #[test]
+    fn no_data_field() {
+        let e = err(parse_quote! { struct T { #[dlpack(shape)] s: Vec<usize> } });
+        assert!(e.contains("needs a `#[dlpack(data)]` field"), "{e}");
+        let e = err(parse_quote! { struct T; });
+        assert!(e.contains("needs a `#[dlpack(data)]` field"), "{e}");
+    }
+
+    #[test]
+    fn duplicates() {
+        let e = err(parse_quote! {
+            struct T { #[dlpack(data)] a: Vec<u8>, #[dlpack(data)] b: Vec<u8>, #[dlpack(shape)] s: Vec<usize> }
+        });
+        assert!(e.contains("duplicate data field: `a` is already the data"), "{e}");
+        let e = err(parse_quote! {
+            struct T { #[dlpack(data)] a: Vec<u8>, #[dlpack(shape)] s: Vec<usize>, #[dlpack(shape)] t: Vec<usize> }
+        });
+        assert!(e.contains("duplicate `#[dlpack(shape)]` field: `s` already has it"), "{e}");
+        let e = err(parse_quote! {
+            struct T { #[dlpack(data)] a: Vec<u8>, #[dlpack(shape)] s: Vec<usize>,
+                       #[dlpack(strides)] x: Vec<isize>, #[dlpack(strides)] y: Vec<isize> }
+        });
+        assert!(e.contains("duplicate `#[dlpack(strides)]` field: `x` already has it"), "{e}");
+        let e = err(parse_quote! {
+            struct T { #[dlpack(data, shape)] a: Vec<u8> }
+        });
+        assert!(e.contains("one #[dlpack] role"), "{e}");
+    }
+
+    #[test]
+    fn data_without_shape() {
+        let e = err(parse_quote! { struct T { #[dlpack(data)] a: Vec<u8> } });
+        assert!(e.contains("the data field `a` needs a `#[dlpack(shape)]` field"), "{e}");
+    }
+
+    #[test]
+    fn array_with_shape_conflicts() {
+        let e = err(parse_quote! {
+            struct T { #[dlpack(array)] a: ndarray::ArrayD<f32>, #[dlpack(shape)] s: Vec<usize> }
+        });
+        assert!(e.contains("conflicts with `#[dlpack(array)]`"), "{e}");
+        let e = err(parse_quote! { struct T { #[dlpack(array)] a: Vec<f32> } });
+        assert!(e.contains("expects an owned ndarray array"), "{e}");
+    }
+
+    #[test]
+    fn bad_shape_type() {
+        let e = err(parse_quote! {
+            struct T { #[dlpack(data)] a: Vec<u8>, #[dlpack(shape)] s: Vec<f32> }
+        });
+        assert!(e.contains("integer type"), "{e}");
+    }
+
+    #[test]
+    fn unknown_key() {
+        let e = err(parse_quote! {
+            struct T { #[dlpack(data)] a: Vec<u8>, #[dlpack(shape)] s: Vec<usize>, #[dlpack(stride)] t: Vec<isize> }
+        });
+        assert!(e.contains("unknown dlpack attribute `stride`"), "{e}");
+    }
+
+    #[test]
+    fn element_without_code() {
+        let e = err(parse_quote! {
+            struct T { #[dlpack(data)] a: Vec<String>, #[dlpack(shape)] s: Vec<usize> }
+        });
+        assert!(e.contains("element type `String` has no DLPack dtype code"), "{e}");
+        assert!(e.contains("half::bf16"), "{e}");
+        let e = err(parse_quote! {
+            struct T { #[dlpack(data)] a: Vec<num_complex::Complex<u8>>, #[dlpack(shape)] s: Vec<usize> }
+        });
+        assert!(e.contains("has no DLPack dtype code"), "{e}");
+    }
+
+    #[test]
+    fn unknown_dtype_name() {
+        let e = err(parse_quote! {
+            #[dlpack(dtype = "bfloat17")]
+            struct T { #[dlpack(data)] a: Vec<u16>, #[dlpack(shape)] s: Vec<usize> }
+        });
+        assert!(e.contains("unknown dtype `bfloat17`; known: bool, int8"), "{e}");
+    }
+
+    #[test]
+    fn source_needs_dtype() {
+        let e = err(parse_quote! {
+            struct T { #[dlpack(data)] a: Buffer, #[dlpack(shape)] s: Vec<usize> }
+        });
+        assert!(e.contains("has no static element type"), "{e}");
+    }
+
+    #[test]
+    fn conflicting_dtype_and_readonly() {
+        let e = err(parse_quote! {
+            #[dlpack(dtype = "float32", readonly)]
+            struct T { #[dlpack(data)] a: Buffer, #[dlpack(shape)] s: Vec<usize>,
+                       #[dlpack(dtype)] d: DLDataType, #[dlpack(readonly)] r: bool }
+        });
+        assert!(e.contains("dtype given twice"), "{e}");
+        assert!(e.contains("readonly given twice"), "{e}");
+    }
+
+    #[test]
+    fn misplaced_keys() {
+        let e = err(parse_quote! {
+            #[dlpack(shape)]
+            struct T { #[dlpack(data)] a: Vec<u8>, #[dlpack(shape)] s: Vec<usize> }
+        });
+        assert!(e.contains("goes on a field"), "{e}");
+        let e = err(parse_quote! {
+            struct T { #[dlpack(data)] a: Vec<u8>, #[dlpack(shape)] s: Vec<usize>, #[dlpack(dtype = "float32")] d: u8 }
+        });
+        assert!(e.contains("goes on the struct"), "{e}");
+    }
+
+    #[test]
+    fn not_a_struct_and_generics() {
+        let e = err(parse_quote! { enum E { A } });
+        assert!(e.contains("only be derived for structs"), "{e}");
+        let e = err(parse_quote! {
+            struct T<U> { #[dlpack(data)] a: Vec<U>, #[dlpack(shape)] s: Vec<usize> }
+        });
+        assert!(e.contains("does not support generic structs"), "{e}");
+    }
+
+    #[test]
+    fn type_keys() {
+        let k = |s: &str| type_key(&syn::parse_str::<Type>(s).unwrap());
+        assert_eq!(k("half::bf16").as_deref(), Some("bf16"));
+        assert_eq!(k("::num_complex::Complex<f32>").as_deref(), Some("Complex<f32>"));
+        assert_eq!(k("(u8)").as_deref(), Some("u8"));
+        assert_eq!(k("[u8; 2]"), None);
+    }
+}

@@ -1,0 +1,211 @@
+//! memcpy, row-wise and generic strided kernels, the outer-index odometer and the parallel
+//! driver.
+
+use std::ops::Range;
+use std::ptr;
+
+use rayon::prelude::*;
+
+/// Destination bytes per parallel task (one huge page: each task faults exactly one fresh
+/// 2 MiB page of a 2 MiB-aligned destination).
+pub(super) const CHUNK_BYTES: usize = 2 << 20;
+
+/// A raw pointer that may cross threads. Only used inside the copy kernels, where the tasks
+/// write disjoint destination ranges and only read the source.
+#[derive(Clone, Copy)]
+pub(super) struct SendPtr<T>(pub *mut T);
+// SAFETY: see the type's docs: tasks never write the same bytes and the caller of the public
+// copy function guarantees the memory is valid for the whole call.
+unsafe impl<T> Send for SendPtr<T> {}
+// SAFETY: as above.
+unsafe impl<T> Sync for SendPtr<T> {}
+
+/// Split `0..units` into tasks of about `CHUNK_BYTES` of output and run `f` on each, on the
+/// rayon pool when `parallel`, else inline.
+pub(super) fn run_units<F>(units: usize, unit_bytes: usize, parallel: bool, f: F)
+where
+    F: Fn(Range<usize>) + Sync,
+{
+    if units == 0 {
+        return;
+    }
+    if !parallel || units == 1 {
+        f(0..units);
+        return;
+    }
+    let per = (CHUNK_BYTES / unit_bytes.max(1)).clamp(1, units.div_ceil(2));
+    let tasks = units.div_ceil(per);
+    (0..tasks).into_par_iter().for_each(|t| {
+        let start = t * per;
+        f(start..(start + per).min(units));
+    });
+}
+
+/// `memcpy` of `bytes`, split into 2 MiB destination chunks on the rayon pool.
+///
+/// # Safety
+/// `src` readable and `dst` writable for `bytes`, no overlap.
+pub(super) unsafe fn memcpy_parallel(src: *const u8, dst: *mut u8, bytes: usize) {
+    let (s, d) = (SendPtr(src as *mut u8), SendPtr(dst));
+    // Chunk boundaries at 2 MiB multiples of the destination *address* so each task touches
+    // whole huge pages.
+    let head = ((dst as usize).next_multiple_of(CHUNK_BYTES) - dst as usize).min(bytes);
+    let body = bytes - head;
+    let chunks = body.div_ceil(CHUNK_BYTES);
+    if bytes < super::PARALLEL_MIN_BYTES || rayon::current_num_threads() < 2 {
+        // SAFETY: caller contract.
+        unsafe { ptr::copy_nonoverlapping(src, dst, bytes) };
+        return;
+    }
+    (0..chunks + 1).into_par_iter().for_each(|c| {
+        let (off, len) = if c == 0 {
+            (0, head)
+        } else {
+            let off = head + (c - 1) * CHUNK_BYTES;
+            (off, CHUNK_BYTES.min(bytes - off))
+        };
+        let (s, d) = (s, d);
+        if len > 0 {
+            // SAFETY: [off, off + len) lies within [0, bytes); tasks cover disjoint ranges.
+            unsafe { ptr::copy_nonoverlapping(s.0.add(off), d.0.add(off), len) };
+        }
+    });
+}
+
+/// Iterates the multi-index over `dims` in C order, tracking the byte offset with `strides`.
+pub(super) struct Odometer<'a> {
+    dims: &'a [usize],
+    strides: &'a [isize],
+    idx: Vec<usize>,
+    pub off: isize,
+}
+
+impl<'a> Odometer<'a> {
+    /// Start at flat (C-order) index `flat`, which must be < product(dims) (or 0).
+    pub fn new(dims: &'a [usize], strides: &'a [isize], mut flat: usize) -> Self {
+        let mut idx = vec![0usize; dims.len()];
+        let mut off = 0isize;
+        for i in (0..dims.len()).rev() {
+            let d = dims[i];
+            idx[i] = flat % d;
+            flat /= d;
+            // Within the validated extent: cannot overflow.
+            off += idx[i] as isize * strides[i];
+        }
+        Self { dims, strides, idx, off }
+    }
+
+    /// Advance by one (wrapping past the end is harmless; callers stop at their range end).
+    #[inline]
+    pub fn step(&mut self) {
+        for i in (0..self.dims.len()).rev() {
+            self.idx[i] += 1;
+            self.off += self.strides[i];
+            if self.idx[i] < self.dims[i] {
+                return;
+            }
+            self.off -= self.strides[i] * self.dims[i] as isize;
+            self.idx[i] = 0;
+        }
+    }
+}
+
+/// Row-wise copy: for each outer index, `row_bytes` contiguous bytes.
+///
+/// # Safety
+/// The layout is validated; source rows readable; `dst` writable for rows × row_bytes.
+pub(super) unsafe fn rows(
+    src: *const u8,
+    dst: *mut u8,
+    outer: &[usize],
+    outer_strides: &[isize],
+    row_bytes: usize,
+    parallel: bool,
+) {
+    let rows: usize = outer.iter().product();
+    let (s, d) = (SendPtr(src as *mut u8), SendPtr(dst));
+    run_units(rows, row_bytes, parallel, |r| {
+        let (s, d) = (s, d);
+        let mut od = Odometer::new(outer, outer_strides, r.start);
+        for row in r {
+            // SAFETY: od.off is the byte offset of a valid source row; row * row_bytes + row_bytes
+            // <= total destination bytes; disjoint from other tasks' rows.
+            unsafe { ptr::copy_nonoverlapping(s.0.offset(od.off), d.0.add(row * row_bytes), row_bytes) };
+            od.step();
+        }
+    });
+}
+
+/// Copies `n` elements of type `T` spaced `stride` bytes apart into contiguous `dst`.
+///
+/// # Safety
+/// The `n` source elements are readable (any alignment); `dst` writable for `n * size_of::<T>()`.
+#[inline(always)]
+unsafe fn strided_row<T: Copy>(src: *const u8, stride: isize, n: usize, dst: *mut u8) {
+    let d = dst as *mut T;
+    if stride == 0 {
+        // SAFETY: one readable element; n writable slots.
+        unsafe {
+            let v = ptr::read_unaligned(src as *const T);
+            for i in 0..n {
+                ptr::write_unaligned(d.add(i), v);
+            }
+        }
+        return;
+    }
+    let mut p = src;
+    for i in 0..n {
+        // SAFETY: p = src + i * stride is the i-th source element; i < n destination slots.
+        unsafe {
+            ptr::write_unaligned(d.add(i), ptr::read_unaligned(p as *const T));
+            p = p.wrapping_offset(stride);
+        }
+    }
+}
+
+/// Generic strided copy: odometer over `outer`, inner loop of `n` elements `stride` bytes apart.
+///
+/// # Safety
+/// The layout is validated; every element readable; `dst` writable for the whole output.
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn generic(
+    src: *const u8,
+    dst: *mut u8,
+    outer: &[usize],
+    outer_strides: &[isize],
+    n: usize,
+    stride: isize,
+    elem: usize,
+    parallel: bool,
+) {
+    let rows: usize = outer.iter().product();
+    let row_bytes = n * elem;
+    let (s, d) = (SendPtr(src as *mut u8), SendPtr(dst));
+    run_units(rows, row_bytes, parallel, |r| {
+        let (s, d) = (s, d);
+        let mut od = Odometer::new(outer, outer_strides, r.start);
+        for row in r {
+            let sp = s.0.wrapping_offset(od.off) as *const u8;
+            let dp = d.0.wrapping_add(row * row_bytes);
+            // SAFETY: sp is the first source element of this row, dp the start of its
+            // destination row (disjoint from other tasks); widths match `elem`.
+            unsafe {
+                match elem {
+                    1 => strided_row::<u8>(sp, stride, n, dp),
+                    2 => strided_row::<u16>(sp, stride, n, dp),
+                    4 => strided_row::<u32>(sp, stride, n, dp),
+                    8 => strided_row::<u64>(sp, stride, n, dp),
+                    16 => strided_row::<u128>(sp, stride, n, dp),
+                    _ => {
+                        let mut p = sp;
+                        for i in 0..n {
+                            ptr::copy_nonoverlapping(p, dp.add(i * elem), elem);
+                            p = p.wrapping_offset(stride);
+                        }
+                    }
+                }
+            }
+            od.step();
+        }
+    });
+}

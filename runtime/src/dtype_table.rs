@@ -1,0 +1,73 @@
+//! The spec's dtype table (generated) plus helpers built on it.
+
+#[allow(clippy::all)]
+mod generated {
+    include!(concat!(env!("CARGO_MANIFEST_DIR"), "/../generated/rust/dtypes.rs"));
+}
+pub use generated::*;
+
+use crate::copy::ElemSize;
+use crate::error::DlpackError;
+use crate::failure::FailureKind;
+use crate::ffi::{DLDataType, DLDataTypeCode};
+
+/// Checks that `dtype` is something dlbind can describe: a code the spec knows, `bits` as the
+/// spec's per-code rule demands (FP6 = 6, FP4 = 4, FP8/bool = 8), whole bytes otherwise, and
+/// `lanes == 1`. Returns the element size for copies.
+pub fn validate_dtype(dtype: DLDataType) -> Result<ElemSize, DlpackError> {
+    if dtype.lanes != 1 {
+        return Err(DlpackError::new(
+            FailureKind::UnsupportedDtype,
+            format!("unsupported dtype {}: lanes must be 1", describe(dtype)),
+        ));
+    }
+    let code = DLDataTypeCode(dtype.code);
+    if code.name().is_none() || code == DLDataTypeCode::kDLOpaqueHandle {
+        return Err(DlpackError::new(
+            FailureKind::UnsupportedDtype,
+            format!("unsupported dtype {}: unknown or opaque type code", describe(dtype)),
+        ));
+    }
+    if let Some(bits) = required_bits(dtype.code) {
+        if dtype.bits != bits {
+            return Err(DlpackError::new(
+                FailureKind::UnsupportedDtype,
+                format!("unsupported dtype {}: this code requires bits == {bits}", describe(dtype)),
+            ));
+        }
+    }
+    elem_size(dtype)
+}
+
+/// Element size of a `lanes == 1` dtype: whole bytes, or packed sub-byte elements.
+pub fn elem_size(dtype: DLDataType) -> Result<ElemSize, DlpackError> {
+    let bits = dtype.bits as u32 * dtype.lanes as u32;
+    if bits == 0 {
+        Err(DlpackError::new(FailureKind::UnsupportedDtype, format!("unsupported dtype {}: zero bits", describe(dtype))))
+    } else if bits % 8 == 0 {
+        Ok(ElemSize::Bytes((bits / 8) as usize))
+    } else if bits < 8 {
+        Ok(ElemSize::SubByte { bits })
+    } else {
+        Err(DlpackError::new(
+            FailureKind::UnsupportedDtype,
+            format!("unsupported dtype {}: bits must be a multiple of 8 or less than 8", describe(dtype)),
+        ))
+    }
+}
+
+/// Bytes per element for whole-byte dtypes (`None` for sub-byte ones).
+pub fn itemsize(dtype: DLDataType) -> Option<usize> {
+    match elem_size(dtype) {
+        Ok(ElemSize::Bytes(b)) => Some(b),
+        _ => None,
+    }
+}
+
+/// Human-readable description: the table's Python name, else `(code, bits, lanes)`.
+pub fn describe(dtype: DLDataType) -> String {
+    match dtype_by_dl(dtype) {
+        Some(info) => info.name.to_string(),
+        None => format!("(code={}, bits={}, lanes={})", dtype.code, dtype.bits, dtype.lanes),
+    }
+}

@@ -1,0 +1,320 @@
+//! The managed tensor dlbind exports and the capsule around it.
+//!
+//! One heap allocation per export holds everything:
+//! `[ DLManagedTensor | DLManagedTensorVersioned ][ owner ][ copy buffer ][ ndim ][ shape.. ][ strides.. ]`.
+//! `manager_ctx` points at the allocation itself. The deleter (`extern "C"`, callable from any
+//! thread, with or without the GIL) frees the copy and the allocation, and drops the strong
+//! reference to the Python owner under `PyGILState_Ensure` — or leaks that reference when the
+//! interpreter is gone (`Py_IsInitialized() == 0`). Panics never cross the C boundary.
+
+use std::alloc::Layout;
+use std::ffi::{CStr, c_void};
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+
+use super::request::{EXPORT_VERSION, ExportPlan, ExportRequest, SourceInfo, plan_export};
+use super::{DLPackSource, c_contiguous_strides};
+use crate::alloc::AlignedBuffer;
+use crate::copy::{contiguous_nbytes, copy_to_contiguous};
+use crate::dtype_table::elem_size;
+use crate::error::DlpackError;
+use crate::failure::FailureKind;
+use crate::ffi::{
+    DLDataType, DLManagedTensor, DLManagedTensorVersioned, DLPACK_CAPSULE_NAME, DLPACK_VERSIONED_CAPSULE_NAME, DLTensor,
+};
+
+static LIVE_EXPORTS: AtomicUsize = AtomicUsize::new(0);
+
+/// How many managed tensors dlbind created whose deleter has not run yet (process-wide).
+#[inline]
+pub fn live_exports() -> usize {
+    LIVE_EXPORTS.load(Ordering::Relaxed)
+}
+
+/// The two managed-tensor structs, for code shared between them.
+pub(crate) trait ManagedKind: Sized + 'static {
+    /// The unused capsule name (generated).
+    const CAPSULE_NAME: &'static CStr;
+    /// The struct, with `deleter` set to dlbind's deleter.
+    fn new(tensor: DLTensor, ctx: *mut c_void, flags: u64) -> Self;
+    /// # Safety
+    /// `p` points to a live struct of this kind.
+    unsafe fn deleter_of(p: *mut Self) -> Option<unsafe extern "C" fn(*mut Self)>;
+}
+
+impl ManagedKind for DLManagedTensor {
+    const CAPSULE_NAME: &'static CStr = DLPACK_CAPSULE_NAME;
+    #[inline]
+    fn new(tensor: DLTensor, ctx: *mut c_void, _flags: u64) -> Self {
+        DLManagedTensor { dl_tensor: tensor, manager_ctx: ctx, deleter: Some(deleter::<DLManagedTensor>) }
+    }
+    #[inline]
+    unsafe fn deleter_of(p: *mut Self) -> Option<unsafe extern "C" fn(*mut Self)> {
+        // SAFETY: the caller guarantees `p` is live.
+        unsafe { (*p).deleter }
+    }
+}
+
+impl ManagedKind for DLManagedTensorVersioned {
+    const CAPSULE_NAME: &'static CStr = DLPACK_VERSIONED_CAPSULE_NAME;
+    #[inline]
+    fn new(tensor: DLTensor, ctx: *mut c_void, flags: u64) -> Self {
+        DLManagedTensorVersioned {
+            version: EXPORT_VERSION,
+            manager_ctx: ctx,
+            deleter: Some(deleter::<DLManagedTensorVersioned>),
+            flags,
+            dl_tensor: tensor,
+        }
+    }
+    #[inline]
+    unsafe fn deleter_of(p: *mut Self) -> Option<unsafe extern "C" fn(*mut Self)> {
+        // SAFETY: the caller guarantees `p` is live. `deleter` is in the ABI-stable prefix.
+        unsafe { (*p).deleter }
+    }
+}
+
+/// The allocation's fixed part. `managed` is first, so a pointer to the managed struct is a
+/// pointer to the header.
+#[repr(C)]
+struct Header<M> {
+    managed: M,
+    /// Strong reference to the Python owner (NULL for copies, which own their data).
+    owner: *mut ffi::PyObject,
+    copy: Option<AlignedBuffer>,
+    ndim: usize,
+}
+
+#[inline]
+fn layout<M>(ndim: usize) -> Option<(Layout, usize)> {
+    let dims = Layout::array::<i64>(ndim.checked_mul(2)?).ok()?;
+    let (l, off) = Layout::new::<Header<M>>().extend(dims).ok()?;
+    Some((l.pad_to_align(), off))
+}
+
+/// The deleter dlbind installs in every tensor it exports.
+///
+/// # Safety
+/// `p` is NULL or a tensor created by [`build_managed`] whose deleter has not run yet.
+unsafe extern "C" fn deleter<M: ManagedKind>(p: *mut M) {
+    if p.is_null() {
+        return;
+    }
+    // A panic must not unwind into C; nothing below is expected to panic.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: forwarded caller contract.
+        unsafe { release::<M>(p) }
+    }));
+}
+
+/// # Safety
+/// As for [`deleter`], `p` non-null.
+unsafe fn release<M: ManagedKind>(p: *mut M) {
+    let hdr = p.cast::<Header<M>>();
+    // SAFETY: `hdr` is the live header of an allocation made by `build_managed` with
+    // `layout::<M>(ndim)`; we move the owned fields out and free it exactly once (the deleter
+    // runs once per tensor by the DLPack ownership rules).
+    let (owner, copy) = unsafe {
+        let owner = (*hdr).owner;
+        let copy = ptr::read(&raw const (*hdr).copy);
+        let ndim = (*hdr).ndim;
+        if let Some((l, _)) = layout::<M>(ndim) {
+            std::alloc::dealloc(hdr.cast::<u8>(), l);
+        }
+        (owner, copy)
+    };
+    drop(copy);
+    if !owner.is_null() {
+        // SAFETY: plain C API calls; the reference is dropped only while the interpreter is
+        // alive and with the GIL held (taken here if this thread does not hold it). After
+        // finalization the reference is leaked on purpose.
+        unsafe {
+            if ffi::Py_IsInitialized() != 0 {
+                let gil = ffi::PyGILState_Ensure();
+                ffi::Py_DECREF(owner);
+                ffi::PyGILState_Release(gil);
+            }
+        }
+    }
+    LIVE_EXPORTS.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// PyCapsule destructor: frees the tensor only while the capsule still has its unused name
+/// (a consumer that renamed it owns the tensor).
+///
+/// # Safety
+/// Called by CPython with the GIL held on a capsule created by [`wrap_capsule`].
+unsafe extern "C" fn capsule_destructor<M: ManagedKind>(capsule: *mut ffi::PyObject) {
+    // SAFETY: `capsule` is a live capsule (CPython contract); these calls only read it.
+    unsafe {
+        if ffi::PyCapsule_IsValid(capsule, M::CAPSULE_NAME.as_ptr()) == 0 {
+            return;
+        }
+        let p = ffi::PyCapsule_GetPointer(capsule, M::CAPSULE_NAME.as_ptr()).cast::<M>();
+        if p.is_null() {
+            ffi::PyErr_WriteUnraisable(capsule);
+            return;
+        }
+        if let Some(d) = M::deleter_of(p) {
+            d(p);
+        }
+    }
+}
+
+/// Builds a managed tensor of kind `M` for `src` according to `plan`, in one allocation.
+///
+/// # Safety
+/// `owner` is a live Python object that keeps `src`'s memory alive (it gets a new strong
+/// reference unless the plan copies); the GIL is held.
+pub(crate) unsafe fn build_managed<M: ManagedKind, S: DLPackSource + ?Sized>(
+    owner: *mut ffi::PyObject,
+    src: &S,
+    plan: &ExportPlan,
+) -> Result<NonNull<M>, DlpackError> {
+    let ndim = src.dlpack_ndim();
+    let dtype: DLDataType = src.dlpack_dtype();
+    let too_many = || DlpackError::new(FailureKind::UnsupportedLayout, format!("too many dimensions: {ndim}"));
+    if ndim > i32::MAX as usize {
+        return Err(too_many());
+    }
+    let (l, dims_off) = layout::<M>(ndim).ok_or_else(too_many)?;
+    // SAFETY: `l` has non-zero size (the header is not empty).
+    let raw = unsafe { std::alloc::alloc(l) };
+    if raw.is_null() {
+        return Err(DlpackError::new(FailureKind::OutOfMemory, "out of memory allocating a DLPack tensor"));
+    }
+    let hdr = raw.cast::<Header<M>>();
+    // SAFETY: `dims_off + 16 * ndim <= l.size()`; the dims area is zeroed before any reference
+    // to it is made, and i64 is valid for any bit pattern.
+    let (shape, strides) = unsafe {
+        let dims = raw.add(dims_off).cast::<i64>();
+        ptr::write_bytes(dims, 0, 2 * ndim);
+        (std::slice::from_raw_parts_mut(dims, ndim), std::slice::from_raw_parts_mut(dims.add(ndim), ndim))
+    };
+    src.dlpack_fill_shape(shape);
+    if !src.dlpack_fill_strides(strides) {
+        c_contiguous_strides(shape, strides);
+    }
+
+    let mut copy = None;
+    if plan.copy && !(src.dlpack_device().is_host_accessible() && plan.device == crate::device::Device::CPU) {
+        // Device copies go through a device runtime (issue 4); only host copies are built here.
+        // SAFETY: `raw` was allocated above with `l` and is not referenced elsewhere.
+        unsafe { std::alloc::dealloc(raw, l) };
+        return Err(DlpackError::new(FailureKind::UnsupportedDevice, "device-to-device copies are not supported yet"));
+    }
+    let data = if plan.copy {
+        // SAFETY: `raw` was allocated above with `l` and nothing else refers to it.
+        let fail = |e: DlpackError| unsafe {
+            std::alloc::dealloc(raw, l);
+            e
+        };
+        let elem = elem_size(dtype).map_err(fail)?;
+        let nbytes = contiguous_nbytes(shape, elem).map_err(|e| fail(e.into()))?;
+        let buf = AlignedBuffer::uninit(nbytes).map_err(|e| fail(e.into()))?;
+        // SAFETY: the plan only copies host-accessible memory; `src`'s contract makes every
+        // element reachable from its data pointer with these shape/strides readable; `buf` is
+        // a fresh allocation of `nbytes` bytes (no overlap).
+        unsafe {
+            copy_to_contiguous(src.dlpack_data_ptr().cast::<u8>(), shape, strides, elem, buf.as_mut_ptr(), nbytes)
+        }
+        .map_err(|e| fail(e.into()))?;
+        c_contiguous_strides(shape, strides);
+        let p = buf.as_mut_ptr().cast::<c_void>();
+        copy = Some(buf);
+        p
+    } else {
+        src.dlpack_data_ptr()
+    };
+
+    let owner = if plan.copy || owner.is_null() {
+        ptr::null_mut()
+    } else {
+        // SAFETY: `owner` is live and the GIL is held (caller contract).
+        unsafe { ffi::Py_INCREF(owner) };
+        owner
+    };
+    let (shape_ptr, strides_ptr) =
+        if ndim == 0 { (ptr::null_mut(), ptr::null_mut()) } else { (shape.as_mut_ptr(), strides.as_mut_ptr()) };
+    let tensor = DLTensor {
+        data,
+        device: plan.device.to_dl(),
+        ndim: ndim as i32,
+        dtype,
+        shape: shape_ptr,
+        strides: strides_ptr,
+        byte_offset: 0,
+    };
+    // SAFETY: `hdr` is valid for writes of `Header<M>` (start of an allocation of layout `l`).
+    unsafe {
+        ptr::write(hdr, Header { managed: M::new(tensor, raw.cast::<c_void>(), plan.flags), owner, copy, ndim });
+    }
+    LIVE_EXPORTS.fetch_add(1, Ordering::Relaxed);
+    // SAFETY: `raw` is non-null; `managed` is the header's first field.
+    Ok(unsafe { NonNull::new_unchecked(hdr.cast::<M>()) })
+}
+
+/// Wraps a managed tensor in a capsule with the generated unused name and dlbind's
+/// destructor. On failure the tensor is deleted.
+///
+/// # Safety
+/// `m` is an unowned-by-anyone-else tensor made by [`build_managed`]; the GIL is held.
+unsafe fn wrap_capsule<M: ManagedKind>(py: Python<'_>, m: NonNull<M>) -> PyResult<Py<PyAny>> {
+    // SAFETY: the name is a 'static C string (PyCapsule keeps the pointer); the destructor
+    // follows the DLPack rules for exactly this struct kind.
+    let cap = unsafe { ffi::PyCapsule_New(m.as_ptr().cast::<c_void>(), M::CAPSULE_NAME.as_ptr(), Some(capsule_destructor::<M>)) };
+    if cap.is_null() {
+        // SAFETY: nobody else owns `m`.
+        unsafe { deleter::<M>(m.as_ptr()) };
+        return Err(PyErr::fetch(py));
+    }
+    // SAFETY: `PyCapsule_New` returned a new reference.
+    Ok(unsafe { Bound::from_owned_ptr(py, cap) }.unbind())
+}
+
+/// Negotiates `req` for `src` and returns the capsule (`"dltensor"` or
+/// `"dltensor_versioned"`). `owner` is the Python object that keeps `src`'s memory alive; the
+/// capsule's tensor holds a strong reference to it (none when the data was copied).
+pub fn export_to_capsule<S: DLPackSource + ?Sized>(
+    owner: &Bound<'_, PyAny>,
+    src: &S,
+    req: &ExportRequest,
+) -> PyResult<Py<PyAny>> {
+    let plan = plan_export(req, SourceInfo { device: src.dlpack_device(), readonly: src.dlpack_readonly() })?;
+    export_planned(owner, src, &plan)
+}
+
+/// Builds the capsule for an already negotiated plan.
+#[inline]
+pub fn export_planned<S: DLPackSource + ?Sized>(owner: &Bound<'_, PyAny>, src: &S, plan: &ExportPlan) -> PyResult<Py<PyAny>> {
+    let py = owner.py();
+    // SAFETY: `owner` is a live object (bound to the GIL token `py`) that owns `src`.
+    unsafe {
+        if plan.versioned {
+            let m = build_managed::<DLManagedTensorVersioned, S>(owner.as_ptr(), src, plan)?;
+            wrap_capsule(py, m)
+        } else {
+            let m = build_managed::<DLManagedTensor, S>(owner.as_ptr(), src, plan)?;
+            wrap_capsule(py, m)
+        }
+    }
+}
+
+/// Builds an owning `DLManagedTensorVersioned` without a capsule (for the C exchange API and
+/// for Rust consumers). The caller owns the result and must call its deleter exactly once.
+pub fn export_versioned_managed<S: DLPackSource + ?Sized>(
+    owner: &Bound<'_, PyAny>,
+    src: &S,
+    req: &ExportRequest,
+) -> Result<NonNull<DLManagedTensorVersioned>, DlpackError> {
+    let mut req = *req;
+    if !req.wants_versioned() {
+        req.max_version = Some((EXPORT_VERSION.major as i64, EXPORT_VERSION.minor as i64));
+    }
+    let plan = plan_export(&req, SourceInfo { device: src.dlpack_device(), readonly: src.dlpack_readonly() })?;
+    // SAFETY: `owner` is live and bound to the GIL.
+    unsafe { build_managed::<DLManagedTensorVersioned, S>(owner.as_ptr(), src, &plan) }
+}

@@ -1,0 +1,302 @@
+//! `__dlpack__` negotiation in pure Rust: what the consumer asked for ([`ExportRequest`]) and
+//! what the producer will do ([`ExportPlan`]). No Python here, so it is unit-tested directly.
+//!
+//! Every rule below is the array API 2024.12 / DLPack 1.3 text (see `docs/architecture.md`):
+//! * `max_version` `None` or major < 1 → legacy `"dltensor"`; major ≥ 1 → versioned at
+//!   the generated `DLPACK_MAJOR_VERSION.DLPACK_MINOR_VERSION`.
+//! * `dl_device`: the source's own device, or `(kDLCPU, 0)` for host-accessible memory
+//!   (CUDAHost / CUDAManaged / ROCMHost) without a copy; anything else needs a cross-device copy,
+//!   which goes through [`DeviceRuntime`] (none installed yet → `UnsupportedDevice`).
+//! * `stream`: validated with the generated `resolve_stream` for the **target** device.
+//! * `copy=True` → a real copy (IS_COPIED when versioned; a legacy capsule carries no flags,
+//!   so a legacy copy is made without one, as numpy does); `copy=False` when a copy would be
+//!   needed → `CopyRequired`.
+//! * read-only data + legacy request (and no copy) → `ReadOnlyLegacy`; versioned → READ_ONLY.
+
+use crate::device::Device;
+use crate::error::DlpackError;
+use crate::failure::FailureKind;
+use crate::ffi::{
+    DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION,
+    DLPackVersion,
+};
+use crate::stream_rules::{StreamAction, resolve_stream};
+
+/// The version dlbind writes into versioned capsules (from the generated constants).
+pub const EXPORT_VERSION: DLPackVersion = DLPackVersion { major: DLPACK_MAJOR_VERSION, minor: DLPACK_MINOR_VERSION };
+
+/// The parsed keyword arguments of `__dlpack__` (types already checked).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ExportRequest {
+    /// `max_version` as given; `None` = not given / `None`. Majors beyond `i64` saturate.
+    pub max_version: Option<(i64, i64)>,
+    /// `copy`: `None` = copy only if needed, `Some(true)` = always, `Some(false)` = never.
+    pub copy: Option<bool>,
+    /// `dl_device`: the target device; `None` = the source's device.
+    pub dl_device: Option<Device>,
+    /// `stream`: `None` or an int.
+    pub stream: Option<i64>,
+}
+
+impl ExportRequest {
+    /// `__dlpack__()` with no arguments.
+    pub const DEFAULT: ExportRequest = ExportRequest { max_version: None, copy: None, dl_device: None, stream: None };
+
+    /// Whether a versioned capsule is requested (`max_version[0] >= 1`).
+    pub const fn wants_versioned(&self) -> bool {
+        match self.max_version {
+            Some((major, _)) => major >= 1,
+            None => false,
+        }
+    }
+}
+
+/// What the source is, as far as negotiation cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SourceInfo {
+    pub device: Device,
+    pub readonly: bool,
+}
+
+/// How the export will be produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExportPlan {
+    /// `DLManagedTensorVersioned` in a `"dltensor_versioned"` capsule, else legacy.
+    pub versioned: bool,
+    /// Whether the data is copied into a fresh host buffer.
+    pub copy: bool,
+    /// Flags for the versioned struct (0 for legacy).
+    pub flags: u64,
+    /// The device the exported tensor reports.
+    pub device: Device,
+    /// What the stream argument asks for on the target device.
+    pub stream: StreamAction,
+}
+
+/// A cross-device copy seam (issue 4). The default host-only runtime has none, so every
+/// cross-device request is refused with `UnsupportedDevice`.
+pub trait DeviceRuntime {
+    /// Whether this runtime can copy memory from `from` to `to`.
+    fn can_copy(&self, from: Device, to: Device) -> bool;
+}
+
+/// The runtime used when nothing else is installed: host memory only.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HostOnly;
+
+impl DeviceRuntime for HostOnly {
+    fn can_copy(&self, from: Device, to: Device) -> bool {
+        // Host memory can be copied into plain host memory (`(kDLCPU, 0)`) only: pinned or
+        // managed targets, and other CPU ordinals, need a device runtime.
+        from.is_host_accessible() && to == Device::CPU
+    }
+}
+
+/// Decides how to serve `req` for a source described by `src` (host-only runtime).
+pub fn plan_export(req: &ExportRequest, src: SourceInfo) -> Result<ExportPlan, DlpackError> {
+    plan_export_with(req, src, &HostOnly)
+}
+
+/// [`plan_export`] with an explicit [`DeviceRuntime`].
+pub fn plan_export_with(req: &ExportRequest, src: SourceInfo, rt: &dyn DeviceRuntime) -> Result<ExportPlan, DlpackError> {
+    let versioned = req.wants_versioned();
+    let target = req.dl_device.unwrap_or(src.device);
+
+    // Device: the same device, or host-accessible memory viewed as (kDLCPU, 0), needs no copy.
+    let same_memory = target == src.device || (target == Device::CPU && src.device.is_host_accessible());
+    let cross_device = !same_memory;
+    if cross_device {
+        if req.copy == Some(false) && rt.can_copy(src.device, target) {
+            return Err(DlpackError::new(
+                FailureKind::CopyRequired,
+                format!("exporting from device {} to {target} requires a copy, but copy=False", src.device),
+            ));
+        }
+        if !rt.can_copy(src.device, target) {
+            return Err(DlpackError::new(
+                FailureKind::UnsupportedDevice,
+                format!("unsupported device requested: cannot export from device {} to {target}", src.device),
+            ));
+        }
+    }
+
+    // Stream: validated for the device the consumer will use.
+    let stream = resolve_stream(target.device_type, req.stream).map_err(|v| {
+        DlpackError::new(
+            FailureKind::InvalidStream,
+            format!("invalid stream {:?} for device type {}: {}", v.stream, v.device_type.0, v.reason),
+        )
+    })?;
+
+    let copy = cross_device || req.copy == Some(true);
+    if copy && !cross_device {
+        // A same-device copy (copy=True): fine into plain host memory; pinned/managed/device
+        // memory needs a device runtime that can allocate there (issue 4).
+        if !rt.can_copy(src.device, target) {
+            return Err(DlpackError::new(
+                FailureKind::UnsupportedDevice,
+                format!("copy=True is not supported for memory on device {}", src.device),
+            ));
+        }
+    }
+
+    let mut flags = 0;
+    if copy {
+        // A fresh buffer is writable. Legacy capsules cannot carry IS_COPIED (numpy's choice:
+        // copy anyway, without a flag).
+        if versioned {
+            flags |= DLPACK_FLAG_BITMASK_IS_COPIED;
+        }
+    } else if src.readonly {
+        if !versioned {
+            return Err(DlpackError::new(
+                FailureKind::ReadOnlyLegacy,
+                "cannot export a read-only array without max_version >= (1, 0): the legacy DLPack capsule cannot \
+                 signal read-only (pass max_version=(1, 0) or newer)",
+            ));
+        }
+        flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
+    }
+
+    Ok(ExportPlan { versioned, copy, flags, device: target, stream })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ffi::DLDeviceType;
+
+    const CPU_RW: SourceInfo = SourceInfo { device: Device::CPU, readonly: false };
+    const CPU_RO: SourceInfo = SourceInfo { device: Device::CPU, readonly: true };
+
+    fn req(max_version: Option<(i64, i64)>, copy: Option<bool>, dl_device: Option<Device>, stream: Option<i64>) -> ExportRequest {
+        ExportRequest { max_version, copy, dl_device, stream }
+    }
+
+    fn kind(r: Result<ExportPlan, DlpackError>) -> FailureKind {
+        r.expect_err("expected an error").kind()
+    }
+
+    #[test]
+    fn max_version_selects_abi() {
+        for mv in [None, Some((0, 0)), Some((0, 8)), Some((-5, 3))] {
+            let p = plan_export(&req(mv, None, None, None), CPU_RW).unwrap();
+            assert!(!p.versioned, "{mv:?}");
+            assert_eq!(p.flags, 0);
+        }
+        for mv in [Some((1, 0)), Some((1, 3)), Some((2, 0)), Some((100, 3)), Some((i64::MAX, 0))] {
+            let p = plan_export(&req(mv, None, None, None), CPU_RW).unwrap();
+            assert!(p.versioned, "{mv:?}");
+            assert!(!p.copy);
+        }
+        assert_eq!(EXPORT_VERSION.major, DLPACK_MAJOR_VERSION);
+        assert_eq!(EXPORT_VERSION.minor, DLPACK_MINOR_VERSION);
+    }
+
+    #[test]
+    fn readonly_rules() {
+        assert_eq!(kind(plan_export(&req(None, None, None, None), CPU_RO)), FailureKind::ReadOnlyLegacy);
+        assert_eq!(kind(plan_export(&req(Some((0, 9)), Some(false), None, None), CPU_RO)), FailureKind::ReadOnlyLegacy);
+        let p = plan_export(&req(Some((1, 0)), None, None, None), CPU_RO).unwrap();
+        assert_eq!(p.flags, DLPACK_FLAG_BITMASK_READ_ONLY);
+        // A copy is writable, so read-only data can be copied even into a legacy capsule.
+        let p = plan_export(&req(None, Some(true), None, None), CPU_RO).unwrap();
+        assert!(p.copy && !p.versioned && p.flags == 0);
+        let p = plan_export(&req(Some((1, 3)), Some(true), None, None), CPU_RO).unwrap();
+        assert_eq!(p.flags, DLPACK_FLAG_BITMASK_IS_COPIED);
+    }
+
+    #[test]
+    fn copy_rules() {
+        let p = plan_export(&req(Some((1, 0)), Some(true), None, None), CPU_RW).unwrap();
+        assert!(p.copy);
+        assert_eq!(p.flags, DLPACK_FLAG_BITMASK_IS_COPIED);
+        let p = plan_export(&req(None, Some(true), None, None), CPU_RW).unwrap();
+        assert!(p.copy && p.flags == 0, "legacy copy carries no flags");
+        for c in [None, Some(false)] {
+            let p = plan_export(&req(Some((1, 0)), c, None, None), CPU_RW).unwrap();
+            assert!(!p.copy && p.flags == 0);
+        }
+    }
+
+    #[test]
+    fn device_rules() {
+        // Own device and (kDLCPU, 0) are fine.
+        for d in [None, Some(Device::CPU)] {
+            let p = plan_export(&req(None, None, d, None), CPU_RW).unwrap();
+            assert_eq!(p.device, Device::CPU);
+        }
+        // Foreign devices are refused with BufferError (UnsupportedDevice), whatever copy says.
+        for d in [Device::cuda(0), Device::new(DLDeviceType(9), 0), Device::new(DLDeviceType::kDLCPU, 1 << 30)] {
+            for c in [None, Some(true), Some(false)] {
+                let k = kind(plan_export(&req(Some((1, 0)), c, Some(d), None), CPU_RW));
+                assert_eq!(k, FailureKind::UnsupportedDevice, "{d:?} {c:?}");
+                assert_eq!(k.exception(), crate::failure::PyExceptionKind::BufferError);
+            }
+        }
+        // Host-accessible memory is exported to CPU without a copy, even with copy=False.
+        for src in [Device::CUDA_HOST, Device::CUDA_MANAGED, Device::ROCM_HOST] {
+            let s = SourceInfo { device: src, readonly: false };
+            let p = plan_export(&req(Some((1, 0)), Some(false), Some(Device::CPU), None), s).unwrap();
+            assert!(!p.copy);
+            assert_eq!(p.device, Device::CPU);
+            // copy=True on such memory is a host copy.
+            let p = plan_export(&req(Some((1, 0)), Some(true), Some(Device::CPU), None), s).unwrap();
+            assert!(p.copy);
+        }
+        // Device memory cannot be exported to CPU yet (issue 4 adds the copy).
+        let s = SourceInfo { device: Device::cuda(0), readonly: false };
+        assert_eq!(kind(plan_export(&req(Some((1, 0)), None, Some(Device::CPU), None), s)), FailureKind::UnsupportedDevice);
+        // ... and same-device copies of device memory neither.
+        assert_eq!(kind(plan_export(&req(Some((1, 0)), Some(true), None, Some(1)), s)), FailureKind::UnsupportedDevice);
+        // Zero-copy export of device memory on its own device is fine.
+        let p = plan_export(&req(Some((1, 0)), None, None, Some(1)), s).unwrap();
+        assert_eq!(p.device, Device::cuda(0));
+    }
+
+    #[test]
+    fn copy_false_with_a_runtime_that_could_copy() {
+        struct Any;
+        impl DeviceRuntime for Any {
+            fn can_copy(&self, _: Device, _: Device) -> bool {
+                true
+            }
+        }
+        let s = SourceInfo { device: Device::cuda(0), readonly: false };
+        let e = plan_export_with(&req(Some((1, 0)), Some(false), Some(Device::CPU), None), s, &Any).unwrap_err();
+        assert_eq!(e.kind(), FailureKind::CopyRequired);
+        let p = plan_export_with(&req(Some((1, 0)), None, Some(Device::CPU), None), s, &Any).unwrap();
+        assert!(p.copy && p.flags == DLPACK_FLAG_BITMASK_IS_COPIED && p.device == Device::CPU);
+    }
+
+    #[test]
+    fn streams_follow_generated_rules_for_target_device() {
+        use crate::stream_rules::resolve_stream;
+        // CPU: only None.
+        assert_eq!(plan_export(&req(None, None, None, None), CPU_RW).unwrap().stream, resolve_stream(DLDeviceType::kDLCPU, None).unwrap());
+        for s in [-1, 0, 1, 2, 7] {
+            let e = plan_export(&req(None, None, None, Some(s)), CPU_RW).unwrap_err();
+            assert_eq!(e.kind(), FailureKind::InvalidStream);
+            assert_eq!(e.exception(), crate::failure::PyExceptionKind::ValueError);
+        }
+        // CUDA source: every stream value is checked by the generated table, nothing else.
+        let cuda = SourceInfo { device: Device::cuda(0), readonly: false };
+        for s in [None, Some(-1), Some(0), Some(1), Some(2), Some(3), Some(1 << 40)] {
+            let ours = plan_export(&req(Some((1, 0)), None, None, s), cuda).map(|p| p.stream);
+            let generated = resolve_stream(DLDeviceType::kDLCUDA, s);
+            assert_eq!(ours.is_ok(), generated.is_ok(), "{s:?}");
+            if let (Ok(a), Ok(b)) = (ours, generated) {
+                assert_eq!(a, b);
+            }
+        }
+        let rocm = SourceInfo { device: Device::rocm(0), readonly: false };
+        for s in [None, Some(-1), Some(0), Some(1), Some(2), Some(3)] {
+            let ours = plan_export(&req(Some((1, 0)), None, None, s), rocm).map(|p| p.stream);
+            assert_eq!(ours.is_ok(), resolve_stream(DLDeviceType::kDLROCM, s).is_ok(), "{s:?}");
+        }
+        // The stream is checked against the target: managed memory exported to CPU takes None only.
+        let managed = SourceInfo { device: Device::CUDA_MANAGED, readonly: false };
+        assert!(plan_export(&req(Some((1, 0)), None, Some(Device::CPU), Some(1)), managed).is_err());
+        assert!(plan_export(&req(Some((1, 0)), None, Some(Device::CPU), None), managed).is_ok());
+    }
+}

@@ -1,0 +1,613 @@
+//! Consumer side: [`ImportedTensor`], the owning handle of an imported DLPack tensor.
+//!
+//! Capsule rules (DLPack 1.3 / array API): tell the struct apart by name with
+//! `PyCapsule_IsValid`; refuse a versioned tensor whose major version is newer than ours and any
+//! dtype we cannot describe **before** taking ownership (the capsule stays unconsumed and its own
+//! destructor frees it once); rename to the generated `used_*` name immediately on taking
+//! ownership; a capsule already named `used_*` → `CapsuleConsumed`. NULL strides mean
+//! C-contiguous; element 0 is at `data + byte_offset`. Legacy tensors are read-only (they cannot
+//! say otherwise), versioned ones follow `READ_ONLY`. The producer's deleter is called exactly
+//! once, when the handle drops, from whatever thread drops it.
+
+use std::ffi::{CStr, c_void};
+use std::ptr::{self, NonNull};
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+
+use crate::alloc::AlignedBuffer;
+use crate::copy::{ElemSize, contiguous_nbytes, copy_to_contiguous, is_c_contiguous};
+use crate::device::Device;
+use crate::dtype_table::{DTypeInfo, describe, dtype_by_dl, validate_dtype};
+use crate::element::DLPackElement;
+use crate::error::DlpackError;
+use crate::export::c_contiguous_strides;
+use crate::failure::FailureKind;
+use crate::ffi::{
+    DLDataType, DLManagedTensor, DLManagedTensorVersioned, DLPACK_CAPSULE_NAME, DLPACK_FLAG_BITMASK_IS_COPIED,
+    DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION, DLPACK_USED_CAPSULE_NAME, DLPACK_VERSIONED_CAPSULE_NAME,
+    DLPACK_VERSIONED_USED_CAPSULE_NAME, DLPackVersion, DLTensor,
+};
+
+/// Who owns the memory.
+enum Owner {
+    /// A legacy producer's tensor; its deleter runs on drop.
+    Legacy(NonNull<DLManagedTensor>),
+    /// A versioned producer's tensor; its deleter runs on drop.
+    Versioned(NonNull<DLManagedTensorVersioned>),
+    /// A copy dlbind made (writable, C-contiguous); held only to be freed on drop.
+    Copied(#[allow(dead_code)] AlignedBuffer),
+}
+
+/// Inline room for shape + strides when dlbind must own them (NULL strides, copies).
+const INLINE_DIMS: usize = 8;
+
+/// Owned metadata, used only when the producer's pointers cannot be used directly.
+enum Meta {
+    /// Shape and strides live in the producer's tensor.
+    Borrowed,
+    /// `[shape.., strides..]` for `ndim <= INLINE_DIMS`.
+    Inline([i64; 2 * INLINE_DIMS]),
+    /// `[shape.., strides..]`.
+    Heap(Box<[i64]>),
+}
+
+/// An imported DLPack tensor: owns the producer's managed tensor (or a copy) and exposes its
+/// description and typed views.
+pub struct ImportedTensor {
+    owner: Owner,
+    /// Element 0 (`data + byte_offset`).
+    data: *mut c_void,
+    raw_data: *mut c_void,
+    byte_offset: u64,
+    shape: *const i64,
+    strides: *const i64,
+    ndim: usize,
+    dtype: DLDataType,
+    device: Device,
+    readonly: bool,
+    flags: u64,
+    version: Option<DLPackVersion>,
+    meta: Meta,
+}
+
+// SAFETY: the handle owns its tensor; DLPack requires producers' deleters to be callable from
+// any thread, and the data is plain memory whose mutation needs `&mut self`.
+unsafe impl Send for ImportedTensor {}
+// SAFETY: `&self` methods only read the description or hand out shared views.
+unsafe impl Sync for ImportedTensor {}
+
+impl std::fmt::Debug for ImportedTensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ImportedTensor")
+            .field("shape", &self.shape())
+            .field("strides", &self.strides())
+            .field("dtype", &describe(self.dtype))
+            .field("device", &self.device)
+            .field("data", &self.data)
+            .field("readonly", &self.readonly)
+            .field("version", &self.version)
+            .finish()
+    }
+}
+
+/// Checks a producer's tensor before ownership is taken.
+///
+/// # Safety
+/// `t` is a live `DLTensor` whose `shape` (when `ndim > 0`) points to `ndim` values.
+unsafe fn validate_tensor(t: &DLTensor) -> Result<(), DlpackError> {
+    validate_dtype(t.dtype)?;
+    if t.ndim < 0 {
+        return Err(DlpackError::new(FailureKind::UnsupportedLayout, format!("negative ndim {}", t.ndim)));
+    }
+    if t.ndim > 0 && t.shape.is_null() {
+        return Err(DlpackError::new(FailureKind::UnsupportedLayout, "NULL shape with ndim > 0"));
+    }
+    // SAFETY: caller contract.
+    let shape = unsafe { dims(t.shape, t.ndim as usize) };
+    if shape.iter().any(|&d| d < 0) {
+        return Err(DlpackError::new(FailureKind::UnsupportedLayout, format!("negative dimension in shape {shape:?}")));
+    }
+    Ok(())
+}
+
+/// # Safety
+/// `p` points to `n` readable i64 or `n == 0`.
+#[inline]
+unsafe fn dims<'a>(p: *const i64, n: usize) -> &'a [i64] {
+    if n == 0 {
+        &[]
+    } else {
+        // SAFETY: caller contract.
+        unsafe { std::slice::from_raw_parts(p, n) }
+    }
+}
+
+impl ImportedTensor {
+    /// Builds the handle for a producer's tensor that is already validated and owned.
+    ///
+    /// # Safety
+    /// `t` is the owner's live tensor, validated with [`validate_tensor`].
+    unsafe fn from_parts(owner: Owner, t: &DLTensor, readonly: bool, flags: u64, version: Option<DLPackVersion>) -> Self {
+        let ndim = t.ndim as usize;
+        let data = (t.data as *mut u8).wrapping_add(t.byte_offset as usize).cast::<c_void>();
+        let mut this = ImportedTensor {
+            owner,
+            data,
+            raw_data: t.data,
+            byte_offset: t.byte_offset,
+            shape: t.shape,
+            strides: t.strides,
+            ndim,
+            dtype: t.dtype,
+            device: Device::from(t.device),
+            readonly,
+            flags,
+            version,
+            meta: Meta::Borrowed,
+        };
+        if ndim > 0 && t.strides.is_null() {
+            // Pre-1.2 producers: NULL strides = C-contiguous. Own shape + computed strides.
+            // SAFETY: validated: `shape` holds `ndim` values.
+            let shape = unsafe { dims(t.shape, ndim) };
+            this.set_owned_meta(shape, None);
+        }
+        this
+    }
+
+    /// Stores an owned copy of `shape` and `strides` (C-contiguous when `None`) and points the
+    /// accessors at it.
+    fn set_owned_meta(&mut self, shape: &[i64], strides: Option<&[i64]>) {
+        let n = shape.len();
+        let fill = |buf: &mut [i64]| {
+            buf[..n].copy_from_slice(shape);
+            match strides {
+                Some(s) => buf[n..2 * n].copy_from_slice(s),
+                None => {
+                    let (sh, st) = buf.split_at_mut(n);
+                    c_contiguous_strides(sh, &mut st[..n]);
+                }
+            }
+        };
+        self.meta = if n <= INLINE_DIMS {
+            let mut a = [0i64; 2 * INLINE_DIMS];
+            fill(&mut a);
+            Meta::Inline(a)
+        } else {
+            let mut b = vec![0i64; 2 * n].into_boxed_slice();
+            fill(&mut b);
+            Meta::Heap(b)
+        };
+        self.ndim = n;
+        // The accessors read owned metadata from `meta` (never through pointers into it: the
+        // inline array moves with the handle).
+        self.shape = ptr::null();
+        self.strides = ptr::null();
+    }
+
+    #[inline]
+    fn owned_meta(&self) -> Option<&[i64]> {
+        match &self.meta {
+            Meta::Borrowed => None,
+            Meta::Inline(a) => Some(&a[..2 * self.ndim]),
+            Meta::Heap(b) => Some(&b[..2 * self.ndim]),
+        }
+    }
+
+    /// Consumes a DLPack capsule (`"dltensor"` or `"dltensor_versioned"`).
+    ///
+    /// On success the capsule is renamed to its `used_*` name and this handle owns the tensor.
+    /// On a version or dtype error the capsule is left unconsumed (its destructor frees it).
+    pub fn from_capsule(capsule: &Bound<'_, PyAny>) -> PyResult<ImportedTensor> {
+        let cap = capsule.as_ptr();
+        // SAFETY: `cap` is a live object; the capsule API only reads it and never raises for
+        // `PyCapsule_IsValid` / `PyCapsule_GetName` on an exact capsule.
+        unsafe {
+            if ffi::PyCapsule_CheckExact(cap) == 0 {
+                let tn = capsule.get_type().name().map(|n| n.to_string()).unwrap_or_default();
+                return Err(DlpackError::new(
+                    FailureKind::BadArgumentType,
+                    format!("expected a DLPack PyCapsule, got an object of type '{tn}'"),
+                )
+                .into());
+            }
+            if ffi::PyCapsule_IsValid(cap, DLPACK_VERSIONED_CAPSULE_NAME.as_ptr()) != 0 {
+                let m = ffi::PyCapsule_GetPointer(cap, DLPACK_VERSIONED_CAPSULE_NAME.as_ptr()).cast::<DLManagedTensorVersioned>();
+                let m = NonNull::new(m).ok_or_else(|| PyErr::fetch(capsule.py()))?;
+                Self::check_versioned(m)?;
+                rename(capsule, DLPACK_VERSIONED_USED_CAPSULE_NAME)?;
+                return Ok(Self::take_versioned_unchecked(m));
+            }
+            if ffi::PyCapsule_IsValid(cap, DLPACK_CAPSULE_NAME.as_ptr()) != 0 {
+                let m = ffi::PyCapsule_GetPointer(cap, DLPACK_CAPSULE_NAME.as_ptr()).cast::<DLManagedTensor>();
+                let m = NonNull::new(m).ok_or_else(|| PyErr::fetch(capsule.py()))?;
+                validate_tensor(&(*m.as_ptr()).dl_tensor)?;
+                rename(capsule, DLPACK_USED_CAPSULE_NAME)?;
+                return Ok(Self::take_legacy_unchecked(m));
+            }
+            let name = ffi::PyCapsule_GetName(cap);
+            let name = if name.is_null() { None } else { Some(CStr::from_ptr(name)) };
+            if name == Some(DLPACK_USED_CAPSULE_NAME) || name == Some(DLPACK_VERSIONED_USED_CAPSULE_NAME) {
+                Err(DlpackError::new(
+                    FailureKind::CapsuleConsumed,
+                    "this DLPack capsule was already consumed (a capsule can be consumed only once)",
+                )
+                .into())
+            } else {
+                Err(DlpackError::new(
+                    FailureKind::CapsuleWrongName,
+                    format!(
+                        "not a DLPack capsule: name is {:?}, expected {:?} or {:?}",
+                        name.map(|n| n.to_string_lossy().into_owned()),
+                        DLPACK_VERSIONED_CAPSULE_NAME,
+                        DLPACK_CAPSULE_NAME
+                    ),
+                )
+                .into())
+            }
+        }
+    }
+
+    /// # Safety
+    /// `m` is a live versioned tensor.
+    unsafe fn check_versioned(m: NonNull<DLManagedTensorVersioned>) -> Result<(), DlpackError> {
+        // SAFETY: `version` is in the ABI-stable prefix; the rest is read only for our major.
+        unsafe {
+            let v = (*m.as_ptr()).version;
+            if v.major > DLPACK_MAJOR_VERSION {
+                return Err(DlpackError::new(
+                    FailureKind::VersionTooNew,
+                    format!(
+                        "DLPack tensor version {}.{} is newer than the supported major version {}",
+                        v.major, v.minor, DLPACK_MAJOR_VERSION
+                    ),
+                ));
+            }
+            validate_tensor(&(*m.as_ptr()).dl_tensor)
+        }
+    }
+
+    /// # Safety
+    /// `m` is live, validated, and ownership is transferred to the result.
+    unsafe fn take_versioned_unchecked(m: NonNull<DLManagedTensorVersioned>) -> ImportedTensor {
+        // SAFETY: caller contract.
+        unsafe {
+            let mt = &*m.as_ptr();
+            let flags = mt.flags;
+            let readonly = flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0;
+            Self::from_parts(Owner::Versioned(m), &mt.dl_tensor, readonly, flags, Some(mt.version))
+        }
+    }
+
+    /// # Safety
+    /// `m` is live, validated, and ownership is transferred to the result.
+    unsafe fn take_legacy_unchecked(m: NonNull<DLManagedTensor>) -> ImportedTensor {
+        // SAFETY: caller contract. Legacy tensors cannot signal read-only: imported read-only.
+        unsafe { Self::from_parts(Owner::Legacy(m), &(*m.as_ptr()).dl_tensor, true, 0, None) }
+    }
+
+    /// Takes ownership of a versioned managed tensor (e.g. from the C exchange API).
+    /// On error the tensor's deleter has already been called.
+    ///
+    /// # Safety
+    /// `m` is a live tensor that nobody else will use or delete.
+    pub unsafe fn from_managed_versioned(m: NonNull<DLManagedTensorVersioned>) -> Result<ImportedTensor, DlpackError> {
+        // SAFETY: caller contract.
+        unsafe {
+            if let Err(e) = Self::check_versioned(m) {
+                if let Some(d) = (*m.as_ptr()).deleter {
+                    d(m.as_ptr());
+                }
+                return Err(e);
+            }
+            Ok(Self::take_versioned_unchecked(m))
+        }
+    }
+
+    /// Takes ownership of a legacy managed tensor. On error its deleter has already been called.
+    ///
+    /// # Safety
+    /// `m` is a live tensor that nobody else will use or delete.
+    pub unsafe fn from_managed_legacy(m: NonNull<DLManagedTensor>) -> Result<ImportedTensor, DlpackError> {
+        // SAFETY: caller contract.
+        unsafe {
+            if let Err(e) = validate_tensor(&(*m.as_ptr()).dl_tensor) {
+                if let Some(d) = (*m.as_ptr()).deleter {
+                    d(m.as_ptr());
+                }
+                return Err(e);
+            }
+            Ok(Self::take_legacy_unchecked(m))
+        }
+    }
+
+    /// A C-contiguous, writable copy of this tensor's data in a fresh host buffer
+    /// (`IS_COPIED` is reported by [`Self::is_copied`]). Host-accessible memory only.
+    pub fn to_contiguous_copy(&self) -> Result<ImportedTensor, DlpackError> {
+        if !self.device.is_host_accessible() {
+            return Err(DlpackError::new(
+                FailureKind::UnsupportedDevice,
+                format!("cannot copy memory on device {} to the host", self.device),
+            ));
+        }
+        let elem = validate_dtype(self.dtype)?;
+        let shape = self.shape();
+        let nbytes = contiguous_nbytes(shape, elem)?;
+        let buf = AlignedBuffer::uninit(nbytes)?;
+        // SAFETY: the producer guarantees every element addressed by shape/strides from
+        // element 0 is readable host memory; `buf` is fresh (`nbytes` bytes, no overlap).
+        unsafe { copy_to_contiguous(self.data.cast::<u8>(), shape, self.strides(), elem, buf.as_mut_ptr(), nbytes)? };
+        Ok(Self::from_buffer(buf, shape, self.dtype))
+    }
+
+    /// Wraps an owned C-contiguous host buffer (writable).
+    pub fn from_buffer(buf: AlignedBuffer, shape: &[i64], dtype: DLDataType) -> ImportedTensor {
+        let data = buf.as_mut_ptr().cast::<c_void>();
+        let mut this = ImportedTensor {
+            owner: Owner::Copied(buf),
+            data,
+            raw_data: data,
+            byte_offset: 0,
+            shape: ptr::null(),
+            strides: ptr::null(),
+            ndim: 0,
+            dtype,
+            device: Device::CPU,
+            readonly: false,
+            flags: DLPACK_FLAG_BITMASK_IS_COPIED,
+            version: None,
+            meta: Meta::Borrowed,
+        };
+        this.set_owned_meta(shape, None);
+        this
+    }
+
+    /// Shape (elements per dimension).
+    #[inline]
+    pub fn shape(&self) -> &[i64] {
+        if let Some(m) = self.owned_meta() {
+            return &m[..self.ndim];
+        }
+        // SAFETY: `shape` points to `ndim` values owned by the producer's tensor, alive as long
+        // as `self`.
+        unsafe { dims(self.shape, self.ndim) }
+    }
+
+    /// Strides in elements (computed C-contiguous ones when the producer sent NULL).
+    #[inline]
+    pub fn strides(&self) -> &[i64] {
+        if let Some(m) = self.owned_meta() {
+            return &m[self.ndim..];
+        }
+        // SAFETY: as for `shape` (NULL strides were replaced by owned ones at import).
+        unsafe { dims(self.strides, self.ndim) }
+    }
+
+    /// Number of dimensions.
+    #[inline]
+    pub fn ndim(&self) -> usize {
+        self.ndim
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        self.shape().iter().map(|&d| d as usize).product()
+    }
+
+    /// The dtype.
+    #[inline]
+    pub fn dtype(&self) -> DLDataType {
+        self.dtype
+    }
+
+    /// The dtype's row in the spec's table (`None` for valid dtypes the table lacks).
+    pub fn dtype_info(&self) -> Option<&'static DTypeInfo> {
+        dtype_by_dl(self.dtype)
+    }
+
+    /// Where the memory is.
+    #[inline]
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
+    /// Address of element 0 (`data + byte_offset`). Meaningless for opaque-handle devices
+    /// (OpenCL, Metal): use [`Self::raw_data`] and [`Self::byte_offset`] there.
+    #[inline]
+    pub fn data_ptr(&self) -> *mut c_void {
+        self.data
+    }
+
+    /// The producer's `data` field as sent.
+    #[inline]
+    pub fn raw_data(&self) -> *mut c_void {
+        self.raw_data
+    }
+
+    /// The producer's `byte_offset` field.
+    #[inline]
+    pub fn byte_offset(&self) -> u64 {
+        self.byte_offset
+    }
+
+    /// Whether the data must not be written (legacy imports; versioned with READ_ONLY).
+    #[inline]
+    pub fn readonly(&self) -> bool {
+        self.readonly
+    }
+
+    /// The versioned flags (0 for legacy tensors; IS_COPIED for dlbind's own copies).
+    #[inline]
+    pub fn flags(&self) -> u64 {
+        self.flags
+    }
+
+    /// Whether the data is a private copy (producer set IS_COPIED, or dlbind copied it).
+    #[inline]
+    pub fn is_copied(&self) -> bool {
+        self.flags & DLPACK_FLAG_BITMASK_IS_COPIED != 0
+    }
+
+    /// The producer's version (`None` for legacy tensors and dlbind's copies).
+    #[inline]
+    pub fn version(&self) -> Option<DLPackVersion> {
+        self.version
+    }
+
+    /// Whether the layout is C-contiguous (size-1 strides ignored; zero-size is contiguous).
+    pub fn is_c_contiguous(&self) -> bool {
+        is_c_contiguous(self.shape(), self.strides())
+    }
+
+    fn check_typed<T: DLPackElement>(&self, what: &str) -> Result<(), DlpackError> {
+        if T::DTYPE != self.dtype {
+            return Err(DlpackError::new(
+                FailureKind::UnsupportedDtype,
+                format!("{what}: tensor dtype is {}, not {}", describe(self.dtype), T::NAME),
+            ));
+        }
+        if !self.device.is_host_accessible() {
+            return Err(DlpackError::new(
+                FailureKind::UnsupportedDevice,
+                format!("{what}: memory on device {} is not host-accessible", self.device),
+            ));
+        }
+        Ok(())
+    }
+
+    fn typed_ptr<T>(&self) -> *mut T {
+        if self.numel() == 0 || self.data.is_null() { NonNull::<T>::dangling().as_ptr() } else { self.data.cast::<T>() }
+    }
+
+    /// The elements as a slice (C-contiguous, dtype `T`, host memory).
+    pub fn as_slice<T: DLPackElement>(&self) -> Result<&[T], DlpackError> {
+        self.check_typed::<T>("as_slice")?;
+        if !self.is_c_contiguous() {
+            return Err(DlpackError::new(FailureKind::UnsupportedLayout, "as_slice: tensor is not C-contiguous"));
+        }
+        if (self.data as usize) % std::mem::align_of::<T>() != 0 && self.numel() > 0 {
+            return Err(DlpackError::new(FailureKind::UnsupportedLayout, "as_slice: data is not aligned for the element type"));
+        }
+        // SAFETY: contiguous host memory of `numel` elements of the checked dtype, alive and
+        // unmodified through `&self` for the borrow (read-only views are fine to read).
+        Ok(unsafe { std::slice::from_raw_parts(self.typed_ptr::<T>(), self.numel()) })
+    }
+
+    /// The elements as a mutable slice (C-contiguous, dtype `T`, host memory, not read-only).
+    pub fn as_mut_slice<T: DLPackElement>(&mut self) -> Result<&mut [T], DlpackError> {
+        if self.readonly {
+            return Err(DlpackError::new(FailureKind::UnsupportedLayout, "as_mut_slice: tensor is read-only"));
+        }
+        let n = self.as_slice::<T>()?.len();
+        // SAFETY: as for `as_slice`, plus exclusivity through `&mut self` and writability.
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.typed_ptr::<T>(), n) })
+    }
+
+}
+
+impl Drop for ImportedTensor {
+    fn drop(&mut self) {
+        match &self.owner {
+            // SAFETY: we own the tensor; its deleter is called exactly once (here). DLPack
+            // requires it to be callable from any thread.
+            Owner::Legacy(m) => unsafe {
+                if let Some(d) = (*m.as_ptr()).deleter {
+                    d(m.as_ptr());
+                }
+            },
+            // SAFETY: as above.
+            Owner::Versioned(m) => unsafe {
+                if let Some(d) = (*m.as_ptr()).deleter {
+                    d(m.as_ptr());
+                }
+            },
+            // The buffer field drops after this.
+            Owner::Copied(_) => {}
+        }
+    }
+}
+
+/// Renames a capsule to its used name (taking ownership).
+///
+/// # Safety
+/// `capsule` is an exact PyCapsule.
+unsafe fn rename(capsule: &Bound<'_, PyAny>, used: &'static CStr) -> PyResult<()> {
+    // SAFETY: the name is 'static (PyCapsule keeps the pointer).
+    if unsafe { ffi::PyCapsule_SetName(capsule.as_ptr(), used.as_ptr()) } != 0 {
+        return Err(PyErr::fetch(capsule.py()));
+    }
+    Ok(())
+}
+
+#[cfg(feature = "ndarray")]
+mod nd {
+    use ndarray::{ArrayViewD, ArrayViewMutD, Axis, IxDyn, ShapeBuilder};
+
+    use super::*;
+
+    /// Pointer to the lowest-addressed element, absolute strides, and the axes to invert.
+    fn plan<T>(t: &ImportedTensor) -> (Vec<usize>, Vec<usize>, *mut T, Vec<usize>) {
+        let shape: Vec<usize> = t.shape().iter().map(|&d| d as usize).collect();
+        let mut strides = Vec::with_capacity(shape.len());
+        let mut inverted = Vec::new();
+        let mut p = t.typed_ptr::<T>();
+        let empty = shape.contains(&0);
+        for (i, (&s, &n)) in t.strides().iter().zip(&shape).enumerate() {
+            if s < 0 && !empty && n > 0 {
+                // Element j of this axis sits at p + j*s; start at the last one and walk up.
+                p = p.wrapping_offset(s as isize * (n as isize - 1));
+                inverted.push(i);
+            }
+            strides.push(s.unsigned_abs() as usize);
+        }
+        (shape, strides, p, inverted)
+    }
+
+    impl ImportedTensor {
+        /// An `ndarray` view (dtype `T`, host memory); negative, zero and size-1 strides are
+        /// supported.
+        pub fn as_ndarray<T: DLPackElement>(&self) -> Result<ArrayViewD<'_, T>, DlpackError> {
+            self.check_typed::<T>("as_ndarray")?;
+            if (self.data as usize) % std::mem::align_of::<T>() != 0 && self.numel() > 0 {
+                return Err(DlpackError::new(FailureKind::UnsupportedLayout, "as_ndarray: data is not aligned"));
+            }
+            let (shape, strides, p, inverted) = plan::<T>(self);
+            // SAFETY: `p` is the lowest-addressed element of the producer's layout and every
+            // element reached with non-negative strides from it is an element of the tensor,
+            // readable host memory alive for `'_`.
+            let mut v = unsafe { ArrayViewD::from_shape_ptr(IxDyn(&shape).strides(IxDyn(&strides)), p as *const T) };
+            for ax in inverted {
+                v.invert_axis(Axis(ax));
+            }
+            Ok(v)
+        }
+
+        /// A mutable `ndarray` view. Refused for read-only tensors and for layouts where two
+        /// indices share memory (zero strides on dims > 1).
+        pub fn as_ndarray_mut<T: DLPackElement>(&mut self) -> Result<ArrayViewMutD<'_, T>, DlpackError> {
+            if self.readonly {
+                return Err(DlpackError::new(FailureKind::UnsupportedLayout, "as_ndarray_mut: tensor is read-only"));
+            }
+            self.check_typed::<T>("as_ndarray_mut")?;
+            if self.shape().iter().zip(self.strides()).any(|(&n, &s)| n > 1 && s == 0) {
+                return Err(DlpackError::new(FailureKind::UnsupportedLayout, "as_ndarray_mut: broadcast (zero) strides alias"));
+            }
+            if (self.data as usize) % std::mem::align_of::<T>() != 0 && self.numel() > 0 {
+                return Err(DlpackError::new(FailureKind::UnsupportedLayout, "as_ndarray_mut: data is not aligned"));
+            }
+            let (shape, strides, p, inverted) = plan::<T>(self);
+            // SAFETY: as for `as_ndarray`, plus exclusivity (`&mut self`), writability (not
+            // read-only) and no aliasing (no zero strides on repeated indices).
+            let mut v = unsafe { ArrayViewMutD::from_shape_ptr(IxDyn(&shape).strides(IxDyn(&strides)), p) };
+            for ax in inverted {
+                v.invert_axis(Axis(ax));
+            }
+            Ok(v)
+        }
+    }
+}
+
+/// `ElemSize` of the tensor's dtype.
+pub fn elem_size_of(t: &ImportedTensor) -> Result<ElemSize, DlpackError> {
+    crate::dtype_table::elem_size(t.dtype())
+}

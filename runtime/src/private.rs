@@ -1,0 +1,80 @@
+//! Items the derive macro's expansion refers to (`::dlbind::__private::…`). Not a public API.
+
+pub use core::ffi::c_void;
+
+pub use pyo3;
+
+pub use crate::device::Device;
+pub use crate::element::DLPackElement;
+pub use crate::export::{DLPackSource, DataSource, c_contiguous_strides};
+pub use crate::ffi::{DLDataType, DLDeviceType};
+pub use crate::python::{SourceAccess, dlpack_device_method, dlpack_method};
+
+/// Converts one shape/stride value of any integer type to the ABI's `i64`.
+pub trait DimValue: Copy {
+    /// The value as `i64` (wrapping for out-of-range `u64`/`usize`, which no real shape has).
+    fn to_dim(self) -> i64;
+}
+
+macro_rules! dim_value {
+    ($($t:ty),*) => {$(
+        impl DimValue for $t {
+            #[inline(always)]
+            fn to_dim(self) -> i64 { self as i64 }
+        }
+    )*};
+}
+dim_value!(i8, i16, i32, i64, isize, u8, u16, u32, u64, usize);
+
+/// Fills `out` from any integer slice (shape or strides fields).
+#[inline(always)]
+pub fn fill_dims<T: DimValue>(src: &[T], out: &mut [i64]) {
+    for (o, &s) in out.iter_mut().zip(src) {
+        *o = s.to_dim();
+    }
+}
+
+/// Helpers for `#[dlpack(array)]` fields (`ndarray` owned arrays).
+#[cfg(feature = "ndarray")]
+pub mod nd {
+    pub use ndarray;
+    use ndarray::{ArrayBase, Data, Dimension};
+
+    use super::c_void;
+    use crate::element::DLPackElement;
+    use crate::ffi::DLDataType;
+
+    /// Address of element 0.
+    #[inline(always)]
+    pub fn data_ptr<S: Data, D: Dimension>(a: &ArrayBase<S, D>) -> *mut c_void {
+        a.as_ptr() as *mut c_void
+    }
+    /// The element dtype.
+    #[inline(always)]
+    pub fn dtype<S: Data, D: Dimension>(_a: &ArrayBase<S, D>) -> DLDataType
+    where
+        S::Elem: DLPackElement,
+    {
+        <S::Elem as DLPackElement>::DTYPE
+    }
+    /// Number of dimensions.
+    #[inline(always)]
+    pub fn ndim<S: Data, D: Dimension>(a: &ArrayBase<S, D>) -> usize {
+        a.ndim()
+    }
+    /// Writes the shape.
+    #[inline(always)]
+    pub fn fill_shape<S: Data, D: Dimension>(a: &ArrayBase<S, D>, out: &mut [i64]) {
+        super::fill_dims(a.shape(), out)
+    }
+    /// Writes the strides (elements, any sign). Always returns `true`.
+    #[inline(always)]
+    pub fn fill_strides<S: Data, D: Dimension>(a: &ArrayBase<S, D>, out: &mut [i64]) -> bool {
+        super::fill_dims(a.strides(), out);
+        true
+    }
+}
+
+/// Compile-time check used by the derive: `T` must be a `#[pyclass]`.
+#[inline(always)]
+pub const fn assert_pyclass<T: pyo3::PyClass>() {}

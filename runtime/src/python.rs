@@ -1,0 +1,384 @@
+//! PyO3 glue: the `__dlpack__` / `__dlpack_device__` bodies the derive calls, and
+//! `from_dlpack` (the consumer).
+//!
+//! Hot paths use the raw C API: exact-type checks (`PyLong_CheckExact`, `PyTuple_CheckExact`),
+//! no dict, no exception-raising attribute probes (`_PyType_Lookup` on the type), vectorcall with
+//! interned keyword names (from the generated `protocol` module) and a cached `max_version`
+//! tuple (from the generated version constants).
+
+use std::ffi::c_int;
+use std::ptr;
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::pyclass::boolean_struct::{False, True};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyString, PyTuple};
+use pyo3::PyClass;
+
+use crate::device::Device;
+use crate::error::DlpackError;
+use crate::export::request::EXPORT_VERSION;
+use crate::export::{DLPackSource, ExportRequest, export_to_capsule};
+use crate::failure::FailureKind;
+use crate::ffi::DLDeviceType;
+use crate::import::ImportedTensor;
+use crate::protocol;
+use crate::stream_rules::consumer_default_stream;
+
+// ---------------------------------------------------------------------------------------------
+// Borrowing the Rust value behind a pyclass: `get()` for frozen classes (no borrow flag),
+// `try_borrow()` otherwise. Selected at compile time through `PyClass::Frozen`.
+// ---------------------------------------------------------------------------------------------
+
+/// How to reach `&T` from `&Bound<T>`: implemented for PyO3's `True` (frozen classes, via
+/// `Bound::get`) and `False` (via `Bound::try_borrow`). Every `#[pyclass]` satisfies
+/// `T::Frozen: SourceAccess<T>`.
+pub trait SourceAccess<T: PyClass> {
+    /// Runs `f` with a shared reference to the value.
+    fn with<R>(slf: &Bound<'_, T>, f: impl FnOnce(&T) -> R) -> PyResult<R>;
+}
+
+impl<T: PyClass<Frozen = True> + Sync> SourceAccess<T> for True {
+    #[inline(always)]
+    fn with<R>(slf: &Bound<'_, T>, f: impl FnOnce(&T) -> R) -> PyResult<R> {
+        Ok(f(slf.get()))
+    }
+}
+
+impl<T: PyClass<Frozen = False>> SourceAccess<T> for False {
+    #[inline(always)]
+    fn with<R>(slf: &Bound<'_, T>, f: impl FnOnce(&T) -> R) -> PyResult<R> {
+        let r = slf.try_borrow()?;
+        Ok(f(&r))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Argument parsing for `__dlpack__`.
+// ---------------------------------------------------------------------------------------------
+
+#[inline(always)]
+fn given<'a, 'py>(o: Option<&'a Bound<'py, PyAny>>) -> Option<&'a Bound<'py, PyAny>> {
+    // SAFETY: pointer comparison with the None singleton.
+    o.filter(|o| o.as_ptr() != unsafe { ffi::Py_None() })
+}
+
+/// An int that is not a bool, as i64 (`Err(sign)` when it does not fit: +1 / -1).
+#[inline(always)]
+fn as_int(o: *mut ffi::PyObject) -> Option<Result<i64, c_int>> {
+    // SAFETY: `o` is a live object; type checks and `PyLong_AsLongLongAndOverflow` on an int
+    // cannot fail except by overflow, which is reported through `overflow`.
+    unsafe {
+        if ffi::PyLong_CheckExact(o) == 0 && (ffi::PyLong_Check(o) == 0 || ffi::PyBool_Check(o) != 0) {
+            return None;
+        }
+        let mut overflow: c_int = 0;
+        let v = ffi::PyLong_AsLongLongAndOverflow(o, &mut overflow);
+        if overflow != 0 {
+            return Some(Err(overflow));
+        }
+        if v == -1 && !ffi::PyErr_Occurred().is_null() {
+            ffi::PyErr_Clear();
+            return None;
+        }
+        Some(Ok(v))
+    }
+}
+
+/// A tuple of exactly two ints (bools refused): the raw items, each possibly out of range.
+fn int_pair(o: &Bound<'_, PyAny>) -> Option<(Result<i64, c_int>, Result<i64, c_int>)> {
+    let p = o.as_ptr();
+    // SAFETY: `p` is live; tuple items are borrowed for the duration of the checks.
+    unsafe {
+        if (ffi::PyTuple_CheckExact(p) == 0 && ffi::PyTuple_Check(p) == 0) || ffi::PyTuple_GET_SIZE(p) != 2 {
+            return None;
+        }
+        Some((as_int(ffi::PyTuple_GET_ITEM(p, 0))?, as_int(ffi::PyTuple_GET_ITEM(p, 1))?))
+    }
+}
+
+fn type_error(msg: &'static str) -> DlpackError {
+    DlpackError::new(FailureKind::BadArgumentType, msg)
+}
+
+/// Parses `__dlpack__`'s keyword arguments (types are checked here; values in
+/// [`crate::export::plan_export`]).
+///
+/// * `max_version`: `None` or a tuple of two ints → TypeError otherwise;
+/// * `dl_device`: `None` or a tuple of two ints (IntEnum ok) → TypeError otherwise;
+///   values outside `i32` → BufferError (unsupported device);
+/// * `copy`: `None`, `True` or `False` → TypeError otherwise;
+/// * `stream`: `None` or an int (not a bool) → TypeError otherwise; outside `i64` → ValueError.
+#[inline]
+pub fn parse_export_request(
+    stream: Option<&Bound<'_, PyAny>>,
+    max_version: Option<&Bound<'_, PyAny>>,
+    dl_device: Option<&Bound<'_, PyAny>>,
+    copy: Option<&Bound<'_, PyAny>>,
+) -> Result<ExportRequest, DlpackError> {
+    let mut req = ExportRequest::DEFAULT;
+    if let Some(mv) = given(max_version) {
+        let (major, minor) = int_pair(mv).ok_or_else(|| type_error("max_version must be None or a tuple of two ints"))?;
+        let sat = |r: Result<i64, c_int>| r.unwrap_or_else(|s| if s > 0 { i64::MAX } else { i64::MIN });
+        req.max_version = Some((sat(major), sat(minor)));
+    }
+    if let Some(c) = given(copy) {
+        let p = c.as_ptr();
+        // SAFETY: pointer comparisons with the bool singletons.
+        req.copy = Some(unsafe {
+            if p == ffi::Py_True() {
+                true
+            } else if p == ffi::Py_False() {
+                false
+            } else {
+                return Err(type_error("copy must be None, True or False"));
+            }
+        });
+    }
+    if let Some(d) = given(dl_device) {
+        let (t, id) = int_pair(d).ok_or_else(|| type_error("dl_device must be None or a tuple of two ints (device_type, device_id)"))?;
+        let t = t.ok().and_then(|v| i32::try_from(v).ok());
+        let id = id.ok().and_then(|v| i32::try_from(v).ok());
+        match (t, id) {
+            (Some(t), Some(id)) => req.dl_device = Some(Device::new(DLDeviceType(t), id)),
+            _ => {
+                return Err(DlpackError::new(
+                    FailureKind::UnsupportedDevice,
+                    "unsupported device requested: dl_device values out of range",
+                ));
+            }
+        }
+    }
+    if let Some(s) = given(stream) {
+        match as_int(s.as_ptr()) {
+            Some(Ok(v)) => req.stream = Some(v),
+            Some(Err(_)) => return Err(DlpackError::new(FailureKind::InvalidStream, "stream value out of range")),
+            None => return Err(type_error("stream must be None or an int")),
+        }
+    }
+    Ok(req)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Producer entry points (called by the derive).
+// ---------------------------------------------------------------------------------------------
+
+/// The body of `__dlpack__(self, /, *, stream=None, max_version=None, dl_device=None, copy=None)`.
+///
+/// Works for frozen classes (borrow-free `get()`) and non-frozen ones (`try_borrow()`).
+#[inline]
+pub fn dlpack_method<T>(
+    slf: &Bound<'_, T>,
+    stream: Option<&Bound<'_, PyAny>>,
+    max_version: Option<&Bound<'_, PyAny>>,
+    dl_device: Option<&Bound<'_, PyAny>>,
+    copy: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Py<PyAny>>
+where
+    T: PyClass + DLPackSource,
+    T::Frozen: SourceAccess<T>,
+{
+    let req = parse_export_request(stream, max_version, dl_device, copy)?;
+    <T::Frozen as SourceAccess<T>>::with(slf, |src| export_to_capsule(slf.as_any(), src, &req))?
+}
+
+/// The body of `__dlpack_device__(self)`: `(device_type, device_id)`.
+#[inline]
+pub fn dlpack_device_method<T>(slf: &Bound<'_, T>) -> PyResult<(i32, i32)>
+where
+    T: PyClass + DLPackSource,
+    T::Frozen: SourceAccess<T>,
+{
+    <T::Frozen as SourceAccess<T>>::with(slf, |src| src.dlpack_device().to_tuple())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Consumer.
+// ---------------------------------------------------------------------------------------------
+
+unsafe extern "C" {
+    /// CPython's method-cache lookup on a type's MRO: a borrowed reference or NULL, never
+    /// raises. (Exported by libpython; PyO3 does not bind it.)
+    fn _PyType_Lookup(ty: *mut ffi::PyTypeObject, name: *mut ffi::PyObject) -> *mut ffi::PyObject;
+}
+
+struct Names {
+    dlpack: Py<PyString>,
+    kw_stream: Py<PyString>,
+    kw_max_version: Py<PyString>,
+    kw_dl_device: Py<PyString>,
+    kw_copy: Py<PyString>,
+    /// `("max_version",)`
+    kwnames_fast: Py<PyTuple>,
+    /// `(DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)`
+    version: Py<PyTuple>,
+}
+
+static NAMES: PyOnceLock<Names> = PyOnceLock::new();
+
+fn names(py: Python<'_>) -> &Names {
+    NAMES.get_or_init(py, || {
+        let s = |n: &str| PyString::intern(py, n).unbind();
+        let kw_max_version = s(protocol::KW_MAX_VERSION);
+        Names {
+            dlpack: s(protocol::DLPACK_METHOD),
+            kw_stream: s(protocol::KW_STREAM),
+            kw_dl_device: s(protocol::KW_DL_DEVICE),
+            kw_copy: s(protocol::KW_COPY),
+            kwnames_fast: PyTuple::new(py, [kw_max_version.bind(py)]).expect("tuple").unbind(),
+            kw_max_version,
+            version: PyTuple::new(py, [EXPORT_VERSION.major, EXPORT_VERSION.minor]).expect("tuple").unbind(),
+        }
+    })
+}
+
+/// Calls `descr` (found on `type(obj)`) as a method of `obj` with `vals` for `kwnames`.
+///
+/// # Safety
+/// `descr` is a live object (a strong reference held by the caller); `vals` are live objects;
+/// `kwnames` is NULL or a tuple of `vals.len()` strings; the GIL is held.
+unsafe fn call_method<'py>(
+    obj: &Bound<'py, PyAny>,
+    descr: *mut ffi::PyObject,
+    vals: &[*mut ffi::PyObject],
+    kwnames: *mut ffi::PyObject,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = obj.py();
+    let mut args: [*mut ffi::PyObject; 5] = [ptr::null_mut(); 5];
+    args[0] = obj.as_ptr();
+    args[1..1 + vals.len()].copy_from_slice(vals);
+    // SAFETY: caller contract; `args` holds 1 + vals.len() live objects.
+    unsafe {
+        let res = if ffi::PyType_HasFeature(ffi::Py_TYPE(descr), ffi::Py_TPFLAGS_METHOD_DESCRIPTOR) != 0 {
+            // A plain function / method descriptor: call it unbound with `obj` first (what
+            // CPython's own method calls do).
+            ffi::PyObject_Vectorcall(descr, args.as_ptr(), 1, kwnames)
+        } else {
+            // Anything else (staticmethod, callable object, ...): bind through getattr.
+            let bound = obj.getattr(names(py).dlpack.bind(py))?;
+            ffi::PyObject_Vectorcall(bound.as_ptr(), args.as_ptr().add(1), 0, kwnames)
+        };
+        Bound::from_owned_ptr_or_err(py, res)
+    }
+}
+
+/// Imports any DLPack producer (or a raw DLPack capsule) as an [`ImportedTensor`].
+///
+/// Calls `type(obj).__dlpack__(obj, max_version=(1, 3)[, dl_device=…, stream=…][, copy=…])`
+/// (vectorcall, interned names). On `TypeError` — a producer that predates the keywords — it
+/// retries `__dlpack__()` when `device` is `None` and `copy` is not `False`. With
+/// `copy=Some(true)` the result never aliases the producer: if the producer did not set
+/// IS_COPIED (or is legacy-only), dlbind copies into a fresh, writable host buffer.
+/// `device`: the result must be on that device (host-accessible memory counts as CPU);
+/// otherwise BufferError. For devices with streams, the consumer's default stream from the
+/// generated rules is passed. No `__dlpack__` → AttributeError.
+pub fn from_dlpack(obj: &Bound<'_, PyAny>, device: Option<Device>, copy: Option<bool>) -> PyResult<ImportedTensor> {
+    let py = obj.py();
+    let o = obj.as_ptr();
+    // SAFETY: type checks on a live object.
+    let tensor = if unsafe { ffi::PyCapsule_CheckExact(o) } != 0 {
+        ImportedTensor::from_capsule(obj)?
+    } else {
+        let n = names(py);
+        // SAFETY: `_PyType_Lookup` returns a borrowed reference (or NULL, never raising); we
+        // take a strong one before running any Python code.
+        let descr = unsafe {
+            let d = _PyType_Lookup(ffi::Py_TYPE(o), n.dlpack.as_ptr());
+            if d.is_null() {
+                let tn = obj.get_type().name().map(|n| n.to_string()).unwrap_or_default();
+                return Err(DlpackError::new(
+                    FailureKind::NoProtocol,
+                    format!("object of type '{tn}' does not support the DLPack protocol (no {} method)", protocol::DLPACK_METHOD),
+                )
+                .into());
+            }
+            Bound::from_borrowed_ptr(py, d)
+        };
+        let first = if device.is_none() && copy.is_none() {
+            // SAFETY: live objects; kwnames_fast has one name for one value.
+            unsafe { call_method(obj, descr.as_ptr(), &[n.version.as_ptr()], n.kwnames_fast.as_ptr()) }
+        } else {
+            let mut names_v: Vec<&Py<PyString>> = vec![&n.kw_max_version];
+            let mut vals: Vec<Bound<'_, PyAny>> = vec![n.version.bind(py).clone().into_any()];
+            if let Some(d) = device {
+                names_v.push(&n.kw_dl_device);
+                vals.push(d.to_py_tuple(py)?.into_any());
+                if let Some(s) = consumer_default_stream(d.device_type) {
+                    names_v.push(&n.kw_stream);
+                    vals.push(s.into_pyobject(py)?.into_any());
+                }
+            }
+            if let Some(c) = copy {
+                names_v.push(&n.kw_copy);
+                vals.push(pyo3::types::PyBool::new(py, c).to_owned().into_any());
+            }
+            let kwnames = PyTuple::new(py, names_v.iter().map(|s| s.bind(py)))?;
+            let raw: Vec<*mut ffi::PyObject> = vals.iter().map(|v| v.as_ptr()).collect();
+            // SAFETY: live objects; kwnames has one name per value.
+            unsafe { call_method(obj, descr.as_ptr(), &raw, kwnames.as_ptr()) }
+        };
+        let capsule = match first {
+            Ok(c) => c,
+            Err(e) if e.is_instance_of::<PyTypeError>(py) && device.is_none() && copy != Some(false) => {
+                // A producer without the DLPack 2023.12 keywords.
+                // SAFETY: live objects, no keywords.
+                unsafe { call_method(obj, descr.as_ptr(), &[], ptr::null_mut()) }.map_err(|e2| {
+                    e2.set_cause(py, Some(e));
+                    e2
+                })?
+            }
+            Err(e) => return Err(e),
+        };
+        ImportedTensor::from_capsule(&capsule)?
+    };
+    finish_import(tensor, device, copy)
+}
+
+/// Applies `device` / `copy` to a freshly imported tensor.
+fn finish_import(tensor: ImportedTensor, device: Option<Device>, copy: Option<bool>) -> PyResult<ImportedTensor> {
+    if let Some(d) = device {
+        let here = tensor.device();
+        if here != d && !(d == Device::CPU && here.is_host_accessible()) {
+            return Err(DlpackError::new(
+                FailureKind::UnsupportedDevice,
+                format!("the producer returned a tensor on device {here}, not the requested {d}"),
+            )
+            .into());
+        }
+    }
+    if copy == Some(true) && !tensor.is_copied() {
+        // Legacy producers cannot say whether they copied; versioned ones that did not set
+        // IS_COPIED may alias. Copy ourselves so the result never aliases.
+        return Ok(tensor.to_contiguous_copy()?);
+    }
+    Ok(tensor)
+}
+
+/// Parses `from_dlpack`'s `device=` argument: `None`, a `(device_type, device_id)` tuple of
+/// ints, or the string `"cpu"`. Anything else → TypeError; unknown strings → ValueError.
+pub fn parse_device_arg(device: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Device>> {
+    let Some(d) = given(device) else { return Ok(None) };
+    if let Ok(s) = d.cast::<PyString>() {
+        let s = s.to_str()?;
+        return if s == "cpu" {
+            Ok(Some(Device::CPU))
+        } else {
+            Err(DlpackError::new(FailureKind::BadArgumentValue, format!("device not understood: {s:?}")).into())
+        };
+    }
+    match int_pair(d) {
+        Some((Ok(t), Ok(id))) => match (i32::try_from(t), i32::try_from(id)) {
+            (Ok(t), Ok(id)) => Ok(Some(Device::new(DLDeviceType(t), id))),
+            _ => Err(DlpackError::new(FailureKind::UnsupportedDevice, "device values out of range").into()),
+        },
+        Some(_) => Err(DlpackError::new(FailureKind::UnsupportedDevice, "device values out of range").into()),
+        None => Err(type_error("device must be None, 'cpu' or a (device_type, device_id) tuple").into()),
+    }
+}
+
+/// Parses a `copy=` argument: `None`, `True` or `False` (TypeError otherwise).
+pub fn parse_copy_arg(copy: Option<&Bound<'_, PyAny>>) -> PyResult<Option<bool>> {
+    Ok(parse_export_request(None, None, None, copy)?.copy)
+}

@@ -1,0 +1,106 @@
+//! Rough timings in the embedded interpreter (release: `cargo test --release --test bench_py
+//! -- --ignored --nocapture`). Not a timed test: it prints ratios against numpy in one run.
+
+mod common;
+
+use std::ffi::c_void;
+
+use dlbind::export::DLPackSource;
+use dlbind::prelude::*;
+use dlbind::pyo3::types::PyDict;
+use dlbind::pyo3::wrap_pyfunction;
+
+#[pyclass(frozen)]
+struct T {
+    data: Vec<f32>,
+    shape: [usize; 1],
+}
+
+// SAFETY: 1-d contiguous over immutable `data`.
+unsafe impl DLPackSource for T {
+    #[inline]
+    fn dlpack_data_ptr(&self) -> *mut c_void {
+        self.data.as_ptr() as *mut c_void
+    }
+    #[inline]
+    fn dlpack_dtype(&self) -> DLDataType {
+        <f32 as DLPackElement>::DTYPE
+    }
+    #[inline]
+    fn dlpack_ndim(&self) -> usize {
+        1
+    }
+    #[inline]
+    fn dlpack_fill_shape(&self, out: &mut [i64]) {
+        out[0] = self.shape[0] as i64;
+    }
+}
+
+#[pymethods]
+impl T {
+    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
+    fn __dlpack__(
+        slf: &Bound<'_, Self>,
+        stream: Option<&Bound<'_, PyAny>>,
+        max_version: Option<&Bound<'_, PyAny>>,
+        dl_device: Option<&Bound<'_, PyAny>>,
+        copy: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        dlbind::python::dlpack_method(slf, stream, max_version, dl_device, copy)
+    }
+    fn __dlpack_device__(slf: &Bound<'_, Self>) -> PyResult<(i32, i32)> {
+        dlbind::python::dlpack_device_method(slf)
+    }
+}
+
+/// What the demo does: wrap the import in a new pyclass object.
+#[pyclass(frozen)]
+struct View {
+    #[allow(dead_code)]
+    buf: Buffer,
+}
+
+#[pyfunction]
+#[pyo3(signature = (x, /, *, device=None, copy=None))]
+fn from_dlpack(x: &Bound<'_, PyAny>, device: Option<&Bound<'_, PyAny>>, copy: Option<&Bound<'_, PyAny>>) -> PyResult<View> {
+    let device = dlbind::python::parse_device_arg(device)?;
+    let copy = dlbind::python::parse_copy_arg(copy)?;
+    Ok(View { buf: Buffer::Imported(dlbind::from_dlpack(x, device, copy)?) })
+}
+
+#[test]
+#[ignore]
+fn bench() {
+    Python::attach(|py| {
+        let Some(np) = common::numpy(py) else {
+            eprintln!("numpy not importable: skipping");
+            return;
+        };
+        let g = PyDict::new(py);
+        g.set_item("np", &np).unwrap();
+        g.set_item("t", Bound::new(py, T { data: vec![0.0; 1000], shape: [1000] }).unwrap()).unwrap();
+        g.set_item("from_dlpack", wrap_pyfunction!(from_dlpack, py).unwrap()).unwrap();
+        py.run(
+            cr#"
+import timeit
+a = np.zeros(1000, dtype=np.float32)
+def best(stmt, n=200000):
+    return min(timeit.repeat(stmt, globals=globals(), number=n, repeat=7)) / n * 1e9
+rows = []
+for label, ours, theirs in [
+    ("__dlpack__() legacy", "t.__dlpack__()", "a.__dlpack__()"),
+    ("__dlpack__(max_version=(1,3))", "t.__dlpack__(max_version=(1, 3))", "a.__dlpack__(max_version=(1, 3))"),
+    ("np.from_dlpack(x)", "np.from_dlpack(t)", "np.from_dlpack(a)"),
+    ("from_dlpack(a) vs np.from_dlpack(a)", "from_dlpack(a)", "np.from_dlpack(a)"),
+    ("from_dlpack(t) vs np.from_dlpack(a)", "from_dlpack(t)", "np.from_dlpack(a)"),
+]:
+    o = best(ours); r = best(theirs)
+    rows.append(f"{label:40s} ours {o:7.1f} ns  ref {r:7.1f} ns  ratio {o/r:5.2f}")
+print("\n".join(rows))
+"#,
+            Some(&g),
+            None,
+        )
+        .unwrap();
+    });
+}

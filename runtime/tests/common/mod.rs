@@ -1,0 +1,31 @@
+// Shared helpers for the embedded-Python tests (included with `mod common;`).
+#![allow(dead_code)]
+
+use std::sync::{Mutex, MutexGuard};
+
+use dlbind::pyo3::prelude::*;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Tests that look at the process-wide `live_exports()` counter or deleter counters run one at
+/// a time.
+pub fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Makes the repository's venv (numpy, ...) importable when it exists.
+pub fn add_venv(py: Python<'_>) {
+    let site = concat!(env!("CARGO_MANIFEST_DIR"), "/../.venv/lib/python3.11/site-packages");
+    if std::path::Path::new(site).exists() {
+        let sys = py.import("sys").unwrap();
+        let path = sys.getattr("path").unwrap();
+        if !path.contains(site).unwrap() {
+            path.call_method1("append", (site,)).unwrap();
+        }
+    }
+}
+
+pub fn numpy(py: Python<'_>) -> Option<Bound<'_, PyModule>> {
+    add_venv(py);
+    py.import("numpy").ok()
+}

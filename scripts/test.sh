@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The one test command for dlbind (CI runs it through .ci/run on a clean clone).
+#
+#   scripts/test.sh                 # everything
+#   scripts/test.sh -- -k dtype     # extra arguments after `--` go to pytest
+#
+# Needs only: Rust (cargo), python3 (3.11) with venv + pip, a C compiler.
+# Installs the pinned Python peers into .venv (skipped when the stamp matches),
+# checks that generated/ is up to date, runs the Rust tests, builds the demo
+# extension with maturin and runs the pytest suite.
+#
+# Environment knobs (all optional):
+#   PYTHON=python3.11        interpreter used to create .venv
+#   VENV=/path/to/venv       default: <repo>/.venv
+#   CARGO_TARGET_DIR=...     default: <repo>/target
+#   CARGO_BUILD_JOBS=N       passed through to cargo / maturin
+#   DLBIND_SKIP_RUST=1       skip steps 2-3 (codegen check, cargo test)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+PYTEST_EXTRA=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --) shift; PYTEST_EXTRA=("$@"); break ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    *) PYTEST_EXTRA+=("$1"); shift ;;
+  esac
+done
+
+PYTHON="${PYTHON:-python3}"
+VENV="${VENV:-$ROOT/.venv}"
+REQS="$ROOT/scripts/requirements-test.txt"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+export JAX_PLATFORMS="${JAX_PLATFORMS:-cpu}"
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+
+step() { printf '\n==> [%s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
+T0=$SECONDS
+
+# ---------------------------------------------------------------- 1. venv
+step "1/5 Python venv with pinned peers ($VENV)"
+if [[ ! -x "$VENV/bin/python" ]]; then
+  "$PYTHON" -m venv "$VENV"
+fi
+# shellcheck disable=SC1091
+source "$VENV/bin/activate"
+PY="$VENV/bin/python"
+STAMP="$VENV/.dlbind-requirements.sha256"
+WANT="$( { cat "$REQS"; "$PY" -c 'import sys; print(sys.version)'; } | sha256sum | cut -d' ' -f1)"
+if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" ]]; then
+  echo "requirements unchanged (stamp $STAMP); skipping pip install"
+else
+  "$PY" -m pip install -q -r "$REQS"
+  "$PY" - <<'PYEOF'
+import numpy, jax, jax.numpy as jnp, pyarrow, array_api_strict, ml_dtypes, tvm_ffi, yaml, pytest, hypothesis
+jnp.zeros(3).block_until_ready()
+print("peers:", "numpy", numpy.__version__, "| jax", jax.__version__, "| pyarrow", pyarrow.__version__,
+      "| array_api_strict", array_api_strict.__version__, "| ml_dtypes", ml_dtypes.__version__,
+      "| tvm_ffi", tvm_ffi.__version__)
+PYEOF
+  echo "$WANT" > "$STAMP"
+fi
+# pyo3's build script and maturin must agree on the interpreter so the build is shared.
+export PYO3_PYTHON="$PY"
+
+if [[ "${DLBIND_SKIP_RUST:-0}" != 1 ]]; then
+  # ------------------------------------------------------------ 2. codegen
+  step "2/5 generated/ is up to date (dlbind-codegen check)"
+  cargo run --release -q -p dlbind-codegen -- check
+
+  # ------------------------------------------------------------ 3. cargo test
+  step "3/5 cargo test --workspace --release"
+  cargo test --workspace --release
+else
+  step "2-3/5 skipped (DLBIND_SKIP_RUST=1)"
+fi
+
+# ---------------------------------------------------------------- 4. demo
+step "4/5 build + install dlbind_demo (maturin develop --release)"
+maturin develop --release -m "$ROOT/examples/tensor/Cargo.toml"
+"$PY" -c 'import dlbind_demo; print("dlbind_demo from", dlbind_demo.__file__)'
+
+# ---------------------------------------------------------------- 5. pytest
+step "5/5 pytest tests/python"
+"$PY" -m pytest "$ROOT/tests/python" -q -p no:cacheprovider -rfEs ${PYTEST_EXTRA[@]+"${PYTEST_EXTRA[@]}"}
+
+step "all steps passed in $((SECONDS - T0)) s"

@@ -1,0 +1,373 @@
+"""Shared helpers for the dlbind pytest suite: the spec tables, ctypes views of
+DLPack capsules, and small producer wrappers.
+
+Nothing here hard-codes dtypes or exception choices: they come from
+``spec/dlpack.yaml`` (override with ``DLBIND_SPEC=/path/to/spec.yaml``), with a
+fallback to ``generated/docs/dtypes.md`` for the dtype table.
+"""
+from __future__ import annotations
+
+import builtins
+import ctypes
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+SPEC_PATH = Path(os.environ.get("DLBIND_SPEC", ROOT / "spec" / "dlpack.yaml"))
+
+
+# --------------------------------------------------------------------- spec
+def _load_yaml(path: Path) -> dict:
+    import yaml  # pinned in scripts/requirements-test.txt
+
+    with open(path, encoding="utf-8") as f:
+        return yaml.safe_load(f)
+
+
+def _norm(s: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", str(s).lower())
+
+
+@dataclass(frozen=True)
+class DType:
+    name: str               # spec Python name ("float32", "bfloat16", ...)
+    code: int               # DLDataTypeCode value
+    code_name: str          # "kDLFloat"
+    bits: int
+    lanes: int
+    numpy: Optional[str]    # numpy typestr, None where numpy has none
+
+    @property
+    def np_dtype(self) -> Optional[np.dtype]:
+        """numpy dtype: the spec's typestr, else the ml_dtypes type of the same name."""
+        if self.numpy:
+            return np.dtype(self.numpy)
+        try:
+            import ml_dtypes
+        except ImportError:  # pragma: no cover
+            return None
+        t = getattr(ml_dtypes, self.name, None)
+        return None if t is None else np.dtype(t)
+
+    @property
+    def subbyte(self) -> bool:
+        return self.bits % 8 != 0
+
+    def nbytes(self, numel: int, padded: bool = False) -> int:
+        if self.subbyte and not padded:
+            return (numel * self.bits * self.lanes + 7) // 8
+        return numel * ((self.bits * self.lanes + 7) // 8)
+
+    def __repr__(self) -> str:  # nicer pytest ids
+        return self.name
+
+
+class Spec:
+    def __init__(self, path: Path = SPEC_PATH):
+        self.path = path
+        self.raw: dict = _load_yaml(path) if path.exists() else {}
+        self.version = self._version()
+        self.enums = self._enums()
+        self.dtypes = self._dtypes()
+        self.failures = self._failures()
+        self.capsule_names = self._capsules()
+        self.stream_rules = self.raw.get("streams", {})
+
+    # -- pieces
+    def _version(self) -> tuple[int, int]:
+        v = self.raw.get("version") or {"major": 1, "minor": 3}
+        return int(v["major"]), int(v["minor"])
+
+    def _enums(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for t in self.raw.get("types", []) or []:
+            if isinstance(t, dict) and "enum" in t:
+                out[t["enum"]] = {v["name"]: int(v["value"]) for v in t.get("values", [])}
+        return out
+
+    def device_type(self, name: str) -> int:
+        return self.enums["DLDeviceType"][name]
+
+    def _dtypes(self) -> list[DType]:
+        codes = self.enums.get("DLDataTypeCode", {})
+        rows = self.raw.get("dtypes")
+        if rows:
+            out = []
+            for r in rows:
+                code = r["code"]
+                code_val = codes[code] if isinstance(code, str) else int(code)
+                code_name = code if isinstance(code, str) else next(
+                    (k for k, v in codes.items() if v == code_val), str(code_val))
+                out.append(DType(str(r["name"]), code_val, code_name, int(r["bits"]),
+                                 int(r.get("lanes", 1)), r.get("numpy") or r.get("numpy_typestr")))
+            return out
+        return _dtypes_from_markdown(ROOT / "generated" / "docs" / "dtypes.md", codes)
+
+    def _failures(self) -> dict[str, type]:
+        out = {}
+        for f in self.raw.get("failures", []) or []:
+            exc = getattr(builtins, f["exception"])
+            assert isinstance(exc, type) and issubclass(exc, BaseException), f
+            out[_norm(f["kind"])] = exc
+        return out
+
+    def _capsules(self) -> dict[str, str]:
+        names = {c["name"]: c["value"] for c in self.raw.get("capsules", []) or []}
+        return {
+            "legacy": names.get("DLPACK_CAPSULE_NAME", "dltensor"),
+            "legacy_used": names.get("DLPACK_USED_CAPSULE_NAME", "used_dltensor"),
+            "versioned": names.get("DLPACK_VERSIONED_CAPSULE_NAME", "dltensor_versioned"),
+            "versioned_used": names.get("DLPACK_VERSIONED_USED_CAPSULE_NAME", "used_dltensor_versioned"),
+        }
+
+    # -- queries
+    def exc(self, kind: str) -> type:
+        """The exception class the spec maps a failure kind to (e.g. "InvalidStream")."""
+        try:
+            return self.failures[_norm(kind)]
+        except KeyError:
+            raise AssertionError(f"spec {self.path} has no failure kind {kind!r}; "
+                                 f"known: {sorted(self.failures)}") from None
+
+    def dtype(self, name: str) -> DType:
+        for d in self.dtypes:
+            if d.name == name:
+                return d
+        raise KeyError(name)
+
+    def cpu_stream_ok(self, value) -> bool:
+        """Whether the spec's stream rules accept `value` on a stream-less device (CPU)."""
+        rules = {r.get("device") for r in self.stream_rules.get("rules", [])}
+        assert "kDLCPU" not in rules, "spec grew a CPU stream rule; update the tests"
+        return value is None
+
+
+def _dtypes_from_markdown(path: Path, codes: dict[str, int]) -> list[DType]:
+    if not path.exists():
+        return []
+    lines = [l for l in path.read_text(encoding="utf-8").splitlines() if l.startswith("|")]
+    if len(lines) < 3:
+        return []
+    head = [_norm(c) for c in lines[0].strip("|").split("|")]
+
+    def col(*names):
+        for n in names:
+            if n in head:
+                return head.index(n)
+        return None
+
+    i_name, i_code, i_bits = col("name", "python", "pythonname"), col("code", "codevalue"), col("bits")
+    i_lanes, i_np = col("lanes"), col("numpy", "numpytypestr", "typestr")
+    out = []
+    for l in lines[2:]:
+        cells = [c.strip().strip("`") for c in l.strip("|").split("|")]
+        code = cells[i_code]
+        m = re.search(r"\d+", code)
+        code_val = codes.get(code, int(m.group()) if m else -1)
+        np_ts = cells[i_np] if i_np is not None and cells[i_np] not in ("", "-", "—") else None
+        out.append(DType(cells[i_name], code_val, code, int(cells[i_bits]),
+                         int(cells[i_lanes]) if i_lanes is not None else 1, np_ts))
+    return out
+
+
+SPEC = Spec()
+DTYPES = SPEC.dtypes
+NUMPY_DTYPES = [d for d in DTYPES if d.numpy]
+ML_DTYPES = [d for d in DTYPES if not d.numpy]
+BYTE_DTYPES = [d for d in DTYPES if not d.subbyte]
+LEGACY = SPEC.capsule_names["legacy"]
+VERSIONED = SPEC.capsule_names["versioned"]
+LEGACY_USED = SPEC.capsule_names["legacy_used"]
+VERSIONED_USED = SPEC.capsule_names["versioned_used"]
+FLAG_READ_ONLY, FLAG_IS_COPIED, FLAG_SUBBYTE_PADDED = 1, 2, 4
+KDLCPU = SPEC.device_type("kDLCPU") if SPEC.enums else 1
+
+
+# ------------------------------------------------------------- ctypes ABI
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+
+class DLPackVersion(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
+
+
+class DLManagedTensorVersioned(ctypes.Structure):
+    _fields_ = [("version", DLPackVersion), ("manager_ctx", ctypes.c_void_p),
+                ("deleter", ctypes.c_void_p), ("flags", ctypes.c_uint64), ("dl_tensor", DLTensor)]
+
+
+assert ctypes.sizeof(DLTensor) == 48 and ctypes.sizeof(DLManagedTensor) == 64
+assert ctypes.sizeof(DLManagedTensorVersioned) == 80 and DLManagedTensorVersioned.dl_tensor.offset == 32
+
+_api = ctypes.pythonapi
+_api.PyCapsule_GetName.restype = ctypes.c_char_p
+_api.PyCapsule_GetName.argtypes = [ctypes.py_object]
+_api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+_api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_api.PyCapsule_IsValid.restype = ctypes.c_int
+_api.PyCapsule_IsValid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_api.PyCapsule_CheckExact = None  # macro, not exported
+
+
+def is_capsule(obj) -> bool:
+    return type(obj).__name__ == "PyCapsule"
+
+
+def capsule_name(cap) -> Optional[str]:
+    n = _api.PyCapsule_GetName(cap)
+    return None if n is None else n.decode()
+
+
+def _struct_ptr(cap) -> int:
+    name = _api.PyCapsule_GetName(cap)
+    p = _api.PyCapsule_GetPointer(cap, name)
+    assert p, "capsule holds NULL"
+    return p
+
+
+@dataclass
+class CapsuleInfo:
+    name: str
+    versioned: bool
+    version: Optional[tuple[int, int]]
+    flags: Optional[int]
+    data: Optional[int]
+    device: tuple[int, int]
+    ndim: int
+    code: int
+    bits: int
+    lanes: int
+    shape: Optional[tuple[int, ...]]
+    strides: Optional[tuple[int, ...]]
+    byte_offset: int
+    has_deleter: bool
+    struct_addr: int
+
+
+def inspect_capsule(cap) -> CapsuleInfo:
+    """Read a (possibly used) DLPack capsule's struct through ctypes without consuming it."""
+    name = capsule_name(cap)
+    versioned = name in (VERSIONED, VERSIONED_USED)
+    addr = _struct_ptr(cap)
+    if versioned:
+        m = DLManagedTensorVersioned.from_address(addr)
+        t, version, flags, deleter = m.dl_tensor, (m.version.major, m.version.minor), m.flags, m.deleter
+        if version[0] != 1:  # must not read other fields
+            return CapsuleInfo(name, True, version, None, None, (0, 0), 0, 0, 0, 0, None, None, 0,
+                               bool(deleter), addr)
+    else:
+        m = DLManagedTensor.from_address(addr)
+        t, version, flags, deleter = m.dl_tensor, None, None, m.deleter
+    nd = t.ndim
+    shape = tuple(t.shape[i] for i in range(nd)) if t.shape else None
+    strides = tuple(t.strides[i] for i in range(nd)) if t.strides else None
+    return CapsuleInfo(name, versioned, version, flags, t.data, (t.device.device_type, t.device.device_id),
+                       nd, t.dtype.code, t.dtype.bits, t.dtype.lanes, shape, strides, t.byte_offset,
+                       bool(deleter), addr)
+
+
+def dl_tensor_of(cap) -> DLTensor:
+    """A writable ctypes view of the capsule's DLTensor (for patching test capsules)."""
+    addr = _struct_ptr(cap)
+    if capsule_name(cap) in (VERSIONED, VERSIONED_USED):
+        return DLManagedTensorVersioned.from_address(addr).dl_tensor
+    return DLManagedTensor.from_address(addr).dl_tensor
+
+
+def versioned_struct_of(cap) -> DLManagedTensorVersioned:
+    assert capsule_name(cap) == VERSIONED
+    return DLManagedTensorVersioned.from_address(_struct_ptr(cap))
+
+
+# --------------------------------------------------------------- producers
+class W:
+    """A producer that hands out a prepared capsule and records the kwargs it was called with."""
+
+    def __init__(self, cap, dev=(1, 0)):
+        self.cap, self.dev, self.calls = cap, dev, []
+
+    def __dlpack__(self, *args, **kw):
+        assert not args, f"consumer passed positional args {args}"
+        self.calls.append(dict(kw))
+        return self.cap
+
+    def __dlpack_device__(self):
+        return self.dev
+
+
+class Spy:
+    """Forwards to a real producer and records every __dlpack__ / __dlpack_device__ call."""
+
+    def __init__(self, inner):
+        self.inner, self.calls, self.device_calls = inner, [], 0
+
+    def __dlpack__(self, *args, **kw):
+        self.calls.append((args, dict(kw)))
+        return self.inner.__dlpack__(*args, **kw)
+
+    def __dlpack_device__(self):
+        self.device_calls += 1
+        return self.inner.__dlpack_device__()
+
+
+class LegacyOnly:
+    """An old producer: `__dlpack__(self, stream=None)` only (DLPack < 1.0 era)."""
+
+    def __init__(self, arr):
+        self.arr, self.calls = arr, []
+
+    def __dlpack__(self, stream=None):
+        self.calls.append(stream)
+        return self.arr.__dlpack__(stream=stream)
+
+    def __dlpack_device__(self):
+        return self.arr.__dlpack_device__()
+
+
+def np_aligned(shape, dtype, align=64, fill=None) -> np.ndarray:
+    """A C-contiguous numpy array whose data is `align`-byte aligned."""
+    dtype = np.dtype(dtype)
+    n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    buf = np.empty(n + align, dtype=np.uint8)
+    off = (-buf.ctypes.data) % align
+    a = buf[off:off + n].view(dtype).reshape(shape)
+    if fill is not None:
+        a[...] = fill
+    return a
+
+
+def sample_values(dt: DType, shape) -> np.ndarray:
+    """Deterministic, exactly representable values of dtype `dt` (numpy or ml_dtypes)."""
+    npdt = dt.np_dtype
+    n = int(np.prod(shape, dtype=np.int64))
+    base = np.arange(n) % 7
+    if npdt.kind == "b":
+        return (base % 2 == 1).reshape(shape)
+    if npdt.kind in "iu":
+        return (base + 1).astype(npdt).reshape(shape)
+    if npdt.kind == "c":
+        return (base + 1j * (base % 3)).astype(npdt).reshape(shape)
+    vals = np.array([0.0, 1.0, 2.0, 0.5, 1.5, 4.0, 3.0], dtype=np.float32)
+    if dt.name.startswith("float8_e8m0"):  # exponent only: powers of two, no zero
+        vals = np.array([1.0, 2.0, 0.5, 4.0, 0.25, 8.0, 1.0], dtype=np.float32)
+    return vals[base].astype(npdt).reshape(shape)

@@ -1,0 +1,289 @@
+"""Every error of issue 3, with the exception class read from the spec's failure mapping."""
+import sys
+
+import numpy as np
+import pytest
+
+import dlpack_helpers as H
+from conftest import readonly_view
+
+EXC = H.SPEC.exc
+
+
+# ---------------------------------------------------------------- argument types
+def test_positional_args_rejected(Tensor):
+    t = Tensor.zeros((2,))
+    with pytest.raises(TypeError):
+        t.__dlpack__(None)
+    with pytest.raises(TypeError):
+        t.__dlpack__(None, (1, 3))
+
+
+def test_unknown_kwarg_rejected(Tensor):
+    with pytest.raises(TypeError):
+        Tensor.zeros((2,)).__dlpack__(foo=1)
+
+
+def test_from_dlpack_kwonly(m):
+    a = np.zeros(2)
+    with pytest.raises(TypeError):
+        m.from_dlpack(a, None)
+    with pytest.raises(TypeError):
+        m.from_dlpack(a, None, None)
+    with pytest.raises(TypeError):
+        m.from_dlpack(x=a)
+    with pytest.raises(TypeError):
+        m.from_dlpack(a, bogus=1)
+
+
+@pytest.mark.parametrize("bad", [1, [1, 0], (1,), (1, 0, 0), "1.3", (1, "3"), (1.0, 3), {1: 3}])
+def test_bad_max_version_type(Tensor, bad):
+    with pytest.raises(EXC("BadArgumentType")):
+        Tensor.zeros((2,)).__dlpack__(max_version=bad)
+
+
+@pytest.mark.parametrize("bad", [[1, 0], (1,), (1, 0, 0), "cpu", 1, (1.0, 0), ("1", "0")])
+def test_bad_dl_device_type(Tensor, bad):
+    with pytest.raises(EXC("BadArgumentType")):
+        Tensor.zeros((2,)).__dlpack__(max_version=(1, 3), dl_device=bad)
+
+
+def test_dl_device_method_object_rejected(Tensor):
+    t = Tensor.zeros((2,))
+    with pytest.raises(EXC("BadArgumentType")):
+        t.__dlpack__(dl_device=t.__dlpack_device__)
+
+
+@pytest.mark.parametrize("bad", ["yes", 1.5, [], "True", 2])
+def test_bad_copy_type(Tensor, bad):
+    with pytest.raises(EXC("BadArgumentType")):
+        Tensor.zeros((2,)).__dlpack__(max_version=(1, 3), copy=bad)
+
+
+@pytest.mark.parametrize("bad", [object(), "1", 1.5, (1,), b"\x01"])
+def test_bad_stream_type(Tensor, bad):
+    with pytest.raises(EXC("BadArgumentType")):
+        Tensor.zeros((2,)).__dlpack__(stream=bad)
+
+
+# ---------------------------------------------------------------- streams
+@pytest.mark.parametrize("stream", [-1, 0, 1, 2, 3, 12345, -2])
+@pytest.mark.parametrize("mv", [None, (1, 3)])
+def test_stream_on_cpu(Tensor, stream, mv):
+    """CPU is stream-less in the spec: only stream=None is accepted (case 51)."""
+    assert not H.SPEC.cpu_stream_ok(stream)
+    with pytest.raises(EXC("InvalidStream")):
+        Tensor.zeros((2,)).__dlpack__(stream=stream, max_version=mv)
+
+
+def test_stream_none_ok(Tensor):
+    assert H.capsule_name(Tensor.zeros((2,)).__dlpack__(stream=None)) == H.LEGACY
+
+
+def test_stream_error_is_not_consumed_or_leaked(m, Tensor):
+    t = Tensor.zeros((2,))
+    base, live = sys.getrefcount(t), m.live_exports()
+    for _ in range(50):
+        with pytest.raises(EXC("InvalidStream")):
+            t.__dlpack__(stream=1)
+    assert sys.getrefcount(t) == base and m.live_exports() == live
+
+
+# ---------------------------------------------------------------- read-only
+def test_readonly_legacy_rejected(Tensor):
+    t = readonly_view(Tensor.zeros((3,)))
+    assert t.readonly
+    with pytest.raises(EXC("ReadOnlyLegacy")):
+        t.__dlpack__()
+    with pytest.raises(EXC("ReadOnlyLegacy")):
+        t.__dlpack__(max_version=(0, 8))
+
+
+def test_readonly_from_bytes_legacy_rejected(Tensor):
+    t = Tensor.from_bytes(b"\0" * 8, (2,), "float32", readonly=True)
+    with pytest.raises(EXC("ReadOnlyLegacy")):
+        t.__dlpack__()
+
+
+def test_readonly_versioned_flag(Tensor):
+    t = readonly_view(Tensor.zeros((3,)))
+    info = H.inspect_capsule(t.__dlpack__(max_version=(1, 3)))
+    assert info.flags & H.FLAG_READ_ONLY
+    a = np.from_dlpack(t)
+    assert not a.flags.writeable
+    with pytest.raises(ValueError):
+        a[0] = 1
+
+
+def test_readonly_to_jax_is_buffererror(Tensor):
+    """JAX only asks for legacy capsules, so a read-only tensor cannot go to JAX (jax#40789)."""
+    jnp = pytest.importorskip("jax.numpy")
+    t = readonly_view(Tensor.zeros((3,)))
+    with pytest.raises(EXC("ReadOnlyLegacy")):
+        jnp.from_dlpack(t)
+
+
+def test_readonly_copy_legacy_allowed_or_buffererror(Tensor):
+    """copy=True of read-only data gives a fresh writable buffer: legacy export is then allowed
+    (it is not read-only any more) or refused with BufferError; never an alias."""
+    t = readonly_view(Tensor.arange(3))
+    try:
+        cap = t.__dlpack__(copy=True)
+    except BufferError:
+        return
+    info = H.inspect_capsule(cap)
+    assert info.data != t.data_ptr
+
+
+# ---------------------------------------------------------------- copy / dl_device
+@pytest.mark.parametrize("dev", [(2, 0), (13, 0), (10, 0), (4, 0), (9, 0), (1, 1), (1, 2 ** 30), (99, 0)])
+def test_unsupported_dl_device(Tensor, dev):
+    with pytest.raises(BufferError) as ei:
+        Tensor.zeros((2,)).__dlpack__(max_version=(1, 3), dl_device=dev)
+    assert ei.type in (EXC("UnsupportedDevice"), EXC("DeviceUnavailable"), EXC("CopyRequired"))
+
+
+@pytest.mark.parametrize("dev", [(2, 0), (3, 0), (13, 0)])
+def test_copy_false_cross_device_is_buffererror(Tensor, dev):
+    with pytest.raises(EXC("CopyRequired")):
+        Tensor.zeros((2,)).__dlpack__(max_version=(1, 3), dl_device=dev, copy=False)
+
+
+def test_from_dlpack_copy_false_other_device(m):
+    with pytest.raises(BufferError):
+        m.from_dlpack(np.zeros(3), device=(2, 0), copy=False)
+
+
+def test_dl_device_cpu_ok(Tensor):
+    t = Tensor.zeros((2,))
+    for dev in (None, (1, 0), (H.KDLCPU, 0)):
+        info = H.inspect_capsule(t.__dlpack__(max_version=(1, 3), dl_device=dev))
+        assert info.device == (1, 0) and info.data == t.data_ptr
+
+
+def test_from_dlpack_device_cpu_ok(m):
+    a = np.arange(3.0)
+    for dev in (None, (1, 0)):
+        t = m.from_dlpack(a, device=dev)
+        assert t.data_ptr == a.ctypes.data
+
+
+def test_from_dlpack_device_string_cpu(m):
+    """Case 47: from_dlpack(device="cpu") is accepted (array-API style device object)."""
+    a = np.arange(3.0)
+    t = m.from_dlpack(a, device="cpu")
+    assert t.data_ptr == a.ctypes.data
+
+
+def test_from_dlpack_device_unsupported(m):
+    with pytest.raises((BufferError, ValueError, TypeError)):
+        m.from_dlpack(np.arange(3.0), device="not-a-device")
+
+
+# ---------------------------------------------------------------- capsule states
+def test_version_too_new_not_consumed(m):
+    """major=2 -> BufferError; the capsule keeps its name and is freed exactly once (case 7)."""
+    a = np.arange(5, dtype=np.float32)
+    base = sys.getrefcount(a)
+    cap = a.__dlpack__(max_version=(1, 0))
+    assert sys.getrefcount(a) == base + 1
+    H.versioned_struct_of(cap).version.major = 2
+    w = H.W(cap)
+    with pytest.raises(EXC("VersionTooNew")):
+        m.from_dlpack(w)
+    assert H.capsule_name(cap) == H.VERSIONED
+    assert sys.getrefcount(a) == base + 1  # not freed yet: the capsule still owns it
+    del w, cap
+    assert sys.getrefcount(a) == base     # freed exactly once by the capsule destructor
+
+
+def test_double_consumption(m):
+    a = np.arange(4, dtype=np.int16)
+    base = sys.getrefcount(a)
+    for mv, used in ((None, H.LEGACY_USED), ((1, 0), H.VERSIONED_USED)):
+        cap = a.__dlpack__(max_version=mv)
+        w = H.W(cap)
+        t = m.from_dlpack(w)
+        assert H.capsule_name(cap) == used
+        with pytest.raises(EXC("CapsuleConsumed")):
+            m.from_dlpack(w)
+        assert t.tobytes() == a.tobytes()
+        del t, w, cap
+        assert sys.getrefcount(a) == base
+
+
+def test_consumed_by_numpy_then_us(m, Tensor):
+    t = Tensor.arange(3)
+    cap = t.__dlpack__(max_version=(1, 3))
+    w = H.W(cap)
+    a = np.from_dlpack(w)
+    with pytest.raises(EXC("CapsuleConsumed")):
+        m.from_dlpack(w)
+    np.testing.assert_array_equal(a, [0, 1, 2])
+
+
+def test_wrong_capsule_name(m):
+    import datetime  # noqa: F401  (makes sure the datetime C API capsule exists)
+    import _datetime
+    cap = _datetime.datetime_CAPI
+    with pytest.raises(EXC("CapsuleWrongName")):
+        m.from_dlpack(H.W(cap))
+
+
+def test_not_a_capsule(m):
+    with pytest.raises((TypeError, ValueError)):
+        m.from_dlpack(H.W(42))
+
+
+@pytest.mark.parametrize("obj", [object(), [1, 2, 3], 3.0, b"abc"], ids=["object", "list", "float", "bytes"])
+def test_no_protocol(m, obj):
+    with pytest.raises(EXC("NoProtocol")):
+        m.from_dlpack(obj)
+
+
+def test_foreign_device_import_not_consumed(m):
+    """A capsule saying CUDA memory: BufferError (no driver / not importable) and not consumed."""
+    a = np.arange(3, dtype=np.float32)
+    base = sys.getrefcount(a)
+    cap = a.__dlpack__(max_version=(1, 0))
+    H.dl_tensor_of(cap).device.device_type = 2
+    with pytest.raises(BufferError):
+        m.from_dlpack(H.W(cap, dev=(2, 0)))
+    assert H.capsule_name(cap) == H.VERSIONED
+    del cap
+    assert sys.getrefcount(a) == base
+
+
+def test_producer_exception_propagates(m):
+    class Boom:
+        def __dlpack__(self, **kw):
+            raise BufferError("boom from producer")
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    with pytest.raises(BufferError, match="boom from producer"):
+        m.from_dlpack(Boom())
+
+
+def test_producer_valueerror_not_retried(m):
+    calls = []
+
+    class P:
+        def __dlpack__(self, **kw):
+            calls.append(kw)
+            raise ValueError("nope")
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    with pytest.raises(ValueError, match="nope"):
+        m.from_dlpack(P())
+    assert len(calls) == 1, "only TypeError may trigger the legacy retry"
+
+
+def test_pyarrow_errors_propagate(m):
+    pa = pytest.importorskip("pyarrow")
+    for arr in (pa.array([True, False]), pa.array([1, None, 3]), pa.array([[1], [2]])):
+        with pytest.raises(pa.ArrowTypeError):
+            m.from_dlpack(arr)

@@ -1,0 +1,12 @@
+use dlbind::prelude::*;
+
+#[pyclass]
+#[derive(DLPackExport)]
+struct Grid {
+    #[dlpack(array)]
+    values: ndarray::ArrayD<f32>,
+    #[dlpack(shape)]
+    dims: Vec<usize>,
+}
+
+fn main() {}

@@ -1,0 +1,25 @@
+use dlbind::prelude::*;
+
+#[pyclass]
+#[derive(DLPackExport)]
+struct Image {
+    #[dlpack(data)]
+    pixels: Vec<u8>,
+    #[dlpack(shape)]
+    dims: Vec<f32>,
+}
+
+#[pyclass]
+#[derive(DLPackExport)]
+struct Flags {
+    #[dlpack(data)]
+    pixels: Vec<u8>,
+    #[dlpack(shape)]
+    dims: Vec<usize>,
+    #[dlpack(readonly)]
+    readonly: u8,
+    #[dlpack(device)]
+    device: (i32, i32),
+}
+
+fn main() {}

@@ -1,0 +1,13 @@
+use dlbind::prelude::*;
+use dlbind::storage::Buffer;
+
+#[pyclass(frozen)]
+#[derive(DLPackExport)]
+struct Tensor {
+    #[dlpack(data)]
+    buf: Buffer,
+    #[dlpack(shape)]
+    shape: Vec<i64>,
+}
+
+fn main() {}

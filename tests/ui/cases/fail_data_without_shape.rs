@@ -1,0 +1,11 @@
+use dlbind::prelude::*;
+
+#[pyclass]
+#[derive(DLPackExport)]
+struct Image {
+    #[dlpack(data)]
+    pixels: Vec<u8>,
+    dims: Vec<usize>,
+}
+
+fn main() {}

@@ -1,0 +1,16 @@
+use dlbind::prelude::*;
+
+#[pyclass]
+#[derive(DLPackExport)]
+struct Image {
+    #[dlpack(data)]
+    pixels: Vec<u8>,
+    #[dlpack(shape)]
+    dims: Vec<usize>,
+    #[dlpack(strides)]
+    strides: Vec<isize>,
+    #[dlpack(strides)]
+    pitch: Vec<isize>,
+}
+
+fn main() {}

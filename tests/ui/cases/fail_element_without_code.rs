@@ -1,0 +1,12 @@
+use dlbind::prelude::*;
+
+#[pyclass]
+#[derive(DLPackExport)]
+struct Names {
+    #[dlpack(data)]
+    names: Vec<String>,
+    #[dlpack(shape)]
+    dims: Vec<usize>,
+}
+
+fn main() {}

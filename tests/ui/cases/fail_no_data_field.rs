@@ -1,0 +1,10 @@
+use dlbind::prelude::*;
+
+#[pyclass]
+#[derive(DLPackExport)]
+struct Image {
+    #[dlpack(shape)]
+    dims: Vec<usize>,
+}
+
+fn main() {}

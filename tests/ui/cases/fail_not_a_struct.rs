@@ -1,0 +1,10 @@
+use dlbind::prelude::*;
+
+#[pyclass]
+#[derive(DLPackExport)]
+enum Kind {
+    A,
+    B,
+}
+
+fn main() {}

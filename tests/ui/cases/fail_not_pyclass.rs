@@ -1,0 +1,11 @@
+use dlbind::prelude::*;
+
+#[derive(DLPackExport)]
+struct Image {
+    #[dlpack(data)]
+    pixels: Vec<u8>,
+    #[dlpack(shape)]
+    dims: Vec<usize>,
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+//! Compile tests for `#[derive(DLPackExport)]`. Re-bless the `.stderr` files with
+//! `TRYBUILD=overwrite cargo test -p dlbind-ui-tests`.
+
+#[test]
+fn ui() {
+    let t = trybuild::TestCases::new();
+    t.pass("cases/pass.rs");
+    t.compile_fail("cases/fail_*.rs");
+}
