@@ -157,7 +157,7 @@ impl Builder {
             let path = out.join(&o.path);
             let old = std::fs::read_to_string(&path).unwrap_or_default().replace("\r\n", "\n");
             if old != o.contents {
-                let shown = path.display().to_string().replace('\\', "/");
+                let shown = if out.is_absolute() { o.path.clone() } else { path.display().to_string().replace('\\', "/") };
                 let diff = similar::TextDiff::from_lines(&old, &o.contents)
                     .unified_diff()
                     .context_radius(3)

@@ -20,11 +20,10 @@ impl Positions {
     /// Parse `text` and record node positions; an unparsable text gives an empty map.
     pub fn parse(text: &str) -> Positions {
         let mut p = Positions::default();
-        if let Ok(docs) = MarkedYaml::load_from_str(text) {
-            if let Some(root) = docs.first() {
+        if let Ok(docs) = MarkedYaml::load_from_str(text)
+            && let Some(root) = docs.first() {
                 p.walk(root, String::new());
             }
-        }
         p
     }
 

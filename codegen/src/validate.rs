@@ -20,11 +20,10 @@ pub fn lower(text: &str, file: &str) -> Result<ir::Ir> {
     };
     let mut cx = Lower { issues: Vec::new() };
     let ir = cx.lower(&spec);
-    if cx.issues.is_empty() {
-        if let Some(ir) = ir {
+    if cx.issues.is_empty()
+        && let Some(ir) = ir {
             return Ok(ir);
         }
-    }
     let pos = Positions::parse(text);
     let mut diags: Vec<Diagnostic> = cx
         .issues
@@ -44,9 +43,23 @@ pub fn lower(text: &str, file: &str) -> Result<ir::Ir> {
 
 /// A serde_yaml error as a diagnostic (its message without the trailing location).
 fn yaml_diagnostic(e: &serde_yaml::Error, file: &str) -> Diagnostic {
-    let mut message = e.to_string();
-    if let Some(i) = message.find(" at line ") {
-        message.truncate(i);
+    let full = e.to_string();
+    // "<problem> at line L column C[, while parsing <context> at line L2 column C2]"
+    let mut message = match full.find(" at line ") {
+        Some(i) => {
+            let (head, rest) = full.split_at(i);
+            match rest.find(", while parsing ") {
+                Some(j) => {
+                    let ctx = rest[j + 2..].replace(" at line ", " that starts at line ");
+                    format!("{head} ({ctx})")
+                }
+                None => head.to_string(),
+            }
+        }
+        None => full.clone(),
+    };
+    if message.is_empty() {
+        message = "invalid YAML".into();
     }
     let (line, col) = e.location().map(|l| (l.line(), l.column())).unwrap_or((1, 1));
     Diagnostic { file: file.to_string(), line, col, message: format!("malformed spec: {message}") }
@@ -172,11 +185,10 @@ impl Lower {
                 self.err(format!("capsules[{i}].value"), "capsule names cannot contain NUL");
             }
         }
-        if let Some(x) = &s.exchange_api {
-            if !consts.insert(x.attribute.name.clone()) {
+        if let Some(x) = &s.exchange_api
+            && !consts.insert(x.attribute.name.clone()) {
                 self.err("exchange_api.attribute.name", format!("duplicate constant name `{}`", x.attribute.name));
             }
-        }
 
         // 4. protocol
         let protocol = ir::Protocol {
@@ -190,11 +202,10 @@ impl Lower {
             ("protocol.dlpack_device", &protocol.dlpack_device),
             ("protocol.from_dlpack", &protocol.from_dlpack),
         ] {
-            if let Some(c) = &m.const_name {
-                if !pconsts.insert(c.clone()) {
+            if let Some(c) = &m.const_name
+                && !pconsts.insert(c.clone()) {
                     self.err(format!("{p}.const"), format!("duplicate constant name `{c}`"));
                 }
-            }
             for (j, k) in m.kwargs.iter().enumerate() {
                 if !pconsts.insert(k.const_name.clone()) {
                     self.err(format!("{p}.kwargs[{j}].const"), format!("duplicate constant name `{}`", k.const_name));
@@ -223,14 +234,13 @@ impl Lower {
                 self.err(format!("{base}.code"), format!("unknown type code `{}` (not a value of {})", d.code, ce.name));
                 continue;
             };
-            if let Some(rule) = code.bits {
-                if d.bits != rule {
+            if let Some(rule) = code.bits
+                && d.bits != rule {
                     self.err(
                         format!("{base}.bits"),
                         format!("dtype `{}` has bits={} but type code {} requires bits={rule}", d.name, d.bits, code.name),
                     );
                 }
-            }
             if d.bits == 0 || d.lanes == 0 {
                 self.err(format!("{base}.bits"), format!("dtype `{}` needs non-zero bits and lanes", d.name));
             }
@@ -342,8 +352,8 @@ impl Lower {
             return None;
         }
         let size = off.div_ceil(align) * align;
-        if let Some(abi) = &t.abi {
-            if abi.size != size || abi.align != align {
+        if let Some(abi) = &t.abi
+            && (abi.size != size || abi.align != align) {
                 self.err(
                     format!("{base}.abi"),
                     format!(
@@ -352,7 +362,6 @@ impl Lower {
                     ),
                 );
             }
-        }
         layouts.insert(name.to_string(), Layout { size, align, pointer_free });
         Some(ir::Struct {
             name: name.to_string(),
@@ -624,11 +633,10 @@ impl Lower {
                 if v.value < s.below_min.min {
                     self.err(format!("{vp}.value"), format!("stream value {} is below the minimum {}", v.value, s.below_min.min));
                 }
-                if let Some(p) = r.pointers_above {
-                    if v.value > p {
+                if let Some(p) = r.pointers_above
+                    && v.value > p {
                         self.err(format!("{vp}.value"), format!("stream value {} overlaps `pointers_above: {p}`", v.value));
                     }
-                }
                 match (&v.action, &v.reason) {
                     (Some(a), None) => check_action(self, format!("{vp}.action"), a, false),
                     (None, Some(_)) => {}
@@ -638,11 +646,10 @@ impl Lower {
             if r.pointers_above.is_some() && carrier.is_none() {
                 self.err(format!("{rp}.pointers_above"), "`pointers_above` needs a stream action with `carries_value: true`");
             }
-            if let Some(c) = r.consumer_default {
-                if c < s.below_min.min || r.values.iter().any(|v| v.value == c && v.reason.is_some()) {
+            if let Some(c) = r.consumer_default
+                && (c < s.below_min.min || r.values.iter().any(|v| v.value == c && v.reason.is_some())) {
                     self.err(format!("{rp}.consumer_default"), format!("consumer default {c} is itself rejected"));
                 }
-            }
             rules.push(ir::StreamRule {
                 device: r.device.clone(),
                 device_value,

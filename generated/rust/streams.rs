@@ -22,8 +22,11 @@ pub enum StreamAction {
 /// A stream value the rules reject for a device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StreamRuleViolation {
+    /// The device the stream was meant for.
     pub device_type: crate::ffi::DLDeviceType,
+    /// The rejected `stream` argument.
     pub stream: Option<i64>,
+    /// Why the value is rejected (from the spec), usable in an error message.
     pub reason: &'static str,
 }
 
@@ -35,10 +38,8 @@ pub fn resolve_stream(
     let reject = |reason: &'static str| -> Result<StreamAction, StreamRuleViolation> {
         Err(StreamRuleViolation { device_type, stream, reason })
     };
-    if let Some(s) = stream {
-        if s < -1 {
-            return reject("stream values below -1 are invalid");
-        }
+    if matches!(stream, Some(s) if s < -1) {
+        return reject("stream values below -1 are invalid");
     }
     match device_type {
         crate::ffi::DLDeviceType::kDLCUDA => match stream {

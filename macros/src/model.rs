@@ -91,8 +91,6 @@ struct Slots {
 
 impl Model {
     pub fn from_derive_input(input: &DeriveInput, spec: &SpecView) -> syn::Result<Model> {
-        let mut errors: Option<syn::Error> = None;
-
         let fields = match &input.data {
             Data::Struct(s) => &s.fields,
             Data::Enum(e) => {
@@ -110,15 +108,15 @@ impl Model {
         };
 
         if !input.generics.params.is_empty() || input.generics.where_clause.is_some() {
-            push_err(
-                &mut errors,
-                syn::Error::new(
-                    input.generics.span(),
-                    "DLPackExport does not support generic structs (a #[pyclass] cannot be generic); \
-                     use a concrete type",
-                ),
-            );
+            // Alone: checks of fields that mention the parameters would only add noise.
+            return Err(syn::Error::new(
+                input.generics.span(),
+                "DLPackExport does not support generic structs (a #[pyclass] cannot be generic); \
+                 use a concrete type",
+            ));
         }
+
+        let mut errors: Option<syn::Error> = None;
 
         // Struct-level items: `dtype = "…"`, `readonly`.
         let mut struct_dtype: Option<syn::LitStr> = None;

@@ -104,3 +104,22 @@ print("\n".join(rows))
         .unwrap();
     });
 }
+
+/// `perf record` target: `DLBIND_PROFILE_STMT='t.__dlpack__()' cargo test --release --test bench_py profile -- --ignored`.
+#[test]
+#[ignore]
+fn profile() {
+    let stmt = std::env::var("DLBIND_PROFILE_STMT").unwrap_or_else(|_| "t.__dlpack__()".into());
+    Python::attach(|py| {
+        let np = common::numpy(py);
+        let g = PyDict::new(py);
+        if let Some(np) = &np {
+            g.set_item("np", np).unwrap();
+            g.set_item("a", np.call_method1("zeros", (1000,)).unwrap()).unwrap();
+        }
+        g.set_item("t", Bound::new(py, T { data: vec![0.0; 1000], shape: [1000] }).unwrap()).unwrap();
+        g.set_item("from_dlpack", wrap_pyfunction!(from_dlpack, py).unwrap()).unwrap();
+        let code = format!("for _ in range(3000000): {stmt}\n");
+        py.run(&std::ffi::CString::new(code).unwrap(), Some(&g), None).unwrap();
+    });
+}

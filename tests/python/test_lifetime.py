@@ -41,7 +41,7 @@ def test_our_import_refcount(m, legacy):
     a = np.arange(4.0)
     base = sys.getrefcount(a)
     t = m.from_dlpack(H.W(a.__dlpack__()) if legacy else a)
-    assert sys.getrefcount(a) == base + 1  # numpy's manager holds the array
+    assert sys.getrefcount(a) > base  # numpy's manager (at least) holds the array
     del t
     gc.collect()
     assert sys.getrefcount(a) == base, "the producer's deleter did not run when the view died"
@@ -55,7 +55,7 @@ def test_view_of_view_keeps_base(m):
     s = r.slice(0, 1, 5, 2)
     del t, r
     gc.collect()
-    assert sys.getrefcount(a) == base + 1
+    assert sys.getrefcount(a) > base, "the view lost its producer"
     assert np.frombuffer(s.tobytes(), np.float64).tolist() == [8.0, 6.0]
     del s
     gc.collect()

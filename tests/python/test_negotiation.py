@@ -51,7 +51,8 @@ def test_consumer_kwargs_spy(m, Tensor):
 def test_consumer_forwards_copy(m, copy):
     spy = H.Spy(np.arange(4.0))
     t = m.from_dlpack(spy, copy=copy)
-    assert spy.calls[0][1].get("copy") is copy
+    # copy=False must reach the producer; copy=True may be forwarded or done by the consumer
+    assert spy.calls[0][1].get("copy") in ((True, None) if copy else (False,))
     assert (t.data_ptr == spy.inner.ctypes.data) is (not copy)
 
 

@@ -15,6 +15,8 @@ use dlbind::storage::Buffer;
 use pyo3::exceptions::{PyBufferError, PyIndexError, PyMemoryError, PyTypeError, PyValueError};
 use pyo3::types::{PyBytes, PyTuple};
 
+mod view;
+
 /// An n-d array in host or device memory, exported and imported through DLPack.
 #[pyclass(frozen, module = "dlbind_demo")]
 #[derive(DLPackExport)]
@@ -186,15 +188,13 @@ impl Tensor {
             .checked_mul(eb as i64)
             .and_then(|b| isize::try_from(b).ok())
             .ok_or_else(|| PyValueError::new_err("offset overflows"))?;
-        // A view of a view keeps the original owner alive, not the intermediate view.
-        let owner = match &this.buf {
-            Buffer::View { owner, .. } => owner.clone_ref(slf.py()),
-            _ => slf.clone().into_any().unbind(),
-        };
+        let owner = slf.clone().into_any().unbind();
         let data = this.ptr().wrapping_offset(byte_offset).cast::<std::ffi::c_void>();
-        // SAFETY: `data` addresses element 0 of a view inside the owner's elements (the offset
-        // is computed from in-bounds indices), and the owner keeps that memory alive.
-        let buf = unsafe { Buffer::view_of(owner, data) };
+        // SAFETY: `data` with `shape`/`strides` addresses elements of `this` (the offset and
+        // strides come from in-bounds indices of `this`), and `owner` keeps them alive.
+        let buf = unsafe {
+            view::share(owner, data, this.dtype, &shape, &strides, this.device, readonly)
+        }?;
         Ok(Tensor { buf, dtype: this.dtype, shape, strides, device: this.device, readonly })
     }
 

@@ -57,6 +57,7 @@ pub(super) unsafe fn memcpy_parallel(src: *const u8, dst: *mut u8, bytes: usize)
         unsafe { ptr::copy_nonoverlapping(src, dst, bytes) };
         return;
     }
+    let stream = bytes >= super::transpose::STREAM_MIN_BYTES && STREAM_COPY.load(std::sync::atomic::Ordering::Relaxed);
     (0..chunks + 1).into_par_iter().for_each(|c| {
         let (off, len) = if c == 0 {
             (0, head)
@@ -67,9 +68,65 @@ pub(super) unsafe fn memcpy_parallel(src: *const u8, dst: *mut u8, bytes: usize)
         let (s, d) = (s, d);
         if len > 0 {
             // SAFETY: [off, off + len) lies within [0, bytes); tasks cover disjoint ranges.
-            unsafe { ptr::copy_nonoverlapping(s.0.add(off), d.0.add(off), len) };
+            unsafe {
+                if stream {
+                    stream_copy(s.0.add(off), d.0.add(off), len)
+                } else {
+                    ptr::copy_nonoverlapping(s.0.add(off), d.0.add(off), len)
+                }
+            };
         }
     });
+}
+
+pub static STREAM_COPY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// `memcpy` with streaming (non-temporal) stores for the 64-byte aligned body: for large
+/// outputs that will not stay in cache this avoids the read-for-ownership of every destination
+/// line. Falls back to `copy_nonoverlapping` without AVX2 (or off x86_64).
+///
+/// # Safety
+/// `src` readable and `dst` writable for `len` bytes, no overlap.
+pub(super) unsafe fn stream_copy(src: *const u8, dst: *mut u8, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: AVX2 checked; forwarded contract.
+        unsafe { stream_copy_avx2(src, dst, len) };
+        return;
+    }
+    // SAFETY: forwarded contract.
+    unsafe { ptr::copy_nonoverlapping(src, dst, len) };
+}
+
+/// # Safety
+/// AVX2 available; as `stream_copy`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn stream_copy_avx2(src: *const u8, dst: *mut u8, len: usize) {
+    use std::arch::x86_64::*;
+    let head = ((dst as usize).next_multiple_of(64) - dst as usize).min(len);
+    let body = (len - head) / 128 * 128;
+    // SAFETY: head, body and tail partition [0, len); body stores are 32-byte aligned because
+    // dst + head is 64-byte aligned; loads are unaligned.
+    unsafe {
+        ptr::copy_nonoverlapping(src, dst, head);
+        let (mut s, mut d) = (src.add(head), dst.add(head));
+        let end = d.add(body);
+        while d < end {
+            let v0 = _mm256_loadu_si256(s as *const __m256i);
+            let v1 = _mm256_loadu_si256(s.add(32) as *const __m256i);
+            let v2 = _mm256_loadu_si256(s.add(64) as *const __m256i);
+            let v3 = _mm256_loadu_si256(s.add(96) as *const __m256i);
+            _mm256_stream_si256(d as *mut __m256i, v0);
+            _mm256_stream_si256(d.add(32) as *mut __m256i, v1);
+            _mm256_stream_si256(d.add(64) as *mut __m256i, v2);
+            _mm256_stream_si256(d.add(96) as *mut __m256i, v3);
+            s = s.add(128);
+            d = d.add(128);
+        }
+        ptr::copy_nonoverlapping(s, d, len - head - body);
+        _mm_sfence();
+    }
 }
 
 /// Iterates the multi-index over `dims` in C order, tracking the byte offset with `strides`.

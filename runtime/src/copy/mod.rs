@@ -17,9 +17,9 @@
 //!
 //! Depends only on `std`, `libc` and `rayon` (no other dlbind module).
 
-mod kernels;
+pub mod kernels;
 mod layout;
-pub mod transpose;
+mod transpose;
 
 #[cfg(test)]
 mod tests;

@@ -71,7 +71,10 @@ impl Case {
     /// and that no byte past the output was written.
     fn check(&self, dst_misalign: usize) -> Result<(), TestCaseError> {
         let expect = reference(&self.backing, self.base, &self.shape, &self.strides, self.elem);
-        let mut dst = vec![0xCDu8; dst_misalign + expect.len() + 64];
+        // 64-byte aligned start (+ dst_misalign) so the streaming-store kernels are exercised.
+        let mut dst_vec = vec![0xCDu8; 64 + dst_misalign + expect.len() + 64];
+        let align_off = (dst_vec.as_ptr() as usize).next_multiple_of(64) - dst_vec.as_ptr() as usize;
+        let dst = &mut dst_vec[align_off..];
         let shape = self.shape_i64();
         // SAFETY: every reachable element lies inside `backing` (Case::new sized it from the
         // extent); dst has room for the output at the offset; no overlap.
@@ -385,4 +388,23 @@ fn broadcast_scalar_fills() {
     let r = unsafe { copy_to_contiguous(v.as_ptr(), &[6, 7], &[0, 0], ElemSize::Bytes(4), dst.as_mut_ptr(), dst.len()) };
     assert_eq!(r, Ok(()));
     assert!(dst.chunks(4).all(|c| c == v));
+}
+
+/// Full SIMD squares with and without streaming stores (the test build streams when
+/// rows + cols is even and destination rows are 64-byte aligned), ragged edges, 3-D batches.
+#[test]
+fn simd_square_kernels_all_widths() {
+    for elem in [1usize, 2, 4, 8, 16] {
+        let line = 64 / elem.min(64);
+        for (rows, cols) in [(line * 2, line * 4), (line * 2 + 1, line * 4), (line * 3, line * 2 + 3), (line * 8 + 1, line * 2), (7, line * 2)] {
+            for batch in [1usize, 2] {
+                for pad in [0usize, 1] {
+                    let ld = (rows + pad) as i64;
+                    let shape = vec![batch, rows, cols];
+                    let strides = vec![ld * cols as i64, 1, ld];
+                    Case::new(shape, strides, elem, 0).check(0).unwrap();
+                }
+            }
+        }
+    }
 }

@@ -1,11 +1,14 @@
 //! The managed tensor dlbind exports and the capsule around it.
 //!
 //! One heap allocation per export holds everything:
-//! `[ DLManagedTensor | DLManagedTensorVersioned ][ owner ][ copy buffer ][ ndim ][ shape.. ][ strides.. ]`.
-//! `manager_ctx` points at the allocation itself. The deleter (`extern "C"`, callable from any
-//! thread, with or without the GIL) frees the copy and the allocation, and drops the strong
-//! reference to the Python owner under `PyGILState_Ensure` — or leaks that reference when the
-//! interpreter is gone (`Py_IsInitialized() == 0`). Panics never cross the C boundary.
+//! `[ DLManagedTensor | DLManagedTensorVersioned ][ owner ][ copy buffer ][ ndim ][ shape.. ][ strides.. ]`,
+//! made with `PyMem_Malloc` (pymalloc: the fastest allocator for these ~100-byte blocks, as
+//! numpy does). `manager_ctx` points at the allocation itself. The deleter (`extern "C"`,
+//! callable from any thread, with or without the GIL) takes the GIL with `PyGILState_Ensure`,
+//! drops the strong reference to the Python owner and frees the allocation — or, when the
+//! interpreter is gone (`Py_IsInitialized() == 0`), frees only the Rust-owned copy buffer and
+//! leaks the rest. The capsule destructor runs with the GIL held and skips `PyGILState_*`.
+//! Panics never cross the C boundary.
 
 use std::alloc::Layout;
 use std::ffi::{CStr, c_void};
@@ -105,38 +108,39 @@ unsafe extern "C" fn deleter<M: ManagedKind>(p: *mut M) {
     }
     // A panic must not unwind into C; nothing below is expected to panic.
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        // SAFETY: forwarded caller contract.
-        unsafe { release::<M>(p) }
+        // SAFETY: forwarded caller contract. The GIL may or may not be held by this thread.
+        unsafe { release::<M>(p, false) }
     }));
 }
 
+/// Frees a tensor made by [`build_managed`].
+///
 /// # Safety
-/// As for [`deleter`], `p` non-null.
-unsafe fn release<M: ManagedKind>(p: *mut M) {
+/// As for [`deleter`], `p` non-null; `gil_held` only if this thread holds the GIL.
+#[inline]
+unsafe fn release<M: ManagedKind>(p: *mut M, gil_held: bool) {
     let hdr = p.cast::<Header<M>>();
-    // SAFETY: `hdr` is the live header of an allocation made by `build_managed` with
-    // `layout::<M>(ndim)`; we move the owned fields out and free it exactly once (the deleter
-    // runs once per tensor by the DLPack ownership rules).
-    let (owner, copy) = unsafe {
-        let owner = (*hdr).owner;
-        let copy = ptr::read(&raw const (*hdr).copy);
-        let ndim = (*hdr).ndim;
-        if let Some((l, _)) = layout::<M>(ndim) {
-            std::alloc::dealloc(hdr.cast::<u8>(), l);
-        }
-        (owner, copy)
-    };
+    // SAFETY: `hdr` is the live header of an allocation made by `build_managed`; the copy
+    // buffer is moved out exactly once (the deleter runs once per tensor by the DLPack rules).
+    let (owner, copy) = unsafe { ((*hdr).owner, ptr::read(&raw const (*hdr).copy)) };
+    // Rust-owned memory needs no interpreter.
     drop(copy);
-    if !owner.is_null() {
-        // SAFETY: plain C API calls; the reference is dropped only while the interpreter is
-        // alive and with the GIL held (taken here if this thread does not hold it). After
-        // finalization the reference is leaked on purpose.
-        unsafe {
-            if ffi::Py_IsInitialized() != 0 {
-                let gil = ffi::PyGILState_Ensure();
+    // SAFETY: plain C API calls. The allocation (pymalloc) is freed and the owner reference
+    // dropped only while the interpreter is alive and with the GIL held (taken here unless the
+    // caller holds it). After finalization both are leaked on purpose.
+    unsafe {
+        if gil_held {
+            ffi::PyMem_Free(hdr.cast::<c_void>());
+            if !owner.is_null() {
                 ffi::Py_DECREF(owner);
-                ffi::PyGILState_Release(gil);
             }
+        } else if ffi::Py_IsInitialized() != 0 {
+            let gil = ffi::PyGILState_Ensure();
+            ffi::PyMem_Free(hdr.cast::<c_void>());
+            if !owner.is_null() {
+                ffi::Py_DECREF(owner);
+            }
+            ffi::PyGILState_Release(gil);
         }
     }
     LIVE_EXPORTS.fetch_sub(1, Ordering::Relaxed);
@@ -150,16 +154,24 @@ unsafe fn release<M: ManagedKind>(p: *mut M) {
 unsafe extern "C" fn capsule_destructor<M: ManagedKind>(capsule: *mut ffi::PyObject) {
     // SAFETY: `capsule` is a live capsule (CPython contract); these calls only read it.
     unsafe {
-        if ffi::PyCapsule_IsValid(capsule, M::CAPSULE_NAME.as_ptr()) == 0 {
+        // Fast check: our capsules carry exactly the static name pointer until a consumer
+        // renames them; otherwise compare by content as the DLPack rule says.
+        let name = ffi::PyCapsule_GetName(capsule);
+        if name != M::CAPSULE_NAME.as_ptr() && ffi::PyCapsule_IsValid(capsule, M::CAPSULE_NAME.as_ptr()) == 0 {
             return;
         }
-        let p = ffi::PyCapsule_GetPointer(capsule, M::CAPSULE_NAME.as_ptr()).cast::<M>();
+        let p = ffi::PyCapsule_GetPointer(capsule, name).cast::<M>();
         if p.is_null() {
             ffi::PyErr_WriteUnraisable(capsule);
             return;
         }
-        if let Some(d) = M::deleter_of(p) {
-            d(p);
+        match M::deleter_of(p) {
+            // Our own tensor: the GIL is held here, skip PyGILState_*.
+            Some(d) if d as usize == deleter::<M> as unsafe extern "C" fn(*mut M) as usize => {
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| release::<M>(p, true)));
+            }
+            Some(d) => d(p),
+            None => {}
         }
     }
 }
@@ -169,6 +181,7 @@ unsafe extern "C" fn capsule_destructor<M: ManagedKind>(capsule: *mut ffi::PyObj
 /// # Safety
 /// `owner` is a live Python object that keeps `src`'s memory alive (it gets a new strong
 /// reference unless the plan copies); the GIL is held.
+#[inline]
 pub(crate) unsafe fn build_managed<M: ManagedKind, S: DLPackSource + ?Sized>(
     owner: *mut ffi::PyObject,
     src: &S,
@@ -181,8 +194,10 @@ pub(crate) unsafe fn build_managed<M: ManagedKind, S: DLPackSource + ?Sized>(
         return Err(too_many());
     }
     let (l, dims_off) = layout::<M>(ndim).ok_or_else(too_many)?;
-    // SAFETY: `l` has non-zero size (the header is not empty).
-    let raw = unsafe { std::alloc::alloc(l) };
+    const { assert!(std::mem::align_of::<Header<M>>() <= 8) };
+    // SAFETY: the GIL is held (caller contract); pymalloc returns 8-byte (or better) aligned
+    // blocks, enough for the header and the i64 dims.
+    let raw = unsafe { ffi::PyMem_Malloc(l.size()) }.cast::<u8>();
     if raw.is_null() {
         return Err(DlpackError::new(FailureKind::OutOfMemory, "out of memory allocating a DLPack tensor"));
     }
@@ -202,14 +217,14 @@ pub(crate) unsafe fn build_managed<M: ManagedKind, S: DLPackSource + ?Sized>(
     let mut copy = None;
     if plan.copy && !(src.dlpack_device().is_host_accessible() && plan.device == crate::device::Device::CPU) {
         // Device copies go through a device runtime (issue 4); only host copies are built here.
-        // SAFETY: `raw` was allocated above with `l` and is not referenced elsewhere.
-        unsafe { std::alloc::dealloc(raw, l) };
+        // SAFETY: `raw` was allocated above (GIL held) and is not referenced elsewhere.
+        unsafe { ffi::PyMem_Free(raw.cast::<c_void>()) };
         return Err(DlpackError::new(FailureKind::UnsupportedDevice, "device-to-device copies are not supported yet"));
     }
     let data = if plan.copy {
-        // SAFETY: `raw` was allocated above with `l` and nothing else refers to it.
+        // SAFETY: `raw` was allocated above (GIL held) and nothing else refers to it.
         let fail = |e: DlpackError| unsafe {
-            std::alloc::dealloc(raw, l);
+            ffi::PyMem_Free(raw.cast::<c_void>());
             e
         };
         let elem = elem_size(dtype).map_err(fail)?;
@@ -248,7 +263,7 @@ pub(crate) unsafe fn build_managed<M: ManagedKind, S: DLPackSource + ?Sized>(
         strides: strides_ptr,
         byte_offset: 0,
     };
-    // SAFETY: `hdr` is valid for writes of `Header<M>` (start of an allocation of layout `l`).
+    // SAFETY: `hdr` is valid for writes of `Header<M>` (start of an allocation of `l.size()`).
     unsafe {
         ptr::write(hdr, Header { managed: M::new(tensor, raw.cast::<c_void>(), plan.flags), owner, copy, ndim });
     }
@@ -262,6 +277,7 @@ pub(crate) unsafe fn build_managed<M: ManagedKind, S: DLPackSource + ?Sized>(
 ///
 /// # Safety
 /// `m` is an unowned-by-anyone-else tensor made by [`build_managed`]; the GIL is held.
+#[inline]
 unsafe fn wrap_capsule<M: ManagedKind>(py: Python<'_>, m: NonNull<M>) -> PyResult<Py<PyAny>> {
     // SAFETY: the name is a 'static C string (PyCapsule keeps the pointer); the destructor
     // follows the DLPack rules for exactly this struct kind.
@@ -278,6 +294,7 @@ unsafe fn wrap_capsule<M: ManagedKind>(py: Python<'_>, m: NonNull<M>) -> PyResul
 /// Negotiates `req` for `src` and returns the capsule (`"dltensor"` or
 /// `"dltensor_versioned"`). `owner` is the Python object that keeps `src`'s memory alive; the
 /// capsule's tensor holds a strong reference to it (none when the data was copied).
+#[inline]
 pub fn export_to_capsule<S: DLPackSource + ?Sized>(
     owner: &Bound<'_, PyAny>,
     src: &S,

@@ -93,12 +93,14 @@ impl DeviceRuntime for HostOnly {
 }
 
 /// Decides how to serve `req` for a source described by `src` (host-only runtime).
+#[inline]
 pub fn plan_export(req: &ExportRequest, src: SourceInfo) -> Result<ExportPlan, DlpackError> {
     plan_export_with(req, src, &HostOnly)
 }
 
 /// [`plan_export`] with an explicit [`DeviceRuntime`].
-pub fn plan_export_with(req: &ExportRequest, src: SourceInfo, rt: &dyn DeviceRuntime) -> Result<ExportPlan, DlpackError> {
+#[inline]
+pub fn plan_export_with<R: DeviceRuntime + ?Sized>(req: &ExportRequest, src: SourceInfo, rt: &R) -> Result<ExportPlan, DlpackError> {
     let versioned = req.wants_versioned();
     let target = req.dl_device.unwrap_or(src.device);
 

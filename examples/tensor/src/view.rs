@@ -1,0 +1,84 @@
+//! Zero-copy views that share a Python owner's memory.
+//!
+//! A view is wrapped as a DLPack managed tensor whose manager context holds a strong reference
+//! to the owner (the `Tensor` the view was taken from, numpy-`base` style) and which is imported
+//! back through the runtime's public [`ImportedTensor::from_managed_versioned`]: the owner stays
+//! alive exactly as long as the view's `Buffer`. Only public dlbind API is used.
+
+use std::ffi::c_void;
+use std::ptr::{self, NonNull};
+
+use dlbind::device::Device;
+use dlbind::ffi::{
+    DLDataType, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION,
+    DLPACK_MINOR_VERSION, DLPackVersion, DLTensor,
+};
+use dlbind::import::ImportedTensor;
+use dlbind::storage::Buffer;
+use pyo3::prelude::*;
+
+#[repr(C)]
+struct ViewCtx {
+    /// First field: the deleter recovers the `Box<ViewCtx>` from the managed-tensor pointer.
+    managed: DLManagedTensorVersioned,
+    owner: Py<PyAny>,
+    dims: Box<[i64]>,
+}
+
+unsafe extern "C" fn view_deleter(m: *mut DLManagedTensorVersioned) {
+    if m.is_null() {
+        return;
+    }
+    // SAFETY: `m` is the first field of a `ViewCtx` leaked by `share`; called exactly once.
+    let ctx = unsafe { Box::from_raw(m.cast::<ViewCtx>()) };
+    // Dropping `owner` decrefs now when attached to the interpreter, or defers it to PyO3's
+    // reference pool otherwise.
+    drop(ctx);
+}
+
+/// A `Buffer` whose element 0 is `data`, kept valid by `owner`.
+///
+/// # Safety
+/// `data` with `shape`/`strides` (elements) must address memory owned by `owner` that stays
+/// valid while `owner` lives.
+pub unsafe fn share(
+    owner: Py<PyAny>,
+    data: *mut c_void,
+    dtype: DLDataType,
+    shape: &[i64],
+    strides: &[i64],
+    device: Device,
+    readonly: bool,
+) -> PyResult<Buffer> {
+    let ndim = shape.len();
+    let dims: Box<[i64]> = shape.iter().chain(strides).copied().collect();
+    let mut ctx = Box::new(ViewCtx {
+        managed: DLManagedTensorVersioned {
+            version: DLPackVersion { major: DLPACK_MAJOR_VERSION, minor: DLPACK_MINOR_VERSION },
+            manager_ctx: ptr::null_mut(),
+            deleter: Some(view_deleter),
+            flags: if readonly { DLPACK_FLAG_BITMASK_READ_ONLY } else { 0 },
+            dl_tensor: DLTensor {
+                data,
+                device: device.to_dl(),
+                ndim: ndim as i32,
+                dtype,
+                shape: ptr::null_mut(),
+                strides: ptr::null_mut(),
+                byte_offset: 0,
+            },
+        },
+        owner,
+        dims,
+    });
+    let base = ctx.dims.as_mut_ptr();
+    ctx.managed.dl_tensor.shape = base;
+    // SAFETY: `dims` holds `2 * ndim` values.
+    ctx.managed.dl_tensor.strides = unsafe { base.add(ndim) };
+    let raw = Box::into_raw(ctx);
+    // SAFETY: `raw` is live and unused elsewhere; the managed tensor is its first field.
+    // `from_managed_versioned` owns it from here (on error it has already called the deleter).
+    let m = unsafe { NonNull::new_unchecked(ptr::addr_of_mut!((*raw).managed)) };
+    let imported = unsafe { ImportedTensor::from_managed_versioned(m) }?;
+    Ok(Buffer::from(imported))
+}
