@@ -92,7 +92,9 @@ impl Builder {
     }
 
     fn out(&self) -> PathBuf {
-        self.out_dir.clone().unwrap_or_else(|| PathBuf::from("generated"))
+        self.out_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("generated"))
     }
 
     /// Parse and validate the configured spec.
@@ -137,14 +139,25 @@ impl Builder {
             let path = out.join(&o.path);
             if std::fs::read(&path).ok().as_deref() != Some(o.contents.as_bytes()) {
                 if let Some(dir) = path.parent() {
-                    std::fs::create_dir_all(dir).map_err(|source| Error::Io { path: dir.to_path_buf(), source })?;
+                    std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+                        path: dir.to_path_buf(),
+                        source,
+                    })?;
                 }
-                std::fs::write(&path, &o.contents).map_err(|source| Error::Io { path: path.clone(), source })?;
+                std::fs::write(&path, &o.contents).map_err(|source| Error::Io {
+                    path: path.clone(),
+                    source,
+                })?;
                 changed.push(path.clone());
             }
             files.push(path);
         }
-        Ok(Generated { files, changed, render_time, total_time: start.elapsed() })
+        Ok(Generated {
+            files,
+            changed,
+            render_time,
+            total_time: start.elapsed(),
+        })
     }
 
     /// Regenerate in memory and compare with the files in the output directory
@@ -155,9 +168,15 @@ impl Builder {
         let mut stale = Vec::new();
         for o in &outputs {
             let path = out.join(&o.path);
-            let old = std::fs::read_to_string(&path).unwrap_or_default().replace("\r\n", "\n");
+            let old = std::fs::read_to_string(&path)
+                .unwrap_or_default()
+                .replace("\r\n", "\n");
             if old != o.contents {
-                let shown = if out.is_absolute() { o.path.clone() } else { path.display().to_string().replace('\\', "/") };
+                let shown = if out.is_absolute() {
+                    o.path.clone()
+                } else {
+                    path.display().to_string().replace('\\', "/")
+                };
                 let diff = similar::TextDiff::from_lines(&old, &o.contents)
                     .unified_diff()
                     .context_radius(3)
@@ -166,6 +185,9 @@ impl Builder {
                 stale.push((o.path.clone(), diff));
             }
         }
-        Ok(CheckReport { stale, checked: outputs.len() })
+        Ok(CheckReport {
+            stale,
+            checked: outputs.len(),
+        })
     }
 }

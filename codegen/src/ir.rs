@@ -282,7 +282,10 @@ impl Prim {
     }
 
     pub fn is_signed(self) -> bool {
-        matches!(self, Prim::I8 | Prim::I16 | Prim::I32 | Prim::I64 | Prim::CInt | Prim::CChar)
+        matches!(
+            self,
+            Prim::I8 | Prim::I16 | Prim::I32 | Prim::I64 | Prim::CInt | Prim::CChar
+        )
     }
 
     /// The value range of an integer primitive.
@@ -439,16 +442,18 @@ impl Ir {
     /// The embedded default spec, or its validation error.
     pub fn try_embedded() -> Result<&'static Ir> {
         static IR: OnceLock<std::result::Result<Ir, String>> = OnceLock::new();
-        IR.get_or_init(|| Ir::from_yaml(EMBEDDED_SPEC, EMBEDDED_SPEC_PATH).map_err(|e| e.to_string()))
-            .as_ref()
-            .map_err(|e| {
-                crate::error::Error::Spec(crate::error::Diagnostics(vec![crate::error::Diagnostic {
-                    file: EMBEDDED_SPEC_PATH.to_string(),
-                    line: 0,
-                    col: 0,
-                    message: e.clone(),
-                }]))
-            })
+        IR.get_or_init(|| {
+            Ir::from_yaml(EMBEDDED_SPEC, EMBEDDED_SPEC_PATH).map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| {
+            crate::error::Error::Spec(crate::error::Diagnostics(vec![crate::error::Diagnostic {
+                file: EMBEDDED_SPEC_PATH.to_string(),
+                line: 0,
+                col: 0,
+                message: e.clone(),
+            }]))
+        })
     }
 
     pub fn structs(&self) -> impl Iterator<Item = &Struct> {

@@ -21,15 +21,17 @@ impl Positions {
     pub fn parse(text: &str) -> Positions {
         let mut p = Positions::default();
         if let Ok(docs) = MarkedYaml::load_from_str(text)
-            && let Some(root) = docs.first() {
-                p.walk(root, String::new());
-            }
+            && let Some(root) = docs.first()
+        {
+            p.walk(root, String::new());
+        }
         p
     }
 
     fn walk(&mut self, node: &MarkedYaml<'_>, path: String) {
         let start = node.span.start;
-        self.map.insert(path.clone(), (start.line(), start.col() + 1));
+        self.map
+            .insert(path.clone(), (start.line(), start.col() + 1));
         match &node.data {
             YamlData::Sequence(items) => {
                 for (i, item) in items.iter().enumerate() {
@@ -46,10 +48,15 @@ impl Positions {
                         YamlData::Representation(s, _, _) => s.to_string(),
                         _ => continue,
                     };
-                    let child = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+                    let child = if path.is_empty() {
+                        key.clone()
+                    } else {
+                        format!("{path}.{key}")
+                    };
                     // the key itself, for "duplicate key"-style messages
                     let ks = k.span.start;
-                    self.map.insert(format!("{child}#key"), (ks.line(), ks.col() + 1));
+                    self.map
+                        .insert(format!("{child}#key"), (ks.line(), ks.col() + 1));
                     self.walk(v, child);
                 }
             }

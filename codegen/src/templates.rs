@@ -13,21 +13,63 @@ pub const TEMPLATES: &[(&str, &str)] = &[
     ("c/enum.h", include_str!("../templates/c/enum.h.tera")),
     ("c/fn.h", include_str!("../templates/c/fn.h.tera")),
     ("c/flags.h", include_str!("../templates/c/flags.h.tera")),
-    ("rust/types.rs", include_str!("../templates/rust/types.rs.tera")),
-    ("rust/struct.rs", include_str!("../templates/rust/struct.rs.tera")),
-    ("rust/enum.rs", include_str!("../templates/rust/enum.rs.tera")),
+    (
+        "rust/types.rs",
+        include_str!("../templates/rust/types.rs.tera"),
+    ),
+    (
+        "rust/struct.rs",
+        include_str!("../templates/rust/struct.rs.tera"),
+    ),
+    (
+        "rust/enum.rs",
+        include_str!("../templates/rust/enum.rs.tera"),
+    ),
     ("rust/fn.rs", include_str!("../templates/rust/fn.rs.tera")),
-    ("rust/flags.rs", include_str!("../templates/rust/flags.rs.tera")),
-    ("rust/dtypes.rs", include_str!("../templates/rust/dtypes.rs.tera")),
-    ("rust/elements.rs", include_str!("../templates/rust/elements.rs.tera")),
-    ("rust/streams.rs", include_str!("../templates/rust/streams.rs.tera")),
-    ("rust/errors.rs", include_str!("../templates/rust/errors.rs.tera")),
-    ("rust/protocol.rs", include_str!("../templates/rust/protocol.rs.tera")),
-    ("python/dlpack.pyi", include_str!("../templates/python/dlpack.pyi.tera")),
-    ("docs/dtypes.md", include_str!("../templates/docs/dtypes.md.tera")),
-    ("docs/devices.md", include_str!("../templates/docs/devices.md.tera")),
-    ("docs/streams.md", include_str!("../templates/docs/streams.md.tera")),
-    ("docs/exceptions.md", include_str!("../templates/docs/exceptions.md.tera")),
+    (
+        "rust/flags.rs",
+        include_str!("../templates/rust/flags.rs.tera"),
+    ),
+    (
+        "rust/dtypes.rs",
+        include_str!("../templates/rust/dtypes.rs.tera"),
+    ),
+    (
+        "rust/elements.rs",
+        include_str!("../templates/rust/elements.rs.tera"),
+    ),
+    (
+        "rust/streams.rs",
+        include_str!("../templates/rust/streams.rs.tera"),
+    ),
+    (
+        "rust/errors.rs",
+        include_str!("../templates/rust/errors.rs.tera"),
+    ),
+    (
+        "rust/protocol.rs",
+        include_str!("../templates/rust/protocol.rs.tera"),
+    ),
+    (
+        "python/dlpack.pyi",
+        include_str!("../templates/python/dlpack.pyi.tera"),
+    ),
+    (
+        "docs/dtypes.md",
+        include_str!("../templates/docs/dtypes.md.tera"),
+    ),
+    (
+        "docs/devices.md",
+        include_str!("../templates/docs/devices.md.tera"),
+    ),
+    (
+        "docs/streams.md",
+        include_str!("../templates/docs/streams.md.tera"),
+    ),
+    (
+        "docs/exceptions.md",
+        include_str!("../templates/docs/exceptions.md.tera"),
+    ),
 ];
 
 /// The compiled template set (compiled on first use, then shared).
@@ -36,7 +78,8 @@ pub fn tera() -> Result<&'static Tera> {
     TERA.get_or_init(|| {
         let mut t = Tera::default();
         t.autoescape_on(vec![]);
-        t.add_raw_templates(TEMPLATES.iter().copied()).map_err(|e| Error::from(e).to_string())?;
+        t.add_raw_templates(TEMPLATES.iter().copied())
+            .map_err(|e| Error::from(e).to_string())?;
         Ok(t)
     })
     .as_ref()

@@ -21,22 +21,33 @@ pub fn lower(text: &str, file: &str) -> Result<ir::Ir> {
     let mut cx = Lower { issues: Vec::new() };
     let ir = cx.lower(&spec);
     if cx.issues.is_empty()
-        && let Some(ir) = ir {
-            return Ok(ir);
-        }
+        && let Some(ir) = ir
+    {
+        return Ok(ir);
+    }
     let pos = Positions::parse(text);
     let mut diags: Vec<Diagnostic> = cx
         .issues
         .into_iter()
         .map(|(path, message)| {
             let (line, col) = pos.lookup(&path);
-            Diagnostic { file: file.to_string(), line, col, message }
+            Diagnostic {
+                file: file.to_string(),
+                line,
+                col,
+                message,
+            }
         })
         .collect();
     diags.sort_by_key(|d| (d.line, d.col));
     diags.dedup();
     if diags.is_empty() {
-        diags.push(Diagnostic { file: file.to_string(), line: 1, col: 1, message: "invalid spec".into() });
+        diags.push(Diagnostic {
+            file: file.to_string(),
+            line: 1,
+            col: 1,
+            message: "invalid spec".into(),
+        });
     }
     Err(Error::Spec(Diagnostics(diags)))
 }
@@ -61,8 +72,16 @@ fn yaml_diagnostic(e: &serde_yaml::Error, file: &str) -> Diagnostic {
     if message.is_empty() {
         message = "invalid YAML".into();
     }
-    let (line, col) = e.location().map(|l| (l.line(), l.column())).unwrap_or((1, 1));
-    Diagnostic { file: file.to_string(), line, col, message: format!("malformed spec: {message}") }
+    let (line, col) = e
+        .location()
+        .map(|l| (l.line(), l.column()))
+        .unwrap_or((1, 1));
+    Diagnostic {
+        file: file.to_string(),
+        line,
+        col,
+        message: format!("malformed spec: {message}"),
+    }
 }
 
 struct Lower {
@@ -114,7 +133,10 @@ impl Lower {
             let (k, name) = named[0];
             kinds.push(Some((k, name.clone())));
             if !is_ident(name) {
-                self.err(format!("types[{i}].{k}"), format!("`{name}` is not a valid C identifier"));
+                self.err(
+                    format!("types[{i}].{k}"),
+                    format!("`{name}` is not a valid C identifier"),
+                );
             }
             let kind = match k {
                 "struct" => NamedKind::Struct,
@@ -124,10 +146,26 @@ impl Lower {
                 _ => continue,
             };
             if Prim::parse(name).is_some() {
-                self.err(format!("types[{i}].{k}"), format!("`{name}` shadows a primitive type"));
+                self.err(
+                    format!("types[{i}].{k}"),
+                    format!("`{name}` shadows a primitive type"),
+                );
             }
-            if decls.insert(name.clone(), Decl { kind, index: i, c_tag: t.c_tag }).is_some() {
-                self.err(format!("types[{i}].{k}"), format!("duplicate type name `{name}`"));
+            if decls
+                .insert(
+                    name.clone(),
+                    Decl {
+                        kind,
+                        index: i,
+                        c_tag: t.c_tag,
+                    },
+                )
+                .is_some()
+            {
+                self.err(
+                    format!("types[{i}].{k}"),
+                    format!("duplicate type name `{name}`"),
+                );
             }
         }
 
@@ -136,7 +174,9 @@ impl Lower {
         let mut layouts: HashMap<String, Layout> = HashMap::new();
         let mut constants: HashMap<String, String> = HashMap::new(); // C-level identifiers
         for (i, t) in s.types.iter().enumerate() {
-            let Some((k, name)) = kinds[i].clone() else { continue };
+            let Some((k, name)) = kinds[i].clone() else {
+                continue;
+            };
             let base = format!("types[{i}]");
             match k {
                 "struct" => {
@@ -146,7 +186,14 @@ impl Lower {
                 }
                 "enum" => {
                     if let Some(e) = self.lower_enum(&base, &name, t, &mut constants) {
-                        layouts.insert(name.clone(), Layout { size: 4, align: 4, pointer_free: true });
+                        layouts.insert(
+                            name.clone(),
+                            Layout {
+                                size: 4,
+                                align: 4,
+                                pointer_free: true,
+                            },
+                        );
                         items.push(Item::Enum(e));
                     }
                 }
@@ -156,16 +203,38 @@ impl Lower {
                         .iter()
                         .enumerate()
                         .filter_map(|(j, p)| {
-                            let ty = self.resolve(&format!("{base}.params[{j}].type"), &p.ty, &decls, i, false)?;
-                            Some(FnParam { name: p.name.clone(), ty })
+                            let ty = self.resolve(
+                                &format!("{base}.params[{j}].type"),
+                                &p.ty,
+                                &decls,
+                                i,
+                                false,
+                            )?;
+                            Some(FnParam {
+                                name: p.name.clone(),
+                                ty,
+                            })
                         })
                         .collect();
                     let ret = match t.returns.as_deref() {
                         None | Some("c_void") | Some("void") => None,
-                        Some(r) => self.resolve(&format!("{base}.returns"), r, &decls, i, false).map(Box::new),
+                        Some(r) => self
+                            .resolve(&format!("{base}.returns"), r, &decls, i, false)
+                            .map(Box::new),
                     };
-                    layouts.insert(name.clone(), Layout { size: 8, align: 8, pointer_free: false });
-                    items.push(Item::Fn(ir::FnTypedef { name: name.clone(), doc: t.doc.clone(), sig: FnSig { params, ret } }));
+                    layouts.insert(
+                        name.clone(),
+                        Layout {
+                            size: 8,
+                            align: 8,
+                            pointer_free: false,
+                        },
+                    );
+                    items.push(Item::Fn(ir::FnTypedef {
+                        name: name.clone(),
+                        doc: t.doc.clone(),
+                        sig: FnSig { params, ret },
+                    }));
                 }
                 _ => {
                     if let Some(f) = self.lower_flags(&base, &name, t, &mut constants) {
@@ -179,16 +248,26 @@ impl Lower {
         let mut consts = HashSet::new();
         for (i, c) in s.capsules.iter().enumerate() {
             if !consts.insert(c.name.clone()) {
-                self.err(format!("capsules[{i}].name"), format!("duplicate constant name `{}`", c.name));
+                self.err(
+                    format!("capsules[{i}].name"),
+                    format!("duplicate constant name `{}`", c.name),
+                );
             }
             if c.value.contains('\0') {
-                self.err(format!("capsules[{i}].value"), "capsule names cannot contain NUL");
+                self.err(
+                    format!("capsules[{i}].value"),
+                    "capsule names cannot contain NUL",
+                );
             }
         }
         if let Some(x) = &s.exchange_api
-            && !consts.insert(x.attribute.name.clone()) {
-                self.err("exchange_api.attribute.name", format!("duplicate constant name `{}`", x.attribute.name));
-            }
+            && !consts.insert(x.attribute.name.clone())
+        {
+            self.err(
+                "exchange_api.attribute.name",
+                format!("duplicate constant name `{}`", x.attribute.name),
+            );
+        }
 
         // 4. protocol
         let protocol = ir::Protocol {
@@ -203,12 +282,19 @@ impl Lower {
             ("protocol.from_dlpack", &protocol.from_dlpack),
         ] {
             if let Some(c) = &m.const_name
-                && !pconsts.insert(c.clone()) {
-                    self.err(format!("{p}.const"), format!("duplicate constant name `{c}`"));
-                }
+                && !pconsts.insert(c.clone())
+            {
+                self.err(
+                    format!("{p}.const"),
+                    format!("duplicate constant name `{c}`"),
+                );
+            }
             for (j, k) in m.kwargs.iter().enumerate() {
                 if !pconsts.insert(k.const_name.clone()) {
-                    self.err(format!("{p}.kwargs[{j}].const"), format!("duplicate constant name `{}`", k.const_name));
+                    self.err(
+                        format!("{p}.kwargs[{j}].const"),
+                        format!("duplicate constant name `{}`", k.const_name),
+                    );
                 }
             }
         }
@@ -219,7 +305,10 @@ impl Lower {
             _ => None,
         });
         if code_enum.is_none() {
-            self.err("dtype_code_enum", format!("unknown enum `{}`", s.dtype_code_enum));
+            self.err(
+                "dtype_code_enum",
+                format!("unknown enum `{}`", s.dtype_code_enum),
+            );
         }
         let mut dtypes = Vec::new();
         let mut dnames = HashSet::new();
@@ -227,28 +316,47 @@ impl Lower {
         for (i, d) in s.dtypes.iter().enumerate() {
             let base = format!("dtypes[{i}]");
             if !dnames.insert(d.name.clone()) {
-                self.err(format!("{base}.name"), format!("duplicate dtype name `{}`", d.name));
+                self.err(
+                    format!("{base}.name"),
+                    format!("duplicate dtype name `{}`", d.name),
+                );
             }
             let Some(ce) = &code_enum else { continue };
             let Some(code) = ce.value(&d.code) else {
-                self.err(format!("{base}.code"), format!("unknown type code `{}` (not a value of {})", d.code, ce.name));
+                self.err(
+                    format!("{base}.code"),
+                    format!(
+                        "unknown type code `{}` (not a value of {})",
+                        d.code, ce.name
+                    ),
+                );
                 continue;
             };
             if let Some(rule) = code.bits
-                && d.bits != rule {
-                    self.err(
-                        format!("{base}.bits"),
-                        format!("dtype `{}` has bits={} but type code {} requires bits={rule}", d.name, d.bits, code.name),
-                    );
-                }
+                && d.bits != rule
+            {
+                self.err(
+                    format!("{base}.bits"),
+                    format!(
+                        "dtype `{}` has bits={} but type code {} requires bits={rule}",
+                        d.name, d.bits, code.name
+                    ),
+                );
+            }
             if d.bits == 0 || d.lanes == 0 {
-                self.err(format!("{base}.bits"), format!("dtype `{}` needs non-zero bits and lanes", d.name));
+                self.err(
+                    format!("{base}.bits"),
+                    format!("dtype `{}` needs non-zero bits and lanes", d.name),
+                );
             }
             let key = (code.value, d.bits, d.lanes);
             if let Some(prev) = dkeys.insert(key, d.name.clone()) {
                 self.err(
                     format!("{base}.code"),
-                    format!("dtype `{}` has the same (code, bits, lanes) as `{prev}`", d.name),
+                    format!(
+                        "dtype `{}` has the same (code, bits, lanes) as `{prev}`",
+                        d.name
+                    ),
                 );
             }
             dtypes.push(ir::DType {
@@ -271,16 +379,25 @@ impl Lower {
         let mut exc = HashSet::new();
         for (i, e) in s.exceptions.iter().enumerate() {
             if !exc.insert(e.name.clone()) {
-                self.err(format!("exceptions[{i}].name"), format!("duplicate exception `{}`", e.name));
+                self.err(
+                    format!("exceptions[{i}].name"),
+                    format!("duplicate exception `{}`", e.name),
+                );
             }
         }
         let mut kinds_seen = HashSet::new();
         for (i, f) in s.failures.iter().enumerate() {
             if !kinds_seen.insert(f.kind.clone()) {
-                self.err(format!("failures[{i}].kind"), format!("duplicate failure kind `{}`", f.kind));
+                self.err(
+                    format!("failures[{i}].kind"),
+                    format!("duplicate failure kind `{}`", f.kind),
+                );
             }
             if !exc.contains(&f.exception) {
-                self.err(format!("failures[{i}].exception"), format!("unknown exception `{}`", f.exception));
+                self.err(
+                    format!("failures[{i}].exception"),
+                    format!("unknown exception `{}`", f.exception),
+                );
             }
         }
 
@@ -289,7 +406,10 @@ impl Lower {
         }
         Some(ir::Ir {
             name: s.name.clone(),
-            version: ir::Version { major: s.version.major, minor: s.version.minor },
+            version: ir::Version {
+                major: s.version.major,
+                minor: s.version.minor,
+            },
             doc: s.doc.clone(),
             c_header: ir::CHeader {
                 guard: s.c_header.guard.clone(),
@@ -303,11 +423,22 @@ impl Lower {
             dtype_code_enum: s.dtype_code_enum.clone(),
             dtypes,
             streams: streams?,
-            exceptions: s.exceptions.iter().map(|e| ir::Exception { name: e.name.clone(), doc: e.doc.clone() }).collect(),
+            exceptions: s
+                .exceptions
+                .iter()
+                .map(|e| ir::Exception {
+                    name: e.name.clone(),
+                    doc: e.doc.clone(),
+                })
+                .collect(),
             failures: s
                 .failures
                 .iter()
-                .map(|f| ir::Failure { kind: f.kind.clone(), exception: f.exception.clone(), description: f.description.clone() })
+                .map(|f| ir::Failure {
+                    kind: f.kind.clone(),
+                    exception: f.exception.clone(),
+                    description: f.description.clone(),
+                })
                 .collect(),
         })
     }
@@ -326,12 +457,18 @@ impl Lower {
         let mut fields = Vec::new();
         let (mut off, mut align, mut pointer_free, mut ok) = (0usize, 1usize, true, true);
         if t.fields.is_empty() {
-            self.err(format!("{base}.struct"), format!("struct `{name}` has no fields"));
+            self.err(
+                format!("{base}.struct"),
+                format!("struct `{name}` has no fields"),
+            );
         }
         for (j, f) in t.fields.iter().enumerate() {
             let fpath = format!("{base}.fields[{j}]");
             if !seen.insert(f.name.clone()) {
-                self.err(format!("{fpath}.name"), format!("duplicate field `{}` in struct `{name}`", f.name));
+                self.err(
+                    format!("{fpath}.name"),
+                    format!("duplicate field `{}` in struct `{name}`", f.name),
+                );
             }
             let Some(ty) = self.resolve(&format!("{fpath}.type"), &f.ty, decls, index, true) else {
                 ok = false;
@@ -342,7 +479,13 @@ impl Lower {
                 continue;
             };
             off = off.div_ceil(l.align) * l.align;
-            fields.push(ir::StructField { name: f.name.clone(), ty, doc: f.doc.clone(), offset: off, size: l.size });
+            fields.push(ir::StructField {
+                name: f.name.clone(),
+                ty,
+                doc: f.doc.clone(),
+                offset: off,
+                size: l.size,
+            });
             off += l.size;
             align = align.max(l.align);
             pointer_free &= l.pointer_free;
@@ -353,16 +496,24 @@ impl Lower {
         }
         let size = off.div_ceil(align) * align;
         if let Some(abi) = &t.abi
-            && (abi.size != size || abi.align != align) {
-                self.err(
+            && (abi.size != size || abi.align != align)
+        {
+            self.err(
                     format!("{base}.abi"),
                     format!(
                         "struct `{name}` is declared size {} align {} but its fields give size {size} align {align}",
                         abi.size, abi.align
                     ),
                 );
-            }
-        layouts.insert(name.to_string(), Layout { size, align, pointer_free });
+        }
+        layouts.insert(
+            name.to_string(),
+            Layout {
+                size,
+                align,
+                pointer_free,
+            },
+        );
         Some(ir::Struct {
             name: name.to_string(),
             doc: t.doc.clone(),
@@ -375,22 +526,42 @@ impl Lower {
         })
     }
 
-    fn layout_of(&mut self, path: &str, ty: &Ty, layouts: &HashMap<String, Layout>) -> Option<Layout> {
+    fn layout_of(
+        &mut self,
+        path: &str,
+        ty: &Ty,
+        layouts: &HashMap<String, Layout>,
+    ) -> Option<Layout> {
         match ty {
             Ty::Prim { prim } => match prim.layout() {
-                Some((size, align)) => Some(Layout { size, align, pointer_free: true }),
+                Some((size, align)) => Some(Layout {
+                    size,
+                    align,
+                    pointer_free: true,
+                }),
                 None => {
                     self.err(path, "`c_void` can only be used behind a pointer");
                     None
                 }
             },
-            Ty::Ptr { .. } | Ty::FnPtr { .. } => Some(Layout { size: 8, align: 8, pointer_free: false }),
+            Ty::Ptr { .. } | Ty::FnPtr { .. } => Some(Layout {
+                size: 8,
+                align: 8,
+                pointer_free: false,
+            }),
             Ty::Named { name, .. } => layouts.get(name).copied(),
         }
     }
 
     /// Parse and resolve a type expression. `in_struct`: by-value uses must be declared earlier.
-    fn resolve(&mut self, path: &str, text: &str, decls: &HashMap<String, Decl>, at: usize, in_struct: bool) -> Option<Ty> {
+    fn resolve(
+        &mut self,
+        path: &str,
+        text: &str,
+        decls: &HashMap<String, Decl>,
+        at: usize,
+        in_struct: bool,
+    ) -> Option<Ty> {
         let expr = match TypeParser::new(text).parse_all() {
             Ok(e) => e,
             Err(m) => {
@@ -421,7 +592,10 @@ impl Lower {
                 };
                 if d.kind == NamedKind::Struct && d.index >= at {
                     if by_value && !behind_ptr {
-                        self.err(path, format!("struct `{n}` is used by value before it is complete"));
+                        self.err(
+                            path,
+                            format!("struct `{n}` is used by value before it is complete"),
+                        );
                         return None;
                     }
                     if !d.c_tag {
@@ -435,23 +609,36 @@ impl Lower {
                     self.err(path, format!("`{n}` is used before its declaration"));
                     return None;
                 }
-                Some(Ty::Named { name: n.clone(), of: d.kind })
+                Some(Ty::Named {
+                    name: n.clone(),
+                    of: d.kind,
+                })
             }
             TyExpr::Ptr(m, inner) => {
                 let to = self.resolve_expr(path, inner, decls, at, by_value, true)?;
-                Some(Ty::Ptr { mutable: *m, to: Box::new(to) })
+                Some(Ty::Ptr {
+                    mutable: *m,
+                    to: Box::new(to),
+                })
             }
             TyExpr::Fn(params, ret) => {
                 let mut ps = Vec::new();
                 for (name, t) in params {
-                    ps.push(FnParam { name: name.clone(), ty: self.resolve_expr(path, t, decls, at, by_value, true)? });
+                    ps.push(FnParam {
+                        name: name.clone(),
+                        ty: self.resolve_expr(path, t, decls, at, by_value, true)?,
+                    });
                 }
                 let ret = match ret {
                     None => None,
                     Some(r) if matches!(&**r, TyExpr::Name(n) if n == "c_void") => None,
-                    Some(r) => Some(Box::new(self.resolve_expr(path, r, decls, at, by_value, true)?)),
+                    Some(r) => Some(Box::new(
+                        self.resolve_expr(path, r, decls, at, by_value, true)?,
+                    )),
                 };
-                Some(Ty::FnPtr { sig: FnSig { params: ps, ret } })
+                Some(Ty::FnPtr {
+                    sig: FnSig { params: ps, ret },
+                })
             }
         }
     }
@@ -466,11 +653,17 @@ impl Lower {
         let repr = match t.repr.as_deref().map(|r| (r, Prim::parse(r))) {
             Some((_, Some(p))) if p.layout().is_some() && p != Prim::CChar => p,
             Some((r, _)) => {
-                self.err(format!("{base}.repr"), format!("enum repr must be an integer type, not `{r}`"));
+                self.err(
+                    format!("{base}.repr"),
+                    format!("enum repr must be an integer type, not `{r}`"),
+                );
                 return None;
             }
             None => {
-                self.err(format!("{base}.enum"), format!("enum `{name}` needs a `repr` (e.g. i32)"));
+                self.err(
+                    format!("{base}.enum"),
+                    format!("enum `{name}` needs a `repr` (e.g. i32)"),
+                );
                 return None;
             }
         };
@@ -480,31 +673,58 @@ impl Lower {
         for (j, v) in t.values.iter().enumerate() {
             let vp = format!("{base}.values[{j}]");
             if let Some(owner) = constants.insert(v.name.clone(), name.to_string()) {
-                self.err(format!("{vp}.name"), format!("duplicate enum name `{}` (already defined in `{owner}`)", v.name));
+                self.err(
+                    format!("{vp}.name"),
+                    format!(
+                        "duplicate enum name `{}` (already defined in `{owner}`)",
+                        v.name
+                    ),
+                );
             }
             if v.bit.is_some() {
                 self.err(format!("{vp}.bit"), "`bit` is only valid for flags");
             }
             let Some(value) = v.value else {
-                self.err(format!("{vp}.name"), format!("enum value `{}` needs a `value`", v.name));
+                self.err(
+                    format!("{vp}.name"),
+                    format!("enum value `{}` needs a `value`", v.name),
+                );
                 continue;
             };
             if (value as i128) < lo || (value as i128) > hi {
-                self.err(format!("{vp}.value"), format!("value {value} of `{}` does not fit in {}", v.name, repr.spec_name()));
+                self.err(
+                    format!("{vp}.value"),
+                    format!(
+                        "value {value} of `{}` does not fit in {}",
+                        v.name,
+                        repr.spec_name()
+                    ),
+                );
             }
             if let Some(prev) = by_value.insert(value, v.name.clone()) {
                 self.err(
                     format!("{vp}.value"),
-                    format!("duplicate enum value {value} in `{name}`: `{}` and `{prev}`", v.name),
+                    format!(
+                        "duplicate enum value {value} in `{name}`: `{}` and `{prev}`",
+                        v.name
+                    ),
                 );
             }
             if v.bits == Some(0) {
                 self.err(format!("{vp}.bits"), "a bits rule must be positive");
             }
-            values.push(ir::EnumValue { name: v.name.clone(), value, bits: v.bits, doc: v.doc.clone() });
+            values.push(ir::EnumValue {
+                name: v.name.clone(),
+                value,
+                bits: v.bits,
+                doc: v.doc.clone(),
+            });
         }
         if values.is_empty() {
-            self.err(format!("{base}.enum"), format!("enum `{name}` has no values"));
+            self.err(
+                format!("{base}.enum"),
+                format!("enum `{name}` has no values"),
+            );
         }
         Some(ir::Enum {
             name: name.to_string(),
@@ -526,7 +746,10 @@ impl Lower {
         let ty = match t.ty.as_deref().map(Prim::parse) {
             Some(Some(p)) if p.layout().is_some() && !p.is_signed() => p,
             _ => {
-                self.err(format!("{base}.type"), "flags need an unsigned integer `type` (e.g. u64)");
+                self.err(
+                    format!("{base}.type"),
+                    "flags need an unsigned integer `type` (e.g. u64)",
+                );
                 return None;
             }
         };
@@ -536,29 +759,58 @@ impl Lower {
         for (j, v) in t.values.iter().enumerate() {
             let vp = format!("{base}.values[{j}]");
             if let Some(owner) = constants.insert(v.name.clone(), name.to_string()) {
-                self.err(format!("{vp}.name"), format!("duplicate flag name `{}` (already defined in `{owner}`)", v.name));
+                self.err(
+                    format!("{vp}.name"),
+                    format!(
+                        "duplicate flag name `{}` (already defined in `{owner}`)",
+                        v.name
+                    ),
+                );
             }
             let Some(bit) = v.bit else {
-                self.err(format!("{vp}.name"), format!("flag `{}` needs a `bit`", v.name));
+                self.err(
+                    format!("{vp}.name"),
+                    format!("flag `{}` needs a `bit`", v.name),
+                );
                 continue;
             };
             if bit >= width {
-                self.err(format!("{vp}.bit"), format!("bit {bit} does not fit in {}", ty.spec_name()));
+                self.err(
+                    format!("{vp}.bit"),
+                    format!("bit {bit} does not fit in {}", ty.spec_name()),
+                );
                 continue;
             }
             if let Some(prev) = bits.insert(bit, v.name.clone()) {
-                self.err(format!("{vp}.bit"), format!("flag bit {bit} of `{}` is already used by `{prev}`", v.name));
+                self.err(
+                    format!("{vp}.bit"),
+                    format!("flag bit {bit} of `{}` is already used by `{prev}`", v.name),
+                );
             }
-            values.push(ir::Flag { name: v.name.clone(), bit, value: 1u64 << bit, doc: v.doc.clone() });
+            values.push(ir::Flag {
+                name: v.name.clone(),
+                bit,
+                value: 1u64 << bit,
+                doc: v.doc.clone(),
+            });
         }
-        Some(ir::Flags { name: name.to_string(), doc: t.doc.clone(), ty, c_suffix: t.c_suffix.clone().unwrap_or_default(), values })
+        Some(ir::Flags {
+            name: name.to_string(),
+            doc: t.doc.clone(),
+            ty,
+            c_suffix: t.c_suffix.clone().unwrap_or_default(),
+            values,
+        })
     }
 
     fn lower_method(&mut self, path: &str, m: &spec::Method) -> ir::Method {
         let mut seen = HashSet::new();
         for (j, k) in m.kwargs.iter().enumerate() {
             if !seen.insert(k.name.clone()) {
-                self.err(format!("{path}.kwargs[{j}].name"), format!("duplicate keyword `{}`", k.name));
+                self.err(
+                    format!("{path}.kwargs[{j}].name"),
+                    format!("duplicate keyword `{}`", k.name),
+                );
             }
         }
         ir::Method {
@@ -585,27 +837,46 @@ impl Lower {
             _ => None,
         });
         if dev.is_none() {
-            self.err("streams.device_enum", format!("unknown enum `{}`", s.device_enum));
+            self.err(
+                "streams.device_enum",
+                format!("unknown enum `{}`", s.device_enum),
+            );
         }
         let mut actions = HashMap::new();
         let mut carrier = None;
         for (i, a) in s.actions.iter().enumerate() {
             if actions.insert(a.name.clone(), a.carries_value).is_some() {
-                self.err(format!("streams.actions[{i}].name"), format!("duplicate stream action `{}`", a.name));
+                self.err(
+                    format!("streams.actions[{i}].name"),
+                    format!("duplicate stream action `{}`", a.name),
+                );
             }
             if a.carries_value {
                 if carrier.is_some() {
-                    self.err(format!("streams.actions[{i}].carries_value"), "only one stream action can carry a value");
+                    self.err(
+                        format!("streams.actions[{i}].carries_value"),
+                        "only one stream action can carry a value",
+                    );
                 }
                 carrier = Some(a.name.clone());
             }
         }
-        let check_action = |this: &mut Self, path: String, name: &str, allow_carrier: bool| match actions.get(name) {
-            None => this.err(path, format!("unknown stream action `{name}`")),
-            Some(true) if !allow_carrier => this.err(path, format!("stream action `{name}` carries a value; use `pointers_above`")),
-            _ => {}
+        let check_action = |this: &mut Self, path: String, name: &str, allow_carrier: bool| {
+            match actions.get(name) {
+                None => this.err(path, format!("unknown stream action `{name}`")),
+                Some(true) if !allow_carrier => this.err(
+                    path,
+                    format!("stream action `{name}` carries a value; use `pointers_above`"),
+                ),
+                _ => {}
+            }
         };
-        check_action(self, "streams.stream_less.none".into(), &s.stream_less.none, false);
+        check_action(
+            self,
+            "streams.stream_less.none".into(),
+            &s.stream_less.none,
+            false,
+        );
         let mut rules = Vec::new();
         let mut devices = HashSet::new();
         for (i, r) in s.rules.iter().enumerate() {
@@ -615,41 +886,71 @@ impl Lower {
                 None => {
                     self.err(
                         format!("{rp}.device"),
-                        format!("stream rule for unknown device `{}` (not a value of {})", r.device, s.device_enum),
+                        format!(
+                            "stream rule for unknown device `{}` (not a value of {})",
+                            r.device, s.device_enum
+                        ),
                     );
                     continue;
                 }
             };
             if !devices.insert(r.device.clone()) {
-                self.err(format!("{rp}.device"), format!("duplicate stream rule for `{}`", r.device));
+                self.err(
+                    format!("{rp}.device"),
+                    format!("duplicate stream rule for `{}`", r.device),
+                );
             }
             check_action(self, format!("{rp}.none"), &r.none, false);
             let mut seen = HashSet::new();
             for (j, v) in r.values.iter().enumerate() {
                 let vp = format!("{rp}.values[{j}]");
                 if !seen.insert(v.value) {
-                    self.err(format!("{vp}.value"), format!("duplicate stream value {}", v.value));
+                    self.err(
+                        format!("{vp}.value"),
+                        format!("duplicate stream value {}", v.value),
+                    );
                 }
                 if v.value < s.below_min.min {
-                    self.err(format!("{vp}.value"), format!("stream value {} is below the minimum {}", v.value, s.below_min.min));
+                    self.err(
+                        format!("{vp}.value"),
+                        format!(
+                            "stream value {} is below the minimum {}",
+                            v.value, s.below_min.min
+                        ),
+                    );
                 }
                 if let Some(p) = r.pointers_above
-                    && v.value > p {
-                        self.err(format!("{vp}.value"), format!("stream value {} overlaps `pointers_above: {p}`", v.value));
-                    }
+                    && v.value > p
+                {
+                    self.err(
+                        format!("{vp}.value"),
+                        format!("stream value {} overlaps `pointers_above: {p}`", v.value),
+                    );
+                }
                 match (&v.action, &v.reason) {
                     (Some(a), None) => check_action(self, format!("{vp}.action"), a, false),
                     (None, Some(_)) => {}
-                    _ => self.err(vp.clone(), "a stream value needs exactly one of `action` or `reason`"),
+                    _ => self.err(
+                        vp.clone(),
+                        "a stream value needs exactly one of `action` or `reason`",
+                    ),
                 }
             }
             if r.pointers_above.is_some() && carrier.is_none() {
-                self.err(format!("{rp}.pointers_above"), "`pointers_above` needs a stream action with `carries_value: true`");
+                self.err(
+                    format!("{rp}.pointers_above"),
+                    "`pointers_above` needs a stream action with `carries_value: true`",
+                );
             }
             if let Some(c) = r.consumer_default
-                && (c < s.below_min.min || r.values.iter().any(|v| v.value == c && v.reason.is_some())) {
-                    self.err(format!("{rp}.consumer_default"), format!("consumer default {c} is itself rejected"));
-                }
+                && (c < s.below_min.min
+                    || r.values.iter().any(|v| v.value == c && v.reason.is_some()))
+            {
+                self.err(
+                    format!("{rp}.consumer_default"),
+                    format!("consumer default {c} is itself rejected"),
+                );
+            }
             rules.push(ir::StreamRule {
                 device: r.device.clone(),
                 device_value,
@@ -658,7 +959,11 @@ impl Lower {
                 values: r
                     .values
                     .iter()
-                    .map(|v| ir::StreamValue { value: v.value, action: v.action.clone(), reason: v.reason.clone() })
+                    .map(|v| ir::StreamValue {
+                        value: v.value,
+                        action: v.action.clone(),
+                        reason: v.reason.clone(),
+                    })
                     .collect(),
                 pointers_above: r.pointers_above,
                 doc: r.doc.clone(),
@@ -669,7 +974,11 @@ impl Lower {
             actions: s
                 .actions
                 .iter()
-                .map(|a| ir::StreamActionDef { name: a.name.clone(), carries_value: a.carries_value, doc: a.doc.clone() })
+                .map(|a| ir::StreamActionDef {
+                    name: a.name.clone(),
+                    carries_value: a.carries_value,
+                    doc: a.doc.clone(),
+                })
                 .collect(),
             min: s.below_min.min,
             below_min_reason: s.below_min.reason.clone(),
@@ -682,12 +991,17 @@ impl Lower {
 }
 
 fn named(n: &spec::NamedString) -> ir::NamedString {
-    ir::NamedString { name: n.name.clone(), value: n.value.clone(), doc: n.doc.clone() }
+    ir::NamedString {
+        name: n.name.clone(),
+        value: n.value.clone(),
+        doc: n.doc.clone(),
+    }
 }
 
 fn is_ident(s: &str) -> bool {
     let mut c = s.chars();
-    matches!(c.next(), Some(ch) if ch == '_' || ch.is_ascii_alphabetic()) && c.all(|ch| ch == '_' || ch.is_ascii_alphanumeric())
+    matches!(c.next(), Some(ch) if ch == '_' || ch.is_ascii_alphabetic())
+        && c.all(|ch| ch == '_' || ch.is_ascii_alphanumeric())
 }
 
 /// An unresolved type expression.
@@ -729,7 +1043,9 @@ impl<'a> TypeParser<'a> {
     fn ident(&mut self) -> Option<String> {
         self.ws();
         let rest = &self.s[self.pos..];
-        let n = rest.find(|c: char| !(c == '_' || c.is_ascii_alphanumeric())).unwrap_or(rest.len());
+        let n = rest
+            .find(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
+            .unwrap_or(rest.len());
         if n == 0 || rest.starts_with(|c: char| c.is_ascii_digit()) {
             return None;
         }
@@ -781,7 +1097,11 @@ impl<'a> TypeParser<'a> {
                         }
                     }
                 }
-                let ret = if self.eat("->") { Some(Box::new(self.ty()?)) } else { None };
+                let ret = if self.eat("->") {
+                    Some(Box::new(self.ty()?))
+                } else {
+                    None
+                };
                 Ok(TyExpr::Fn(params, ret))
             }
             Some(n) => Ok(TyExpr::Name(n)),
@@ -799,13 +1119,23 @@ mod tests {
 
     #[test]
     fn parses_type_expressions() {
-        assert_eq!(TypeParser::new("u32").parse_all(), Ok(TyExpr::Name("u32".into())));
+        assert_eq!(
+            TypeParser::new("u32").parse_all(),
+            Ok(TyExpr::Name("u32".into()))
+        );
         assert_eq!(
             TypeParser::new("*mut *mut X").parse_all(),
-            Ok(TyExpr::Ptr(true, Box::new(TyExpr::Ptr(true, Box::new(TyExpr::Name("X".into()))))))
+            Ok(TyExpr::Ptr(
+                true,
+                Box::new(TyExpr::Ptr(true, Box::new(TyExpr::Name("X".into()))))
+            ))
         );
-        let f = TypeParser::new("fn(a: *const c_char, u8) -> c_int").parse_all().unwrap();
-        assert!(matches!(f, TyExpr::Fn(ref p, Some(_)) if p.len() == 2 && p[0].0 == "a" && p[1].0.is_empty()));
+        let f = TypeParser::new("fn(a: *const c_char, u8) -> c_int")
+            .parse_all()
+            .unwrap();
+        assert!(
+            matches!(f, TyExpr::Fn(ref p, Some(_)) if p.len() == 2 && p[0].0 == "a" && p[1].0.is_empty())
+        );
         assert!(TypeParser::new("*X").parse_all().is_err());
         assert!(TypeParser::new("fn(a: u8").parse_all().is_err());
         assert!(TypeParser::new("u8 u8").parse_all().is_err());

@@ -22,7 +22,12 @@ fn cases() -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(root().join("tests/fixtures/invalid"))
         .unwrap()
         .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_str()?.strip_suffix(".yaml").map(str::to_string))
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()?
+                .strip_suffix(".yaml")
+                .map(str::to_string)
+        })
         .collect();
     v.sort();
     v
@@ -41,12 +46,17 @@ fn invalid_specs_fail_with_located_messages() {
             Ok(_) => panic!("{rel} was accepted"),
             Err(e) => e,
         };
-        let Error::Spec(_) = &err else { panic!("{rel}: not a spec error: {err}") };
+        let Error::Spec(_) = &err else {
+            panic!("{rel}: not a spec error: {err}")
+        };
         assert_eq!(err.exit_code(), 2);
         for d in err.diagnostics().unwrap() {
             assert!(d.line > 0 && d.col > 0, "{rel}: no position in {d}");
         }
-        assert_matches_file(&root().join(format!("tests/fixtures/invalid/{case}.expected")), &format!("{err}\n"));
+        assert_matches_file(
+            &root().join(format!("tests/fixtures/invalid/{case}.expected")),
+            &format!("{err}\n"),
+        );
     }
 }
 
@@ -69,13 +79,26 @@ fn positions_point_at_the_offending_token() {
         let d = &err.diagnostics().unwrap()[0];
         let line = text.lines().nth(d.line - 1).unwrap();
         let at: String = line.chars().skip(d.col - 1).collect();
-        assert!(at.starts_with(token), "{case}: {d} points at `{at}`, expected `{token}`");
+        assert!(
+            at.starts_with(token),
+            "{case}: {d} points at `{at}`, expected `{token}`"
+        );
     }
 }
 
 #[test]
 fn shape_errors_never_panic() {
-    for text in ["", "42", "[]", "name: x", "types: 3", "\u{feff}", "{{{", "name: [\n", "- - - -"] {
+    for text in [
+        "",
+        "42",
+        "[]",
+        "name: x",
+        "types: 3",
+        "\u{feff}",
+        "{{{",
+        "name: [\n",
+        "- - - -",
+    ] {
         let err = Ir::from_yaml(text, "x.yaml").unwrap_err();
         assert_eq!(err.exit_code(), 2, "{text:?}: {err}");
         assert!(err.to_string().starts_with("x.yaml:"), "{err}");

@@ -7,7 +7,10 @@
 use std::path::PathBuf;
 
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 /// The generated doc without its first line (the "do not edit" comment) and heading.
@@ -24,7 +27,9 @@ fn table_body(doc: &str) -> String {
 #[test]
 fn readme_embeds_current_generated_tables() {
     let readme_path = root().join("README.md");
-    let mut readme = std::fs::read_to_string(&readme_path).expect("README.md").replace("\r\n", "\n");
+    let mut readme = std::fs::read_to_string(&readme_path)
+        .expect("README.md")
+        .replace("\r\n", "\n");
     let bless = std::env::var_os("BLESS").is_some();
     let mut stale = Vec::new();
     for name in ["dtypes", "devices", "streams", "exceptions"] {

@@ -13,8 +13,13 @@ class Tensor:
     """An n-d array exported and imported through DLPack; views share their owner's storage."""
 
     @staticmethod
-    def zeros(shape: _Shape, dtype: str = "float32") -> Tensor:
-        """C-contiguous, 64-byte aligned, writable zeros; sub-byte dtypes are packed."""
+    def zeros(
+        shape: _Shape, dtype: str = "float32", device: str | tuple[int, int] | None = None
+    ) -> Tensor:
+        """C-contiguous, 64-byte aligned, writable zeros; sub-byte dtypes are packed.
+
+        `device` other than the CPU raises BufferError when GPU support is unavailable.
+        """
     @staticmethod
     def arange(n: int, dtype: str = "float32") -> Tensor:
         """`0, 1, …, n-1` in a numeric dtype (bool, int*, uint*, float16/32/64, bfloat16, complex64/128)."""

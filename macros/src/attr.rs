@@ -43,7 +43,11 @@ impl Key {
     }
 
     fn expected() -> String {
-        Key::ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+        Key::ALL
+            .iter()
+            .map(|k| k.name())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
@@ -67,13 +71,20 @@ pub fn parse_items(attrs: &[Attribute]) -> syn::Result<Vec<Item>> {
                 &mut errors,
                 syn::Error::new(
                     p.span(),
-                    format!("expected `#[dlpack(<key>)]` with a key: one of {}", Key::expected()),
+                    format!(
+                        "expected `#[dlpack(<key>)]` with a key: one of {}",
+                        Key::expected()
+                    ),
                 ),
             );
             continue;
         }
         let res = attr.parse_nested_meta(|meta| {
-            let ident = meta.path.get_ident().map(|i| i.to_string()).unwrap_or_default();
+            let ident = meta
+                .path
+                .get_ident()
+                .map(|i| i.to_string())
+                .unwrap_or_default();
             let Some(key) = Key::from_name(&ident) else {
                 return Err(meta.error(format!(
                     "unknown dlpack attribute `{}`; expected one of: {}",
@@ -86,7 +97,11 @@ pub fn parse_items(attrs: &[Attribute]) -> syn::Result<Vec<Item>> {
             } else {
                 None
             };
-            items.push(Item { key, span: meta.path.span(), value });
+            items.push(Item {
+                key,
+                span: meta.path.span(),
+                value,
+            });
             Ok(())
         });
         if let Err(e) = res {
@@ -100,7 +115,11 @@ pub fn parse_items(attrs: &[Attribute]) -> syn::Result<Vec<Item>> {
 }
 
 fn path_text(p: &syn::Path) -> String {
-    p.segments.iter().map(|s| s.ident.to_string()).collect::<Vec<_>>().join("::")
+    p.segments
+        .iter()
+        .map(|s| s.ident.to_string())
+        .collect::<Vec<_>>()
+        .join("::")
 }
 
 pub(crate) fn push_err(acc: &mut Option<syn::Error>, e: syn::Error) {

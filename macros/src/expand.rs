@@ -139,7 +139,10 @@ fn source_impl(model: &Model) -> TokenStream {
 /// A Python identifier from the spec as a Rust identifier (raw if it is a Rust keyword).
 fn py_ident(name: &str, what: &str) -> syn::Result<Ident> {
     let valid = !name.is_empty()
-        && name.chars().next().is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
+        && name
+            .chars()
+            .next()
+            .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
         && name.chars().all(|c| c == '_' || c.is_ascii_alphanumeric());
     if !valid {
         return Err(syn::Error::new(
@@ -211,8 +214,14 @@ mod tests {
                 #[dlpack(shape)] dims: Vec<usize>,
             }
         });
-        assert!(s.contains("unsafe impl :: dlbind :: export :: DLPackSource for Image"), "{s}");
-        assert!(s.contains("< u8 as :: dlbind :: element :: DLPackElement > :: DTYPE"), "{s}");
+        assert!(
+            s.contains("unsafe impl :: dlbind :: export :: DLPackSource for Image"),
+            "{s}"
+        );
+        assert!(
+            s.contains("< u8 as :: dlbind :: element :: DLPackElement > :: DTYPE"),
+            "{s}"
+        );
         assert!(s.contains("signature = (* , stream = None , max_version = None , dl_device = None , copy = None)"), "{s}");
         assert!(s.contains("name = \"__dlpack__\""), "{s}");
         assert!(s.contains("let _ = out ; false"), "{s}");
@@ -230,7 +239,7 @@ mod tests {
         };
         let m = Model::from_derive_input(&input, &spec).unwrap();
         let s = expand(&m, &spec).unwrap().to_string();
-        assert!(s.contains("dl_device = None") == false, "{s}");
+        assert!(!s.contains("dl_device = None"), "{s}");
         assert!(s.contains("device = None"), "{s}");
         assert!(s.contains("r#type = None"), "{s}");
         spec.protocol.kw_stream = "not valid".into();
@@ -249,7 +258,10 @@ mod tests {
             }
         });
         assert!(s.contains("code : 4u8 , bits : 16u8 , lanes : 1u16"), "{s}");
-        assert!(s.contains("fn dlpack_readonly (& self) -> bool { true }"), "{s}");
+        assert!(
+            s.contains("fn dlpack_readonly (& self) -> bool { true }"),
+            "{s}"
+        );
         assert!(s.contains("self . dev"), "{s}");
         assert!(s.contains("fill_dims (& self . st [..] , out)"), "{s}");
     }
@@ -264,7 +276,10 @@ mod tests {
                 #[dlpack(readonly)] ro: bool,
             }
         });
-        assert!(s.contains(":: dlbind :: export :: DataSource :: data_ptr (& self . buf)"), "{s}");
+        assert!(
+            s.contains(":: dlbind :: export :: DataSource :: data_ptr (& self . buf)"),
+            "{s}"
+        );
         assert!(s.contains("self . dt"), "{s}");
         assert!(s.contains("self . ro"), "{s}");
         let s = expand_str(parse_quote! { struct A { #[dlpack(array)] a: ndarray::ArrayD<f64> } });

@@ -34,7 +34,9 @@ mod spec_source;
 #[proc_macro_derive(DLPackExport, attributes(dlpack))]
 pub fn derive_dlpack_export(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
-    derive(&input).unwrap_or_else(syn::Error::into_compile_error).into()
+    derive(&input)
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
 }
 
 fn derive(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {

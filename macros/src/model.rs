@@ -5,7 +5,8 @@
 
 use proc_macro2::Span;
 use syn::{
-    Data, DeriveInput, Fields, GenericArgument, Ident, Member, PathArguments, Type, spanned::Spanned,
+    Data, DeriveInput, Fields, GenericArgument, Ident, Member, PathArguments, Type,
+    spanned::Spanned,
 };
 
 use crate::attr::{self, Item, Key, push_err};
@@ -60,6 +61,7 @@ pub enum DtypeSource {
 }
 
 #[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)] // built once per derive
 pub enum Readonly {
     Never,
     Always,
@@ -166,7 +168,10 @@ impl Model {
                 first = Some(item.key);
                 let member = match &field.ident {
                     Some(i) => Member::Named(i.clone()),
-                    None => Member::Unnamed(syn::Index { index: index as u32, span: field.span() }),
+                    None => Member::Unnamed(syn::Index {
+                        index: index as u32,
+                        span: field.span(),
+                    }),
                 };
                 let fref = FieldRef {
                     member,
@@ -181,7 +186,14 @@ impl Model {
         }
 
         // Cross-field rules.
-        let model = finish(input, spec, slots, struct_dtype, struct_readonly, &mut errors);
+        let model = finish(
+            input,
+            spec,
+            slots,
+            struct_dtype,
+            struct_readonly,
+            &mut errors,
+        );
         match (errors, model) {
             (None, Some(m)) => Ok(m),
             (Some(e), _) => Err(e),
@@ -213,7 +225,10 @@ fn struct_item(
                 return Err(syn::Error::new(v.span(), "`readonly` takes no value"));
             }
             if readonly.is_some() {
-                return Err(syn::Error::new(item.span, "duplicate struct-level `readonly`"));
+                return Err(syn::Error::new(
+                    item.span,
+                    "duplicate struct-level `readonly`",
+                ));
             }
             *readonly = Some(item.span);
         }
@@ -357,21 +372,21 @@ fn finish(
         );
     }
     for (f, key) in [(&slots.shape, Key::Shape), (&slots.strides, Key::Strides)] {
-        if let Some(f) = f {
-            if int_list_elem(&f.ty).is_none() {
-                ok = false;
-                push_err(
-                    errors,
-                    syn::Error::new(
-                        f.span,
-                        format!(
-                            "`#[dlpack({})]` expects `Vec<I>`, `Box<[I]>` or `[I; N]` with `I` an \
-                             integer type",
-                            key.name()
-                        ),
+        if let Some(f) = f
+            && int_list_elem(&f.ty).is_none()
+        {
+            ok = false;
+            push_err(
+                errors,
+                syn::Error::new(
+                    f.span,
+                    format!(
+                        "`#[dlpack({})]` expects `Vec<I>`, `Box<[I]>` or `[I; N]` with `I` an \
+                         integer type",
+                        key.name()
                     ),
-                );
-            }
+                ),
+            );
         }
     }
 
@@ -393,13 +408,20 @@ fn finish(
             None
         }
         (Some(lit), None) => match spec.dtype_by_name(&lit.value()) {
-            Some(entry) => Some(DtypeSource::Fixed { entry: entry.clone(), span: lit.span() }),
+            Some(entry) => Some(DtypeSource::Fixed {
+                entry: entry.clone(),
+                span: lit.span(),
+            }),
             None => {
                 push_err(
                     errors,
                     syn::Error::new(
                         lit.span(),
-                        format!("unknown dtype `{}`; known: {}", lit.value(), spec.dtype_names()),
+                        format!(
+                            "unknown dtype `{}`; known: {}",
+                            lit.value(),
+                            spec.dtype_names()
+                        ),
                     ),
                 );
                 None
@@ -471,7 +493,10 @@ fn finish(
     }
     Some(Model {
         ident: input.ident.clone(),
-        data: DataField { field: data_field, kind },
+        data: DataField {
+            field: data_field,
+            kind,
+        },
         shape: slots.shape,
         strides: slots.strides,
         dtype: dtype?,
@@ -533,8 +558,18 @@ pub fn ndarray_elem(ty: &Type) -> Option<Type> {
     let name = seg.ident.to_string();
     let owned = matches!(
         name.as_str(),
-        "Array" | "ArrayD" | "Array0" | "Array1" | "Array2" | "Array3" | "Array4" | "Array5"
-            | "Array6" | "ArcArray" | "ArcArray1" | "ArcArray2"
+        "Array"
+            | "ArrayD"
+            | "Array0"
+            | "Array1"
+            | "Array2"
+            | "Array3"
+            | "Array4"
+            | "Array5"
+            | "Array6"
+            | "ArcArray"
+            | "ArcArray1"
+            | "ArcArray2"
     );
     if !owned {
         return None;
@@ -548,9 +583,10 @@ const INTEGERS: &[&str] = &[
 
 fn is_integer(ty: &Type) -> bool {
     match strip(ty) {
-        Type::Path(p) if p.qself.is_none() => {
-            p.path.get_ident().is_some_and(|i| INTEGERS.contains(&i.to_string().as_str()))
-        }
+        Type::Path(p) if p.qself.is_none() => p
+            .path
+            .get_ident()
+            .is_some_and(|i| INTEGERS.contains(&i.to_string().as_str())),
         _ => false,
     }
 }
@@ -581,7 +617,10 @@ pub fn type_key(ty: &Type) -> Option<String> {
 
 fn type_text(ty: &Type) -> String {
     let s = quote::ToTokens::to_token_stream(ty).to_string();
-    s.replace(" < ", "<").replace(" >", ">").replace("< ", "<").replace(" , ", ", ")
+    s.replace(" < ", "<")
+        .replace(" >", ">")
+        .replace("< ", "<")
+        .replace(" , ", ", ")
 }
 
 #[cfg(test)]
@@ -597,7 +636,11 @@ mod tests {
     fn err(input: DeriveInput) -> String {
         match model(input) {
             Ok(_) => panic!("expected an error"),
-            Err(e) => e.into_iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"),
+            Err(e) => e
+                .into_iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("\n"),
         }
     }
 
@@ -683,7 +726,11 @@ mod tests {
 
     #[test]
     fn ndarray_field() {
-        for ty in [quote::quote!(ndarray::ArrayD<f32>), quote::quote!(Array<i64, Ix2>), quote::quote!(Array3<u8>)] {
+        for ty in [
+            quote::quote!(ndarray::ArrayD<f32>),
+            quote::quote!(Array<i64, Ix2>),
+            quote::quote!(Array3<u8>),
+        ] {
             let input: DeriveInput =
                 syn::parse2(quote::quote! { struct A { #[dlpack(array)] a: #ty } }).unwrap();
             let m = model(input).unwrap_or_else(|e| panic!("{ty}: {e}"));
@@ -715,16 +762,25 @@ mod tests {
         let e = err(parse_quote! {
             struct T { #[dlpack(data)] a: Vec<u8>, #[dlpack(data)] b: Vec<u8>, #[dlpack(shape)] s: Vec<usize> }
         });
-        assert!(e.contains("duplicate data field: `a` is already the data"), "{e}");
+        assert!(
+            e.contains("duplicate data field: `a` is already the data"),
+            "{e}"
+        );
         let e = err(parse_quote! {
             struct T { #[dlpack(data)] a: Vec<u8>, #[dlpack(shape)] s: Vec<usize>, #[dlpack(shape)] t: Vec<usize> }
         });
-        assert!(e.contains("duplicate `#[dlpack(shape)]` field: `s` already has it"), "{e}");
+        assert!(
+            e.contains("duplicate `#[dlpack(shape)]` field: `s` already has it"),
+            "{e}"
+        );
         let e = err(parse_quote! {
             struct T { #[dlpack(data)] a: Vec<u8>, #[dlpack(shape)] s: Vec<usize>,
                        #[dlpack(strides)] x: Vec<isize>, #[dlpack(strides)] y: Vec<isize> }
         });
-        assert!(e.contains("duplicate `#[dlpack(strides)]` field: `x` already has it"), "{e}");
+        assert!(
+            e.contains("duplicate `#[dlpack(strides)]` field: `x` already has it"),
+            "{e}"
+        );
         let e = err(parse_quote! {
             struct T { #[dlpack(data, shape)] a: Vec<u8> }
         });
@@ -734,7 +790,10 @@ mod tests {
     #[test]
     fn data_without_shape() {
         let e = err(parse_quote! { struct T { #[dlpack(data)] a: Vec<u8> } });
-        assert!(e.contains("the data field `a` needs a `#[dlpack(shape)]` field"), "{e}");
+        assert!(
+            e.contains("the data field `a` needs a `#[dlpack(shape)]` field"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -768,7 +827,10 @@ mod tests {
         let e = err(parse_quote! {
             struct T { #[dlpack(data)] a: Vec<String>, #[dlpack(shape)] s: Vec<usize> }
         });
-        assert!(e.contains("element type `String` has no DLPack dtype code"), "{e}");
+        assert!(
+            e.contains("element type `String` has no DLPack dtype code"),
+            "{e}"
+        );
         assert!(e.contains("half::bf16"), "{e}");
         let e = err(parse_quote! {
             struct T { #[dlpack(data)] a: Vec<num_complex::Complex<u8>>, #[dlpack(shape)] s: Vec<usize> }
@@ -782,7 +844,10 @@ mod tests {
             #[dlpack(dtype = "bfloat17")]
             struct T { #[dlpack(data)] a: Vec<u16>, #[dlpack(shape)] s: Vec<usize> }
         });
-        assert!(e.contains("unknown dtype `bfloat17`; known: bool, int8"), "{e}");
+        assert!(
+            e.contains("unknown dtype `bfloat17`; known: bool, int8"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -831,7 +896,10 @@ mod tests {
     fn type_keys() {
         let k = |s: &str| type_key(&syn::parse_str::<Type>(s).unwrap());
         assert_eq!(k("half::bf16").as_deref(), Some("bf16"));
-        assert_eq!(k("::num_complex::Complex<f32>").as_deref(), Some("Complex<f32>"));
+        assert_eq!(
+            k("::num_complex::Complex<f32>").as_deref(),
+            Some("Complex<f32>")
+        );
         assert_eq!(k("(u8)").as_deref(), Some("u8"));
         assert_eq!(k("[u8; 2]"), None);
     }

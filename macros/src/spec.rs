@@ -33,7 +33,12 @@ pub struct ProtocolNames {
 impl ProtocolNames {
     /// The four keyword names in the runtime's argument order.
     pub fn dlpack_kwargs(&self) -> [&str; 4] {
-        [&self.kw_stream, &self.kw_max_version, &self.kw_dl_device, &self.kw_copy]
+        [
+            &self.kw_stream,
+            &self.kw_max_version,
+            &self.kw_dl_device,
+            &self.kw_copy,
+        ]
     }
 }
 
@@ -50,7 +55,11 @@ impl SpecView {
 
     /// Comma-separated dtype names, for error messages.
     pub fn dtype_names(&self) -> String {
-        self.dtypes.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(", ")
+        self.dtypes
+            .iter()
+            .map(|d| d.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// Rust element types that have a DLPack dtype, for error messages.

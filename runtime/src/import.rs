@@ -35,21 +35,9 @@ enum Owner {
     Legacy(NonNull<DLManagedTensor>),
     /// A versioned producer's tensor; its deleter runs on drop.
     Versioned(NonNull<DLManagedTensorVersioned>),
-    /// A copy dlbind made (writable, C-contiguous); held only to be freed on drop.
-    Copied(#[allow(dead_code)] AlignedBuffer),
-}
-
-/// Inline room for shape + strides when dlbind must own them (NULL strides, copies).
-const INLINE_DIMS: usize = 8;
-
-/// Owned metadata, used only when the producer's pointers cannot be used directly.
-enum Meta {
-    /// Shape and strides live in the producer's tensor.
-    Borrowed,
-    /// `[shape.., strides..]` for `ndim <= INLINE_DIMS`.
-    Inline([i64; 2 * INLINE_DIMS]),
-    /// `[shape.., strides..]`.
-    Heap(Box<[i64]>),
+    /// A copy dlbind made (writable, C-contiguous); held only to be freed on drop. Boxed to keep
+    /// the handle small (the zero-copy path moves it around).
+    Copied(#[allow(dead_code)] Box<AlignedBuffer>),
 }
 
 /// An imported DLPack tensor: owns the producer's managed tensor (or a copy) and exposes its
@@ -58,17 +46,20 @@ pub struct ImportedTensor {
     owner: Owner,
     /// Element 0 (`data + byte_offset`).
     data: *mut c_void,
-    raw_data: *mut c_void,
     byte_offset: u64,
+    /// `ndim` values, in the producer's tensor or in `meta`.
     shape: *const i64,
+    /// `ndim` values, in the producer's tensor or in `meta`.
     strides: *const i64,
-    ndim: usize,
+    /// `[shape.., strides..]` when dlbind owns them (NULL strides from old producers, copies);
+    /// heap memory, so `shape`/`strides` stay valid when the handle moves.
+    meta: Option<Box<[i64]>>,
+    ndim: u32,
     dtype: DLDataType,
     device: Device,
     readonly: bool,
     flags: u64,
     version: Option<DLPackVersion>,
-    meta: Meta,
 }
 
 // SAFETY: the handle owns its tensor; DLPack requires producers' deleters to be callable from
@@ -134,17 +125,16 @@ impl ImportedTensor {
         let mut this = ImportedTensor {
             owner,
             data,
-            raw_data: t.data,
             byte_offset: t.byte_offset,
             shape: t.shape,
             strides: t.strides,
-            ndim,
+            meta: None,
+            ndim: t.ndim as u32,
             dtype: t.dtype,
             device: Device::from(t.device),
             readonly,
             flags,
             version,
-            meta: Meta::Borrowed,
         };
         if ndim > 0 && t.strides.is_null() {
             // Pre-1.2 producers: NULL strides = C-contiguous. Own shape + computed strides.
@@ -159,39 +149,20 @@ impl ImportedTensor {
     /// accessors at it.
     fn set_owned_meta(&mut self, shape: &[i64], strides: Option<&[i64]>) {
         let n = shape.len();
-        let fill = |buf: &mut [i64]| {
-            buf[..n].copy_from_slice(shape);
-            match strides {
-                Some(s) => buf[n..2 * n].copy_from_slice(s),
-                None => {
-                    let (sh, st) = buf.split_at_mut(n);
-                    c_contiguous_strides(sh, &mut st[..n]);
-                }
+        let mut buf = vec![0i64; 2 * n].into_boxed_slice();
+        buf[..n].copy_from_slice(shape);
+        match strides {
+            Some(st) => buf[n..].copy_from_slice(st),
+            None => {
+                let (sh, st) = buf.split_at_mut(n);
+                c_contiguous_strides(sh, st);
             }
-        };
-        self.meta = if n <= INLINE_DIMS {
-            let mut a = [0i64; 2 * INLINE_DIMS];
-            fill(&mut a);
-            Meta::Inline(a)
-        } else {
-            let mut b = vec![0i64; 2 * n].into_boxed_slice();
-            fill(&mut b);
-            Meta::Heap(b)
-        };
-        self.ndim = n;
-        // The accessors read owned metadata from `meta` (never through pointers into it: the
-        // inline array moves with the handle).
-        self.shape = ptr::null();
-        self.strides = ptr::null();
-    }
-
-    #[inline]
-    fn owned_meta(&self) -> Option<&[i64]> {
-        match &self.meta {
-            Meta::Borrowed => None,
-            Meta::Inline(a) => Some(&a[..2 * self.ndim]),
-            Meta::Heap(b) => Some(&b[..2 * self.ndim]),
         }
+        self.shape = buf.as_ptr();
+        // SAFETY: the buffer holds 2 * n values.
+        self.strides = unsafe { buf.as_ptr().add(n) };
+        self.ndim = n as u32;
+        self.meta = Some(buf);
     }
 
     /// Consumes a DLPack capsule (`"dltensor"` or `"dltensor_versioned"`).
@@ -333,7 +304,7 @@ impl ImportedTensor {
         let elem = validate_dtype(self.dtype)?;
         let shape = self.shape();
         let nbytes = contiguous_nbytes(shape, elem)?;
-        let buf = AlignedBuffer::uninit(nbytes)?;
+        let buf = Box::new(AlignedBuffer::uninit(nbytes)?);
         // SAFETY: the producer guarantees every element addressed by shape/strides from
         // element 0 is readable host memory; `buf` is fresh (`nbytes` bytes, no overlap).
         unsafe { copy_to_contiguous(self.data.cast::<u8>(), shape, self.strides(), elem, buf.as_mut_ptr(), nbytes)? };
@@ -341,22 +312,22 @@ impl ImportedTensor {
     }
 
     /// Wraps an owned C-contiguous host buffer (writable).
-    pub fn from_buffer(buf: AlignedBuffer, shape: &[i64], dtype: DLDataType) -> ImportedTensor {
+    pub fn from_buffer(buf: impl Into<Box<AlignedBuffer>>, shape: &[i64], dtype: DLDataType) -> ImportedTensor {
+        let buf = buf.into();
         let data = buf.as_mut_ptr().cast::<c_void>();
         let mut this = ImportedTensor {
             owner: Owner::Copied(buf),
             data,
-            raw_data: data,
             byte_offset: 0,
             shape: ptr::null(),
             strides: ptr::null(),
+            meta: None,
             ndim: 0,
             dtype,
             device: Device::CPU,
             readonly: false,
             flags: DLPACK_FLAG_BITMASK_IS_COPIED,
             version: None,
-            meta: Meta::Borrowed,
         };
         this.set_owned_meta(shape, None);
         this
@@ -365,28 +336,22 @@ impl ImportedTensor {
     /// Shape (elements per dimension).
     #[inline]
     pub fn shape(&self) -> &[i64] {
-        if let Some(m) = self.owned_meta() {
-            return &m[..self.ndim];
-        }
-        // SAFETY: `shape` points to `ndim` values owned by the producer's tensor, alive as long
-        // as `self`.
-        unsafe { dims(self.shape, self.ndim) }
+        // SAFETY: `shape` points to `ndim` values owned by the producer's tensor or by `meta`
+        // (heap), both alive as long as `self`.
+        unsafe { dims(self.shape, self.ndim as usize) }
     }
 
     /// Strides in elements (computed C-contiguous ones when the producer sent NULL).
     #[inline]
     pub fn strides(&self) -> &[i64] {
-        if let Some(m) = self.owned_meta() {
-            return &m[self.ndim..];
-        }
         // SAFETY: as for `shape` (NULL strides were replaced by owned ones at import).
-        unsafe { dims(self.strides, self.ndim) }
+        unsafe { dims(self.strides, self.ndim as usize) }
     }
 
     /// Number of dimensions.
     #[inline]
     pub fn ndim(&self) -> usize {
-        self.ndim
+        self.ndim as usize
     }
 
     /// Number of elements.
@@ -421,7 +386,7 @@ impl ImportedTensor {
     /// The producer's `data` field as sent.
     #[inline]
     pub fn raw_data(&self) -> *mut c_void {
-        self.raw_data
+        (self.data as *mut u8).wrapping_sub(self.byte_offset as usize).cast::<c_void>()
     }
 
     /// The producer's `byte_offset` field.

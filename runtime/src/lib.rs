@@ -28,10 +28,9 @@ pub mod protocol;
 pub mod error;
 pub mod device;
 pub mod alloc;
-// TEMP until runtime/src/copy/ compiles (copy engineer mid-edit): the wip stub with the same API.
-#[path = "../../wip/stub/copy.rs"]
 pub mod copy;
 pub mod export;
+pub mod gpu;
 pub mod import;
 pub mod python;
 pub mod storage;

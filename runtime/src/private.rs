@@ -75,6 +75,15 @@ pub mod nd {
     }
 }
 
+/// Implemented by every `#[pyclass]`; the derive's compile-time check.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` must be a #[pyclass] to derive DLPackExport",
+    label = "not a #[pyclass]",
+    note = "add `#[pyclass]` above `#[derive(DLPackExport)]`"
+)]
+pub trait AssertPyClass {}
+impl<T: pyo3::PyClass> AssertPyClass for T {}
+
 /// Compile-time check used by the derive: `T` must be a `#[pyclass]`.
 #[inline(always)]
-pub const fn assert_pyclass<T: pyo3::PyClass>() {}
+pub const fn assert_pyclass<T: AssertPyClass>() {}

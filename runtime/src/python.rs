@@ -336,6 +336,21 @@ pub fn from_dlpack(obj: &Bound<'_, PyAny>, device: Option<Device>, copy: Option<
     finish_import(tensor, device, copy)
 }
 
+/// [`from_dlpack`] with Python-level arguments: `device` (`None`, `"cpu"` or a
+/// `(device_type, device_id)` tuple) and `copy` (`None`/`True`/`False`) are validated first
+/// (TypeError / ValueError / BufferError per the spec's mapping). What a Python
+/// `from_dlpack(x, /, *, device=None, copy=None)` calls.
+#[inline]
+pub fn from_dlpack_py(
+    obj: &Bound<'_, PyAny>,
+    device: Option<&Bound<'_, PyAny>>,
+    copy: Option<&Bound<'_, PyAny>>,
+) -> PyResult<ImportedTensor> {
+    let device = parse_device_arg(device)?;
+    let copy = parse_copy_arg(copy)?;
+    from_dlpack(obj, device, copy)
+}
+
 /// Applies `device` / `copy` to a freshly imported tensor.
 fn finish_import(tensor: ImportedTensor, device: Option<Device>, copy: Option<bool>) -> PyResult<ImportedTensor> {
     if let Some(d) = device {
@@ -358,6 +373,7 @@ fn finish_import(tensor: ImportedTensor, device: Option<Device>, copy: Option<bo
 
 /// Parses `from_dlpack`'s `device=` argument: `None`, a `(device_type, device_id)` tuple of
 /// ints, or the string `"cpu"`. Anything else → TypeError; unknown strings → ValueError.
+#[inline]
 pub fn parse_device_arg(device: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Device>> {
     let Some(d) = given(device) else { return Ok(None) };
     if let Ok(s) = d.cast::<PyString>() {
@@ -379,6 +395,17 @@ pub fn parse_device_arg(device: Option<&Bound<'_, PyAny>>) -> PyResult<Option<De
 }
 
 /// Parses a `copy=` argument: `None`, `True` or `False` (TypeError otherwise).
+#[inline]
 pub fn parse_copy_arg(copy: Option<&Bound<'_, PyAny>>) -> PyResult<Option<bool>> {
-    Ok(parse_export_request(None, None, None, copy)?.copy)
+    let Some(c) = given(copy) else { return Ok(None) };
+    // SAFETY: pointer comparisons with the bool singletons.
+    unsafe {
+        if c.as_ptr() == ffi::Py_True() {
+            Ok(Some(true))
+        } else if c.as_ptr() == ffi::Py_False() {
+            Ok(Some(false))
+        } else {
+            Err(type_error("copy must be None, True or False").into())
+        }
+    }
 }

@@ -27,6 +27,18 @@ impl Buffer {
         Ok(Buffer::Owned(AlignedBuffer::zeroed(nbytes)?))
     }
 
+    /// Owned, writable host memory.
+    #[inline]
+    pub fn from_aligned(buf: AlignedBuffer) -> Buffer {
+        Buffer::Owned(buf)
+    }
+
+    /// An imported tensor's memory (the producer stays alive until the buffer drops).
+    #[inline]
+    pub fn from_imported(t: ImportedTensor) -> Buffer {
+        Buffer::Imported(t)
+    }
+
     /// Address of the first byte (element 0 for imported tensors).
     #[inline]
     pub fn data_ptr(&self) -> *mut c_void {

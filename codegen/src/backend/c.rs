@@ -22,12 +22,23 @@ impl CTypes {
 
     /// A C declaration of `name` with type `ty`, as used at item index `at`.
     fn decl(&self, ty: &Ty, name: &str, at: usize) -> String {
-        let join = |t: String| if name.is_empty() { t } else { format!("{t} {name}") };
+        let join = |t: String| {
+            if name.is_empty() {
+                t
+            } else {
+                format!("{t} {name}")
+            }
+        };
         match ty {
             Ty::Prim { prim } => join(prim.c_name().to_string()),
             Ty::Named { name: n, of } => {
-                let incomplete = *of == crate::ir::NamedKind::Struct && self.decl_index.get(n).is_some_and(|&i| i >= at);
-                join(if incomplete { format!("struct {n}") } else { n.clone() })
+                let incomplete = *of == crate::ir::NamedKind::Struct
+                    && self.decl_index.get(n).is_some_and(|&i| i >= at);
+                join(if incomplete {
+                    format!("struct {n}")
+                } else {
+                    n.clone()
+                })
             }
             Ty::Ptr { mutable, to } => {
                 if let Ty::FnPtr { sig } = &**to {
@@ -49,9 +60,20 @@ impl CTypes {
 
     /// `R (*name)(params)`.
     fn fn_decl(&self, sig: &FnSig, name: &str, at: usize) -> String {
-        let ret = sig.ret.as_ref().map_or("void".to_string(), |r| self.ty(r, at));
-        let params: Vec<String> = sig.params.iter().map(|p| self.decl(&p.ty, &p.name, at)).collect();
-        let params = if params.is_empty() { "void".to_string() } else { params.join(", ") };
+        let ret = sig
+            .ret
+            .as_ref()
+            .map_or("void".to_string(), |r| self.ty(r, at));
+        let params: Vec<String> = sig
+            .params
+            .iter()
+            .map(|p| self.decl(&p.ty, &p.name, at))
+            .collect();
+        let params = if params.is_empty() {
+            "void".to_string()
+        } else {
+            params.join(", ")
+        };
         format!("{ret} (*{name})({params})")
     }
 }
@@ -70,10 +92,29 @@ struct HeaderView {
 #[derive(Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 enum ItemView {
-    Struct { name: String, doc: Vec<String>, tag: bool, fields: Vec<FieldView> },
-    Enum { name: String, doc: Vec<String>, cpp_underlying: Option<String>, values: Vec<ValueView> },
-    Fn { name: String, doc: Vec<String>, decl: String, params: Vec<String> },
-    Flags { name: String, doc: Vec<String>, values: Vec<ValueView> },
+    Struct {
+        name: String,
+        doc: Vec<String>,
+        tag: bool,
+        fields: Vec<FieldView>,
+    },
+    Enum {
+        name: String,
+        doc: Vec<String>,
+        cpp_underlying: Option<String>,
+        values: Vec<ValueView>,
+    },
+    Fn {
+        name: String,
+        doc: Vec<String>,
+        decl: String,
+        params: Vec<String>,
+    },
+    Flags {
+        name: String,
+        doc: Vec<String>,
+        values: Vec<ValueView>,
+    },
 }
 
 #[derive(Serialize)]
@@ -91,7 +132,14 @@ struct ValueView {
 
 /// Render `include/dlpack.h`.
 pub fn render(ir: &Ir, source: &str) -> Result<Vec<Output>> {
-    let types = CTypes { decl_index: ir.items.iter().enumerate().map(|(i, it)| (it.name().to_string(), i)).collect() };
+    let types = CTypes {
+        decl_index: ir
+            .items
+            .iter()
+            .enumerate()
+            .map(|(i, it)| (it.name().to_string(), i))
+            .collect(),
+    };
     let items = ir
         .items
         .iter()
@@ -104,7 +152,10 @@ pub fn render(ir: &Ir, source: &str) -> Result<Vec<Output>> {
                 fields: s
                     .fields
                     .iter()
-                    .map(|f| FieldView { decl: types.decl(&f.ty, &f.name, at), doc: doc_lines(&f.doc) })
+                    .map(|f| FieldView {
+                        decl: types.decl(&f.ty, &f.name, at),
+                        doc: doc_lines(&f.doc),
+                    })
                     .collect(),
             },
             Item::Enum(e) => ItemView::Enum {
@@ -114,16 +165,29 @@ pub fn render(ir: &Ir, source: &str) -> Result<Vec<Output>> {
                 values: e
                     .values
                     .iter()
-                    .map(|v| ValueView { name: v.name.clone(), value: format!("{}{}", v.value, e.c_suffix), doc: doc_lines(&v.doc) })
+                    .map(|v| ValueView {
+                        name: v.name.clone(),
+                        value: format!("{}{}", v.value, e.c_suffix),
+                        doc: doc_lines(&v.doc),
+                    })
                     .collect(),
             },
             Item::Fn(f) => {
-                let ret = f.sig.ret.as_ref().map_or("void".to_string(), |r| types.ty(r, at));
+                let ret = f
+                    .sig
+                    .ret
+                    .as_ref()
+                    .map_or("void".to_string(), |r| types.ty(r, at));
                 ItemView::Fn {
                     name: f.name.clone(),
                     doc: doc_lines(&f.doc),
                     decl: format!("{ret} (*{})", f.name),
-                    params: f.sig.params.iter().map(|p| types.decl(&p.ty, &p.name, at)).collect(),
+                    params: f
+                        .sig
+                        .params
+                        .iter()
+                        .map(|p| types.decl(&p.ty, &p.name, at))
+                        .collect(),
                 }
             }
             Item::Flags(f) => ItemView::Flags {
@@ -150,5 +214,8 @@ pub fn render(ir: &Ir, source: &str) -> Result<Vec<Output>> {
         minor: ir.version.minor,
         items,
     };
-    Ok(vec![Output { path: "include/dlpack.h".into(), contents: render_template("c/header.h", &view)? }])
+    Ok(vec![Output {
+        path: "include/dlpack.h".into(),
+        contents: render_template("c/header.h", &view)?,
+    }])
 }

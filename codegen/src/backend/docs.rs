@@ -36,7 +36,11 @@ pub fn render(ir: &Ir, source: &str) -> Result<Vec<Output>> {
     let dev_enum = ir.device_enum();
     let dev_name = |v: &str| -> String { format!("`{v}`") };
     // stream table columns: None, then every listed value, then "> N"
-    let mut values: Vec<i64> = s.rules.iter().flat_map(|r| r.values.iter().map(|v| v.value)).collect();
+    let mut values: Vec<i64> = s
+        .rules
+        .iter()
+        .flat_map(|r| r.values.iter().map(|v| v.value))
+        .collect();
     values.sort_unstable();
     values.dedup();
     let above: Option<i64> = s.rules.iter().filter_map(|r| r.pointers_above).max();
@@ -51,7 +55,10 @@ pub fn render(ir: &Ir, source: &str) -> Result<Vec<Output>> {
         .rules
         .iter()
         .map(|r| {
-            let mut row = vec![format!("{} ({})", dev_name(&r.device), r.device_value), r.none.clone()];
+            let mut row = vec![
+                format!("{} ({})", dev_name(&r.device), r.device_value),
+                r.none.clone(),
+            ];
             for v in &values {
                 row.push(match r.values.iter().find(|x| x.value == *v) {
                     Some(x) => match &x.action {
@@ -59,24 +66,38 @@ pub fn render(ir: &Ir, source: &str) -> Result<Vec<Output>> {
                         None => "rejected".into(),
                     },
                     None => match r.pointers_above {
-                        Some(p) if *v > p => s.actions.iter().find(|a| a.carries_value).map_or("".into(), |a| a.name.clone()),
+                        Some(p) if *v > p => s
+                            .actions
+                            .iter()
+                            .find(|a| a.carries_value)
+                            .map_or("".into(), |a| a.name.clone()),
                         _ => "rejected".into(),
                     },
                 });
             }
             if above.is_some() {
                 row.push(match r.pointers_above {
-                    Some(_) => s.actions.iter().find(|a| a.carries_value).map_or("".into(), |a| format!("{}(stream)", a.name)),
+                    Some(_) => s
+                        .actions
+                        .iter()
+                        .find(|a| a.carries_value)
+                        .map_or("".into(), |a| format!("{}(stream)", a.name)),
                     None => "rejected".into(),
                 });
             }
             row.push("rejected".into());
-            row.push(r.consumer_default.map_or("`None`".into(), |c| format!("`{c}`")));
+            row.push(
+                r.consumer_default
+                    .map_or("`None`".into(), |c| format!("`{c}`")),
+            );
             row
         })
         .collect();
     let mut other = vec!["every other device".to_string(), s.stream_less_none.clone()];
-    other.extend(std::iter::repeat_n("rejected".to_string(), stream_columns.len() - 4));
+    other.extend(std::iter::repeat_n(
+        "rejected".to_string(),
+        stream_columns.len() - 4,
+    ));
     other.push("rejected".into());
     other.push("`None`".into());
     streams.push(other);
@@ -90,8 +111,11 @@ pub fn render(ir: &Ir, source: &str) -> Result<Vec<Output>> {
     }
     stream_notes.push(format!("below `{}`: {}", s.min, s.below_min_reason));
     stream_notes.push(format!("stream-less devices: {}", s.stream_less_reason));
-    let action_docs: Vec<Vec<String>> =
-        s.actions.iter().map(|a| vec![code(&a.name), cell(&a.doc)]).collect();
+    let action_docs: Vec<Vec<String>> = s
+        .actions
+        .iter()
+        .map(|a| vec![code(&a.name), cell(&a.doc)])
+        .collect();
 
     let view = DocsView {
         banner: banner(source),
@@ -118,8 +142,17 @@ pub fn render(ir: &Ir, source: &str) -> Result<Vec<Output>> {
                 e.values
                     .iter()
                     .map(|v| {
-                        let rule = if s.rules.iter().any(|r| r.device == v.name) { "yes" } else { "only `None`" };
-                        vec![v.value.to_string(), code(&v.name), cell(&v.doc), rule.to_string()]
+                        let rule = if s.rules.iter().any(|r| r.device == v.name) {
+                            "yes"
+                        } else {
+                            "only `None`"
+                        };
+                        vec![
+                            v.value.to_string(),
+                            code(&v.name),
+                            cell(&v.doc),
+                            rule.to_string(),
+                        ]
                     })
                     .collect()
             })
@@ -132,7 +165,11 @@ pub fn render(ir: &Ir, source: &str) -> Result<Vec<Output>> {
             .iter()
             .map(|f| vec![code(&f.kind), code(&f.exception), cell(&f.description)])
             .collect(),
-        exceptions: ir.exceptions.iter().map(|e| vec![code(&e.name), cell(&e.doc)]).collect(),
+        exceptions: ir
+            .exceptions
+            .iter()
+            .map(|e| vec![code(&e.name), cell(&e.doc)])
+            .collect(),
         bit_rules: ir
             .dtype_code_enum()
             .map(|e| {
@@ -151,7 +188,12 @@ pub fn render(ir: &Ir, source: &str) -> Result<Vec<Output>> {
             .unwrap_or_default(),
     };
     let mut out = Vec::new();
-    for (name, extra) in [("dtypes", None), ("devices", None), ("streams", Some(action_docs)), ("exceptions", None)] {
+    for (name, extra) in [
+        ("dtypes", None),
+        ("devices", None),
+        ("streams", Some(action_docs)),
+        ("exceptions", None),
+    ] {
         let contents = match extra {
             Some(actions) => {
                 #[derive(Serialize)]
@@ -160,11 +202,20 @@ pub fn render(ir: &Ir, source: &str) -> Result<Vec<Output>> {
                     base: &'a DocsView,
                     actions: Vec<Vec<String>>,
                 }
-                render_template(&format!("docs/{name}.md"), &WithActions { base: &view, actions })?
+                render_template(
+                    &format!("docs/{name}.md"),
+                    &WithActions {
+                        base: &view,
+                        actions,
+                    },
+                )?
             }
             None => render_template(&format!("docs/{name}.md"), &view)?,
         };
-        out.push(Output { path: format!("docs/{name}.md"), contents });
+        out.push(Output {
+            path: format!("docs/{name}.md"),
+            contents,
+        });
     }
     Ok(out)
 }

@@ -50,7 +50,11 @@ fn method(m: &Method, default_ret: &str) -> MethodView {
         name: m.name.clone(),
         doc: doc_lines(&m.doc),
         returns: m.returns.clone().unwrap_or_else(|| default_ret.to_string()),
-        kwargs: m.kwargs.iter().map(|k| format!("{}: {} = None", k.name, k.py_type)).collect(),
+        kwargs: m
+            .kwargs
+            .iter()
+            .map(|k| format!("{}: {} = None", k.name, k.py_type))
+            .collect(),
     }
 }
 
@@ -70,27 +74,43 @@ pub fn render(ir: &Ir, source: &str) -> Result<Vec<Output>> {
                 values: e
                     .values
                     .iter()
-                    .map(|v| ConstView { name: v.name.clone(), value: v.value.to_string(), doc: doc_lines(&v.doc) })
+                    .map(|v| ConstView {
+                        name: v.name.clone(),
+                        value: v.value.to_string(),
+                        doc: doc_lines(&v.doc),
+                    })
                     .collect(),
             })
             .collect(),
         flags: ir
             .flags()
-            .map(|f| ConstView { name: f.name.clone(), value: f.value.to_string(), doc: doc_lines(&f.doc) })
+            .map(|f| ConstView {
+                name: f.name.clone(),
+                value: f.value.to_string(),
+                doc: doc_lines(&f.doc),
+            })
             .collect(),
         capsules: ir
             .capsules
             .iter()
-            .map(|c| ConstView { name: c.name.clone(), value: format!("{:?}", c.value), doc: doc_lines(&c.doc) })
+            .map(|c| ConstView {
+                name: c.name.clone(),
+                value: format!("{:?}", c.value),
+                doc: doc_lines(&c.doc),
+            })
             .collect(),
-        attribute: ir
-            .exchange_attribute
-            .as_ref()
-            .map(|a| ConstView { name: a.name.clone(), value: format!("{:?}", a.value), doc: doc_lines(&a.doc) }),
+        attribute: ir.exchange_attribute.as_ref().map(|a| ConstView {
+            name: a.name.clone(),
+            value: format!("{:?}", a.value),
+            doc: doc_lines(&a.doc),
+        }),
         dlpack: method(&ir.protocol.dlpack, "PyCapsule"),
         dlpack_device: method(&ir.protocol.dlpack_device, "tuple[int, int]"),
         from_dlpack: method(&ir.protocol.from_dlpack, "Any"),
         dtypes: ir.dtypes.iter().map(|d| format!("{:?}", d.name)).collect(),
     };
-    Ok(vec![Output { path: "python/dlpack.pyi".into(), contents: render_template("python/dlpack.pyi", &view)? }])
+    Ok(vec![Output {
+        path: "python/dlpack.pyi".into(),
+        contents: render_template("python/dlpack.pyi", &view)?,
+    }])
 }

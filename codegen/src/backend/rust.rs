@@ -11,16 +11,21 @@ use crate::ir::{FnSig, Ir, Item, Ty};
 pub const FFI_PATH: &str = "crate::ffi";
 
 const RUST_KEYWORDS: &[&str] = &[
-    "as", "break", "const", "continue", "crate", "else", "enum", "extern", "false", "fn", "for", "if", "impl", "in",
-    "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return", "self", "Self", "static", "struct", "super",
-    "trait", "true", "type", "unsafe", "use", "where", "while", "async", "await", "dyn", "gen",
+    "as", "break", "const", "continue", "crate", "else", "enum", "extern", "false", "fn", "for",
+    "if", "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return",
+    "self", "Self", "static", "struct", "super", "trait", "true", "type", "unsafe", "use", "where",
+    "while", "async", "await", "dyn", "gen",
 ];
 
 /// A type as Rust source, with named types qualified by `prefix` (`""` inside types.rs).
 pub fn rust_type(ty: &Ty, prefix: &str) -> String {
     match ty {
         Ty::Prim { prim } => prim.rust_name().to_string(),
-        Ty::Ptr { mutable, to } => format!("*{} {}", if *mutable { "mut" } else { "const" }, rust_type(to, prefix)),
+        Ty::Ptr { mutable, to } => format!(
+            "*{} {}",
+            if *mutable { "mut" } else { "const" },
+            rust_type(to, prefix)
+        ),
         Ty::Named { name, .. } => format!("{prefix}{name}"),
         Ty::FnPtr { sig } => rust_fn_ptr(sig, prefix),
     }
@@ -34,7 +39,11 @@ pub fn rust_fn_ptr(sig: &FnSig, prefix: &str) -> String {
         .map(|p| {
             let name = snake_case(&p.name);
             let ty = rust_type(&p.ty, prefix);
-            if name.is_empty() || RUST_KEYWORDS.contains(&name.as_str()) { ty } else { format!("{name}: {ty}") }
+            if name.is_empty() || RUST_KEYWORDS.contains(&name.as_str()) {
+                ty
+            } else {
+                format!("{name}: {ty}")
+            }
         })
         .collect();
     let ret = match &sig.ret {
@@ -157,10 +166,18 @@ fn types_view(ir: &Ir, source: &str) -> TypesView {
                 values: e
                     .values
                     .iter()
-                    .map(|v| ValueView { name: v.name.clone(), value: v.value.to_string(), doc: doc_lines(&v.doc) })
+                    .map(|v| ValueView {
+                        name: v.name.clone(),
+                        value: v.value.to_string(),
+                        doc: doc_lines(&v.doc),
+                    })
                     .collect(),
             }),
-            Item::Fn(f) => ItemView::Fn(FnView { name: f.name.clone(), doc: doc_lines(&f.doc), ty: rust_fn_ptr(&f.sig, "") }),
+            Item::Fn(f) => ItemView::Fn(FnView {
+                name: f.name.clone(),
+                doc: doc_lines(&f.doc),
+                ty: rust_fn_ptr(&f.sig, ""),
+            }),
             Item::Flags(f) => ItemView::Flags(FlagsView {
                 name: f.name.clone(),
                 doc: doc_lines(&f.doc),
@@ -168,7 +185,11 @@ fn types_view(ir: &Ir, source: &str) -> TypesView {
                 values: f
                     .values
                     .iter()
-                    .map(|v| ValueView { name: v.name.clone(), value: v.value.to_string(), doc: doc_lines(&v.doc) })
+                    .map(|v| ValueView {
+                        name: v.name.clone(),
+                        value: v.value.to_string(),
+                        doc: doc_lines(&v.doc),
+                    })
                     .collect(),
             }),
         })
@@ -183,12 +204,17 @@ fn types_view(ir: &Ir, source: &str) -> TypesView {
         capsules: ir
             .capsules
             .iter()
-            .map(|c| ConstView { name: c.name.clone(), value: format!("c{:?}", c.value), doc: doc_lines(&c.doc) })
+            .map(|c| ConstView {
+                name: c.name.clone(),
+                value: format!("c{:?}", c.value),
+                doc: doc_lines(&c.doc),
+            })
             .collect(),
-        attribute: ir
-            .exchange_attribute
-            .as_ref()
-            .map(|a| ConstView { name: a.name.clone(), value: format!("{:?}", a.value), doc: doc_lines(&a.doc) }),
+        attribute: ir.exchange_attribute.as_ref().map(|a| ConstView {
+            name: a.name.clone(),
+            value: format!("{:?}", a.value),
+            doc: doc_lines(&a.doc),
+        }),
         structs,
     }
 }
@@ -228,7 +254,12 @@ fn opt_str(s: &Option<String>) -> String {
 fn dtypes_view(ir: &Ir, source: &str) -> DTypesView {
     let bit_rules = ir
         .dtype_code_enum()
-        .map(|e| e.values.iter().filter_map(|v| v.bits.map(|b| (v.value, b, v.name.clone()))).collect())
+        .map(|e| {
+            e.values
+                .iter()
+                .filter_map(|v| v.bits.map(|b| (v.value, b, v.name.clone())))
+                .collect()
+        })
         .unwrap_or_default();
     DTypesView {
         banner: banner(source),
@@ -304,14 +335,22 @@ fn streams_view(ir: &Ir, source: &str) -> StreamsView {
         actions: s
             .actions
             .iter()
-            .map(|a| ActionView { name: a.name.clone(), carries_value: a.carries_value, doc: doc_lines(&a.doc) })
+            .map(|a| ActionView {
+                name: a.name.clone(),
+                carries_value: a.carries_value,
+                doc: doc_lines(&a.doc),
+            })
             .collect(),
         min: s.min,
         below_min_reason: format!("{:?}", s.below_min_reason),
         stream_less_none: s.stream_less_none.clone(),
         stream_less_reason: format!("{:?}", s.stream_less_reason),
         unlisted_reason: format!("{:?}", s.unlisted_reason),
-        carrier: s.actions.iter().find(|a| a.carries_value).map(|a| a.name.clone()),
+        carrier: s
+            .actions
+            .iter()
+            .find(|a| a.carries_value)
+            .map(|a| a.name.clone()),
         rules: s
             .rules
             .iter()
@@ -322,7 +361,11 @@ fn streams_view(ir: &Ir, source: &str) -> StreamsView {
                 arms: r
                     .values
                     .iter()
-                    .map(|v| ArmView { value: v.value, action: v.action.clone(), reason: v.reason.as_ref().map(|r| format!("{r:?}")) })
+                    .map(|v| ArmView {
+                        value: v.value,
+                        action: v.action.clone(),
+                        reason: v.reason.as_ref().map(|r| format!("{r:?}")),
+                    })
                     .collect(),
                 pointers_above: r.pointers_above,
             })
@@ -353,17 +396,32 @@ struct ProtocolView {
 
 fn protocol_view(ir: &Ir, source: &str) -> ProtocolView {
     let mut consts = Vec::new();
-    for m in [&ir.protocol.dlpack, &ir.protocol.dlpack_device, &ir.protocol.from_dlpack] {
+    for m in [
+        &ir.protocol.dlpack,
+        &ir.protocol.dlpack_device,
+        &ir.protocol.from_dlpack,
+    ] {
         if let Some(c) = &m.const_name {
-            consts.push(ConstView { name: c.clone(), value: format!("{:?}", m.name), doc: doc_lines(&m.doc) });
+            consts.push(ConstView {
+                name: c.clone(),
+                value: format!("{:?}", m.name),
+                doc: doc_lines(&m.doc),
+            });
         }
         for k in &m.kwargs {
             let mut doc = vec![format!("Keyword `{}` of `{}`.", k.name, m.name)];
             doc.extend(doc_lines(&k.doc));
-            consts.push(ConstView { name: k.const_name.clone(), value: format!("{:?}", k.name), doc });
+            consts.push(ConstView {
+                name: k.const_name.clone(),
+                value: format!("{:?}", k.name),
+                doc,
+            });
         }
     }
-    ProtocolView { banner: banner(source), consts }
+    ProtocolView {
+        banner: banner(source),
+        consts,
+    }
 }
 
 /// Render the six Rust files.
@@ -374,7 +432,11 @@ pub fn render(ir: &Ir, source: &str) -> Result<Vec<Output>> {
         exceptions: ir
             .exceptions
             .iter()
-            .map(|e| ActionView { name: e.name.clone(), carries_value: false, doc: doc_lines(&e.doc) })
+            .map(|e| ActionView {
+                name: e.name.clone(),
+                carries_value: false,
+                doc: doc_lines(&e.doc),
+            })
             .collect(),
         failures: ir
             .failures
@@ -388,11 +450,29 @@ pub fn render(ir: &Ir, source: &str) -> Result<Vec<Output>> {
             .collect(),
     };
     Ok(vec![
-        Output { path: "rust/types.rs".into(), contents: render_template("rust/types.rs", &types_view(ir, source))? },
-        Output { path: "rust/dtypes.rs".into(), contents: render_template("rust/dtypes.rs", &dt)? },
-        Output { path: "rust/elements.rs".into(), contents: render_template("rust/elements.rs", &dt)? },
-        Output { path: "rust/streams.rs".into(), contents: render_template("rust/streams.rs", &streams_view(ir, source))? },
-        Output { path: "rust/errors.rs".into(), contents: render_template("rust/errors.rs", &errors)? },
-        Output { path: "rust/protocol.rs".into(), contents: render_template("rust/protocol.rs", &protocol_view(ir, source))? },
+        Output {
+            path: "rust/types.rs".into(),
+            contents: render_template("rust/types.rs", &types_view(ir, source))?,
+        },
+        Output {
+            path: "rust/dtypes.rs".into(),
+            contents: render_template("rust/dtypes.rs", &dt)?,
+        },
+        Output {
+            path: "rust/elements.rs".into(),
+            contents: render_template("rust/elements.rs", &dt)?,
+        },
+        Output {
+            path: "rust/streams.rs".into(),
+            contents: render_template("rust/streams.rs", &streams_view(ir, source))?,
+        },
+        Output {
+            path: "rust/errors.rs".into(),
+            contents: render_template("rust/errors.rs", &errors)?,
+        },
+        Output {
+            path: "rust/protocol.rs".into(),
+            contents: render_template("rust/protocol.rs", &protocol_view(ir, source))?,
+        },
     ])
 }

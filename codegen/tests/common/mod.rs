@@ -5,7 +5,10 @@ use std::path::{Path, PathBuf};
 
 /// The workspace root (the parent of `codegen/`).
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
 }
 
 /// `BLESS=1` rewrites expectations instead of comparing.
@@ -50,7 +53,8 @@ pub fn fixture_cases() -> Vec<String> {
 
 /// A scratch directory for one test (under cargo's per-target tmp dir).
 pub fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("dlbind-{name}-{}", std::process::id()));
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("dlbind-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("scratch dir");
     dir

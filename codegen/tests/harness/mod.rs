@@ -30,10 +30,20 @@ pub mod num_complex {
 macro_rules! include_generated {
     ($dir:literal, $spec:literal) => {
         pub mod ffi {
-            include!(concat!(env!("CARGO_MANIFEST_DIR"), "/../", $dir, "/rust/types.rs"));
+            include!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../",
+                $dir,
+                "/rust/types.rs"
+            ));
         }
         pub mod dtype_table {
-            include!(concat!(env!("CARGO_MANIFEST_DIR"), "/../", $dir, "/rust/dtypes.rs"));
+            include!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../",
+                $dir,
+                "/rust/dtypes.rs"
+            ));
         }
         pub mod element {
             pub trait DLPackElement: Copy + Send + Sync + 'static {
@@ -43,17 +53,37 @@ macro_rules! include_generated {
             mod generated {
                 #[allow(unused_imports)]
                 use $crate::harness::{half, num_complex};
-                include!(concat!(env!("CARGO_MANIFEST_DIR"), "/../", $dir, "/rust/elements.rs"));
+                include!(concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/../",
+                    $dir,
+                    "/rust/elements.rs"
+                ));
             }
         }
         pub mod stream_rules {
-            include!(concat!(env!("CARGO_MANIFEST_DIR"), "/../", $dir, "/rust/streams.rs"));
+            include!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../",
+                $dir,
+                "/rust/streams.rs"
+            ));
         }
         pub mod failure {
-            include!(concat!(env!("CARGO_MANIFEST_DIR"), "/../", $dir, "/rust/errors.rs"));
+            include!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../",
+                $dir,
+                "/rust/errors.rs"
+            ));
         }
         pub mod protocol {
-            include!(concat!(env!("CARGO_MANIFEST_DIR"), "/../", $dir, "/rust/protocol.rs"));
+            include!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../",
+                $dir,
+                "/rust/protocol.rs"
+            ));
         }
 
         fn spec_ir() -> dlbind_codegen::Ir {
@@ -67,7 +97,12 @@ macro_rules! include_generated {
             assert_eq!(dtype_table::DTYPES.len(), ir.dtypes.len());
             for (row, d) in dtype_table::DTYPES.iter().zip(&ir.dtypes) {
                 assert_eq!(row.name, d.name);
-                assert_eq!((row.dtype.code, row.dtype.bits, row.dtype.lanes), (d.code, d.bits, d.lanes), "{}", d.name);
+                assert_eq!(
+                    (row.dtype.code, row.dtype.bits, row.dtype.lanes),
+                    (d.code, d.bits, d.lanes),
+                    "{}",
+                    d.name
+                );
                 assert_eq!(row.numpy_typestr, d.numpy.as_deref());
                 assert_eq!(row.buffer_format, d.buffer.as_deref());
                 assert_eq!(row.rust_type, d.rust.as_deref());
@@ -82,15 +117,31 @@ macro_rules! include_generated {
             }
             assert_eq!(dtype_table::dtype_by_name("no_such_dtype"), None);
             assert_eq!(dtype_table::dtype_by_typestr(">f4"), None);
-            assert_eq!(dtype_table::dtype_by_dl(ffi::DLDataType { code: 200, bits: 8, lanes: 1 }), None);
+            assert_eq!(
+                dtype_table::dtype_by_dl(ffi::DLDataType {
+                    code: 200,
+                    bits: 8,
+                    lanes: 1
+                }),
+                None
+            );
             let codes = ir.dtype_code_enum().expect("code enum");
             for code in 0..=255u8 {
-                let rule = codes.values.iter().find(|v| v.value == code as i64).and_then(|v| v.bits);
+                let rule = codes
+                    .values
+                    .iter()
+                    .find(|v| v.value == code as i64)
+                    .and_then(|v| v.bits);
                 assert_eq!(dtype_table::required_bits(code), rule, "code {code}");
             }
-            let impls = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../", $dir, "/rust/elements.rs"))
-                .matches("impl super::DLPackElement for ")
-                .count();
+            let impls = include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../",
+                $dir,
+                "/rust/elements.rs"
+            ))
+            .matches("impl super::DLPackElement for ")
+            .count();
             assert_eq!(impls, ir.dtypes.iter().filter(|d| d.rust.is_some()).count());
         }
 
@@ -99,12 +150,18 @@ macro_rules! include_generated {
             let ir = spec_ir();
             let dev = ir.device_enum().expect("device enum");
             for v in &dev.values {
-                assert_eq!(ffi::DLDeviceType(v.value as i32).name(), Some(v.name.as_str()));
+                assert_eq!(
+                    ffi::DLDeviceType(v.value as i32).name(),
+                    Some(v.name.as_str())
+                );
             }
             assert_eq!(ffi::DLDeviceType(-7).name(), None);
             let codes = ir.dtype_code_enum().expect("code enum");
             for v in &codes.values {
-                assert_eq!(ffi::DLDataTypeCode(v.value as u8).name(), Some(v.name.as_str()));
+                assert_eq!(
+                    ffi::DLDataTypeCode(v.value as u8).name(),
+                    Some(v.name.as_str())
+                );
             }
         }
 
@@ -116,7 +173,18 @@ macro_rules! include_generated {
             let dev = ir.device_enum().expect("device enum");
             let mut devices: Vec<i64> = dev.values.iter().map(|v| v.value).collect();
             devices.extend([0, 5, 99, 1000, -1]);
-            let streams = [None, Some(-5), Some(-2), Some(-1), Some(0), Some(1), Some(2), Some(3), Some(4), Some(1 << 40)];
+            let streams = [
+                None,
+                Some(-5),
+                Some(-2),
+                Some(-1),
+                Some(0),
+                Some(1),
+                Some(2),
+                Some(3),
+                Some(4),
+                Some(1 << 40),
+            ];
             let mut checked = 0;
             for &d in &devices {
                 let dt = ffi::DLDeviceType(d as i32);
@@ -132,7 +200,8 @@ macro_rules! include_generated {
                             Some(x) => x.action.clone().ok_or(()),
                             None => match r.pointers_above {
                                 Some(p) if v > p => {
-                                    let carrier = s.actions.iter().find(|a| a.carries_value).unwrap();
+                                    let carrier =
+                                        s.actions.iter().find(|a| a.carries_value).unwrap();
                                     Ok(format!("{}({v})", carrier.name))
                                 }
                                 _ => Err(()),
@@ -141,7 +210,9 @@ macro_rules! include_generated {
                     };
                     let got = resolve_stream(dt, st);
                     match (&expected, &got) {
-                        (Ok(name), Ok(action)) => assert_eq!(&format!("{action:?}"), name, "device {d} stream {st:?}"),
+                        (Ok(name), Ok(action)) => {
+                            assert_eq!(&format!("{action:?}"), name, "device {d} stream {st:?}")
+                        }
                         (Err(()), Err(v)) => {
                             assert_eq!((v.device_type, v.stream), (dt, st));
                             assert!(!v.reason.is_empty());
@@ -150,7 +221,11 @@ macro_rules! include_generated {
                     }
                     checked += 1;
                 }
-                assert_eq!(consumer_default_stream(dt), rule.and_then(|r| r.consumer_default), "device {d}");
+                assert_eq!(
+                    consumer_default_stream(dt),
+                    rule.and_then(|r| r.consumer_default),
+                    "device {d}"
+                );
             }
             assert!(checked > 50);
             let _ = StreamAction::None;
@@ -175,13 +250,38 @@ macro_rules! include_generated {
             assert_eq!(protocol::DLPACK_METHOD, p.dlpack.name);
             assert_eq!(protocol::DLPACK_DEVICE_METHOD, p.dlpack_device.name);
             let kw: Vec<&str> = p.dlpack.kwargs.iter().map(|k| k.name.as_str()).collect();
-            assert_eq!(kw, [protocol::KW_STREAM, protocol::KW_MAX_VERSION, protocol::KW_DL_DEVICE, protocol::KW_COPY]);
-            let kw: Vec<&str> = p.from_dlpack.kwargs.iter().map(|k| k.name.as_str()).collect();
-            assert_eq!(kw, [protocol::FROM_DLPACK_KW_DEVICE, protocol::FROM_DLPACK_KW_COPY]);
+            assert_eq!(
+                kw,
+                [
+                    protocol::KW_STREAM,
+                    protocol::KW_MAX_VERSION,
+                    protocol::KW_DL_DEVICE,
+                    protocol::KW_COPY
+                ]
+            );
+            let kw: Vec<&str> = p
+                .from_dlpack
+                .kwargs
+                .iter()
+                .map(|k| k.name.as_str())
+                .collect();
+            assert_eq!(
+                kw,
+                [
+                    protocol::FROM_DLPACK_KW_DEVICE,
+                    protocol::FROM_DLPACK_KW_COPY
+                ]
+            );
             assert_eq!(ffi::DLPACK_MAJOR_VERSION, ir.version.major);
             assert_eq!(ffi::DLPACK_MINOR_VERSION, ir.version.minor);
-            assert_eq!(ffi::DLPACK_VERSIONED_CAPSULE_NAME.to_str().unwrap(), "dltensor_versioned");
-            assert_eq!(ffi::DLPACK_VERSIONED_USED_CAPSULE_NAME.to_str().unwrap(), "used_dltensor_versioned");
+            assert_eq!(
+                ffi::DLPACK_VERSIONED_CAPSULE_NAME.to_str().unwrap(),
+                "dltensor_versioned"
+            );
+            assert_eq!(
+                ffi::DLPACK_VERSIONED_USED_CAPSULE_NAME.to_str().unwrap(),
+                "used_dltensor_versioned"
+            );
         }
     };
 }

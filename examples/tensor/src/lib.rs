@@ -8,12 +8,14 @@
 use dlbind::alloc::AlignedBuffer;
 use dlbind::device::Device;
 use dlbind::dtype_table::{self, DTypeInfo};
+use dlbind::error::DlpackError;
 use dlbind::export::DataSource;
+use dlbind::failure::FailureKind;
 use dlbind::ffi::{DLDataType, DLDeviceType};
 use dlbind::prelude::*;
 use dlbind::storage::Buffer;
 use pyo3::exceptions::{PyBufferError, PyIndexError, PyMemoryError, PyTypeError, PyValueError};
-use pyo3::types::{PyBytes, PyTuple};
+use pyo3::types::{PyBytes, PyInt, PyTuple};
 
 mod view;
 
@@ -41,7 +43,10 @@ pub struct Tensor {
 fn lookup_dtype(name: &str) -> PyResult<&'static DTypeInfo> {
     dtype_table::dtype_by_name(name).ok_or_else(|| {
         let names: Vec<&str> = dtype_table::DTYPES.iter().map(|d| d.name).collect();
-        PyValueError::new_err(format!("unknown dtype {name:?}; valid: {}", names.join(", ")))
+        PyValueError::new_err(format!(
+            "unknown dtype {name:?}; valid: {}",
+            names.join(", ")
+        ))
     })
 }
 
@@ -53,7 +58,7 @@ fn elem_bits(dtype: DLDataType) -> u64 {
 /// Bytes of one element, or None for sub-byte dtypes.
 fn elem_bytes(dtype: DLDataType) -> Option<usize> {
     let bits = elem_bits(dtype);
-    (bits % 8 == 0).then_some((bits / 8) as usize)
+    bits.is_multiple_of(8).then_some((bits / 8) as usize)
 }
 
 fn numel(shape: &[i64]) -> PyResult<u64> {
@@ -61,7 +66,8 @@ fn numel(shape: &[i64]) -> PyResult<u64> {
         if d < 0 {
             return Err(PyValueError::new_err(format!("negative dimension {d}")));
         }
-        n.checked_mul(d as u64).ok_or_else(|| PyValueError::new_err("shape overflows"))
+        n.checked_mul(d as u64)
+            .ok_or_else(|| PyValueError::new_err("shape overflows"))
     })
 }
 
@@ -84,17 +90,23 @@ fn c_strides(shape: &[i64]) -> Vec<i64> {
     strides
 }
 
-/// `shape` as an int or a sequence of ints.
+/// `shape` as an int or a sequence of ints (checked without raising and catching).
 fn parse_shape(shape: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
-    let dims: Vec<i64> = if let Ok(n) = shape.extract::<i64>() {
-        vec![n]
+    let dims: Vec<i64> = if shape.is_instance_of::<PyInt>() {
+        vec![shape.extract::<i64>()?]
+    } else if let Ok(t) = shape.cast::<PyTuple>() {
+        t.iter()
+            .map(|d| d.extract::<i64>())
+            .collect::<PyResult<_>>()?
     } else {
         shape
             .extract::<Vec<i64>>()
             .map_err(|_| PyTypeError::new_err("shape must be an int or a sequence of ints"))?
     };
     if let Some(d) = dims.iter().find(|&&d| d < 0) {
-        return Err(PyValueError::new_err(format!("negative dimension {d} in shape")));
+        return Err(PyValueError::new_err(format!(
+            "negative dimension {d} in shape"
+        )));
     }
     Ok(dims)
 }
@@ -115,7 +127,12 @@ fn normalize_axis(axis: i64, ndim: usize) -> PyResult<usize> {
 }
 
 /// Python's `slice(start, stop, step).indices(len)` followed by the resulting length.
-fn slice_indices(start: Option<i64>, stop: Option<i64>, step: i64, len: i64) -> PyResult<(i64, i64)> {
+fn slice_indices(
+    start: Option<i64>,
+    stop: Option<i64>,
+    step: i64,
+    len: i64,
+) -> PyResult<(i64, i64)> {
     if step == 0 {
         return Err(PyValueError::new_err("slice step cannot be zero"));
     }
@@ -129,10 +146,17 @@ fn slice_indices(start: Option<i64>, stop: Option<i64>, step: i64, len: i64) -> 
     let (start, stop) = if step > 0 {
         (clamp(start, 0, 0, len), clamp(stop, len, 0, len))
     } else {
-        (clamp(start, len - 1, -1, len - 1), clamp(stop, -1, -1, len - 1))
+        (
+            clamp(start, len - 1, -1, len - 1),
+            clamp(stop, -1, -1, len - 1),
+        )
     };
     let count = if step > 0 {
-        if stop > start { (stop - start - 1) / step + 1 } else { 0 }
+        if stop > start {
+            (stop - start - 1) / step + 1
+        } else {
+            0
+        }
     } else if start > stop {
         (start - stop - 1) / (-step) + 1
     } else {
@@ -177,7 +201,11 @@ impl Tensor {
         readonly: bool,
     ) -> PyResult<Tensor> {
         let this = slf.get();
-        let eb = if elem_offset == 0 { Some(1) } else { elem_bytes(this.dtype) };
+        let eb = if elem_offset == 0 {
+            Some(1)
+        } else {
+            elem_bytes(this.dtype)
+        };
         let Some(eb) = eb else {
             return Err(PyValueError::new_err(format!(
                 "views of sub-byte dtype {} are not supported",
@@ -189,13 +217,31 @@ impl Tensor {
             .and_then(|b| isize::try_from(b).ok())
             .ok_or_else(|| PyValueError::new_err("offset overflows"))?;
         let owner = slf.clone().into_any().unbind();
-        let data = this.ptr().wrapping_offset(byte_offset).cast::<std::ffi::c_void>();
+        let data = this
+            .ptr()
+            .wrapping_offset(byte_offset)
+            .cast::<std::ffi::c_void>();
         // SAFETY: `data` with `shape`/`strides` addresses elements of `this` (the offset and
         // strides come from in-bounds indices of `this`), and `owner` keeps them alive.
         let buf = unsafe {
-            view::share(owner, data, this.dtype, &shape, &strides, this.device, readonly)
+            view::share(
+                owner,
+                data,
+                this.dtype,
+                &shape,
+                &strides,
+                this.device,
+                readonly,
+            )
         }?;
-        Ok(Tensor { buf, dtype: this.dtype, shape, strides, device: this.device, readonly })
+        Ok(Tensor {
+            buf,
+            dtype: this.dtype,
+            shape,
+            strides,
+            device: this.device,
+            readonly,
+        })
     }
 
     fn ptr(&self) -> *mut u8 {
@@ -260,12 +306,35 @@ fn fill_arange(name: &str, n: usize, out: &mut [u8]) -> PyResult<()> {
 #[pymethods]
 impl Tensor {
     /// A C-contiguous, 64-byte aligned, writable tensor of zeros.
+    ///
+    /// `device`: None, "cpu" or a `(device_type, device_id)` tuple. Only host memory is
+    /// allocated by this build; other devices raise the spec's `DeviceUnavailable` error.
     #[staticmethod]
-    #[pyo3(signature = (shape, dtype = "float32"))]
-    fn zeros(shape: &Bound<'_, PyAny>, dtype: &str) -> PyResult<Tensor> {
+    #[pyo3(signature = (shape, dtype = "float32", device = None))]
+    fn zeros(
+        shape: &Bound<'_, PyAny>,
+        dtype: &str,
+        device: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Tensor> {
         let shape = parse_shape(shape)?;
         let info = lookup_dtype(dtype)?;
-        let buf = alloc_zeroed(packed_nbytes(&shape, info.dtype)?)?;
+        let nbytes = packed_nbytes(&shape, info.dtype)?;
+        match dlbind::python::parse_device_arg(device)? {
+            None => {}
+            Some(d) if d == Device::CPU => {}
+            Some(d) => {
+                // TODO(gpu): allocate through the runtime's GPU support once it is exported
+                // (wrap the allocation with `view::share`, which takes any owner).
+                return Err(DlpackError::new(
+                    FailureKind::DeviceUnavailable,
+                    format!(
+                        "Tensor.zeros cannot allocate on device {d}: GPU support is not available"
+                    ),
+                )
+                .into());
+            }
+        }
+        let buf = alloc_zeroed(nbytes)?;
         Ok(Tensor::owned(buf, shape, info.dtype, false))
     }
 
@@ -373,7 +442,10 @@ impl Tensor {
     fn __repr__(&self) -> String {
         let tuple = |v: &[i64]| match v {
             [x] => format!("({x},)"),
-            v => format!("({})", v.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")),
+            v => format!(
+                "({})",
+                v.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
+            ),
         };
         format!(
             "Tensor(shape={}, dtype={}, strides={}, device={:?}, readonly={})",
@@ -390,12 +462,16 @@ impl Tensor {
         if !matches!(self.device.device_type, DLDeviceType::kDLCPU)
             && !self.device.is_host_accessible()
         {
-            return Err(PyBufferError::new_err("tobytes() needs host-accessible memory"));
+            return Err(PyBufferError::new_err(
+                "tobytes() needs host-accessible memory",
+            ));
         }
         let nbytes = packed_nbytes(&self.shape, self.dtype)?;
         let elem = match elem_bytes(self.dtype) {
             Some(b) => dlbind::copy::ElemSize::Bytes(b),
-            None => dlbind::copy::ElemSize::SubByte { bits: elem_bits(self.dtype) as u32 },
+            None => dlbind::copy::ElemSize::SubByte {
+                bits: elem_bits(self.dtype) as u32,
+            },
         };
         let src = self.ptr() as *const u8;
         PyBytes::new_with(py, nbytes, |dst| {
@@ -424,7 +500,11 @@ impl Tensor {
         let this = slf.get();
         let a = normalize_axis(axis, this.shape.len())?;
         let mut strides = this.strides.clone();
-        let offset = if this.shape[a] > 0 { (this.shape[a] - 1) * strides[a] } else { 0 };
+        let offset = if this.shape[a] > 0 {
+            (this.shape[a] - 1) * strides[a]
+        } else {
+            0
+        };
         strides[a] = -strides[a];
         Tensor::view(slf, offset, this.shape.clone(), strides, this.readonly)
     }
@@ -477,7 +557,14 @@ fn import(
     let dtype = imported.dtype();
     let device = imported.device();
     let readonly = imported.readonly();
-    Ok(Tensor { buf: Buffer::from(imported), dtype, shape, strides, device, readonly })
+    Ok(Tensor {
+        buf: Buffer::from(imported),
+        dtype,
+        shape,
+        strides,
+        device,
+        readonly,
+    })
 }
 
 /// Import any DLPack producer as a zero-copy `Tensor` view where possible.
@@ -525,9 +612,17 @@ mod tests {
 
     #[test]
     fn packed_sizes() {
-        let f4 = DLDataType { code: 17, bits: 4, lanes: 1 };
+        let f4 = DLDataType {
+            code: 17,
+            bits: 4,
+            lanes: 1,
+        };
         assert_eq!(packed_nbytes(&[3], f4).unwrap(), 2);
-        let f6 = DLDataType { code: 15, bits: 6, lanes: 1 };
+        let f6 = DLDataType {
+            code: 15,
+            bits: 6,
+            lanes: 1,
+        };
         assert_eq!(packed_nbytes(&[2, 3], f6).unwrap(), 5);
         assert_eq!(c_strides(&[2, 3, 4]), vec![12, 4, 1]);
         assert_eq!(c_strides(&[]), Vec::<i64>::new());

@@ -15,34 +15,35 @@ use dlbind::ffi::{
 };
 use dlbind::import::ImportedTensor;
 use dlbind::storage::Buffer;
-use pyo3::prelude::*;
+use pyo3::PyResult;
 
 #[repr(C)]
-struct ViewCtx {
+struct ViewCtx<O> {
     /// First field: the deleter recovers the `Box<ViewCtx>` from the managed-tensor pointer.
     managed: DLManagedTensorVersioned,
-    owner: Py<PyAny>,
+    owner: O,
     dims: Box<[i64]>,
 }
 
-unsafe extern "C" fn view_deleter(m: *mut DLManagedTensorVersioned) {
+unsafe extern "C" fn view_deleter<O>(m: *mut DLManagedTensorVersioned) {
     if m.is_null() {
         return;
     }
-    // SAFETY: `m` is the first field of a `ViewCtx` leaked by `share`; called exactly once.
-    let ctx = unsafe { Box::from_raw(m.cast::<ViewCtx>()) };
-    // Dropping `owner` decrefs now when attached to the interpreter, or defers it to PyO3's
-    // reference pool otherwise.
+    // SAFETY: `m` is the first field of a `ViewCtx<O>` leaked by `share`; called exactly once.
+    let ctx = unsafe { Box::from_raw(m.cast::<ViewCtx<O>>()) };
+    // For a `Py<…>` owner, dropping decrefs now when attached to the interpreter, or defers
+    // it to PyO3's reference pool otherwise.
     drop(ctx);
 }
 
-/// A `Buffer` whose element 0 is `data`, kept valid by `owner`.
+/// A `Buffer` whose element 0 is `data`, kept valid by `owner` (a `Py<Tensor>` for views; any
+/// owning handle, e.g. a device allocation, works).
 ///
 /// # Safety
 /// `data` with `shape`/`strides` (elements) must address memory owned by `owner` that stays
 /// valid while `owner` lives.
-pub unsafe fn share(
-    owner: Py<PyAny>,
+pub unsafe fn share<O: Send + 'static>(
+    owner: O,
     data: *mut c_void,
     dtype: DLDataType,
     shape: &[i64],
@@ -54,10 +55,17 @@ pub unsafe fn share(
     let dims: Box<[i64]> = shape.iter().chain(strides).copied().collect();
     let mut ctx = Box::new(ViewCtx {
         managed: DLManagedTensorVersioned {
-            version: DLPackVersion { major: DLPACK_MAJOR_VERSION, minor: DLPACK_MINOR_VERSION },
+            version: DLPackVersion {
+                major: DLPACK_MAJOR_VERSION,
+                minor: DLPACK_MINOR_VERSION,
+            },
             manager_ctx: ptr::null_mut(),
-            deleter: Some(view_deleter),
-            flags: if readonly { DLPACK_FLAG_BITMASK_READ_ONLY } else { 0 },
+            deleter: Some(view_deleter::<O>),
+            flags: if readonly {
+                DLPACK_FLAG_BITMASK_READ_ONLY
+            } else {
+                0
+            },
             dl_tensor: DLTensor {
                 data,
                 device: device.to_dl(),

@@ -73,8 +73,9 @@ fn driver_err(what: &str, e: DriverError, default: FailureKind) -> DlpackError {
         | R::CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE => FailureKind::DeviceUnavailable,
         _ => default,
     };
-    // DriverError's Debug asks the driver for the message (the library is loaded by now).
-    DlpackError::new(kind, format!("CUDA {what} failed: {e:?}"))
+    // The CUresult name only: DriverError's Debug would call cuGetErrorString, which a broken
+    // or stub driver may lack.
+    DlpackError::new(kind, format!("CUDA {what} failed: {:?}", e.0))
 }
 
 fn cu_stream(s: StreamHandle) -> sys::CUstream {

@@ -33,8 +33,9 @@ pub mod cuda;
 mod plan_tests;
 
 pub use plan::{
-    ExportOutcome, ExportPlan, ExportRequest, PlanKind, Step, TensorLayout, consumer_stream_for,
-    consumer_stream_from_current, execute_export, plan_export,
+    ExportOutcome, ExportPlan, ExportRequest, PlanKind, Step, TensorLayout, can_copy,
+    consumer_stream_for, consumer_stream_from_current, consumer_stream_with, execute_export,
+    plan_export, run_export,
 };
 
 /// A raw stream handle (`CUstream` / `hipStream_t` as an integer).
@@ -303,8 +304,7 @@ pub fn default_runtime() -> Result<Arc<dyn DeviceRuntime>> {
     }
     #[cfg(not(feature = "cuda"))]
     {
-        Err(DlpackError::new(
-            FailureKind::DeviceUnavailable,
+        Err(unavailable(
             "GPU support is not available: dlbind was built without the `cuda` feature",
         ))
     }

@@ -18,8 +18,9 @@
 //! | other stream-less device → itself | zero-copy | zero-copy | UnsupportedDevice |
 //! | anything else | UnsupportedDevice | UnsupportedDevice | UnsupportedDevice |
 //!
-//! Streams: the stream is checked against the target device first (CUDA: 0 rejected; ROCm: 1
-//! and 2 rejected; stream-less targets such as CPU: only None) → `InvalidStream`. `-1` means the
+//! Streams: the stream is checked against the target device (CUDA: 0 rejected; ROCm: 1
+//! and 2 rejected; stream-less targets such as CPU: only None) → `InvalidStream`, after the
+//! device / copy checks (their BufferErrors win, as in `export::request`). `-1` means the
 //! consumer synchronises: no event; a copy made for such a consumer runs on the producer
 //! stream and that one stream is synchronised before returning (the consumer cannot wait on a
 //! stream it does not know). For stream-less targets (CPU, CUDAHost, CUDAManaged) the producer
@@ -280,16 +281,26 @@ fn order_streams(
 pub fn plan_export(req: &ExportRequest) -> Result<ExportPlan> {
     let src = req.device;
     let target = req.dl_device.unwrap_or(src);
-    let action = resolve_stream(target.device_type, req.stream).map_err(|v| {
-        let shown = match v.stream {
-            Some(s) => s.to_string(),
-            None => "None".to_string(),
-        };
-        err(
-            FailureKind::InvalidStream,
-            format!("invalid stream={shown} for device {target}: {}", v.reason),
-        )
-    })?;
+    let action = match resolve_stream(target.device_type, req.stream) {
+        Ok(action) => action,
+        Err(v) => {
+            // Device and copy errors (BufferError) win over a bad stream, as in
+            // `export::request`: plan again with the target's default stream first.
+            let probe = ExportRequest {
+                stream: consumer_default_stream(target.device_type),
+                ..*req
+            };
+            plan_export(&probe)?;
+            let shown = match v.stream {
+                Some(s) => s.to_string(),
+                None => "None".to_string(),
+            };
+            return Err(err(
+                FailureKind::InvalidStream,
+                format!("invalid stream={shown} for device {target}: {}", v.reason),
+            ));
+        }
+    };
     let no_sync = action == StreamAction::NoSync;
     // Only GPU memory (device, pinned, managed, ROCm host) has producer streams; a stream
     // reported for anything else is ignored.
@@ -527,6 +538,31 @@ pub fn plan_export(req: &ExportRequest) -> Result<ExportPlan> {
     Err(unsupported(""))
 }
 
+impl ExportPlan {
+    /// Whether [`execute_export`] needs a [`DeviceRuntime`] (any step at all). A zero-copy
+    /// plan without steps (CPU data, nothing pending) can be served without a driver.
+    pub fn needs_runtime(&self) -> bool {
+        !self.steps.is_empty()
+    }
+}
+
+/// Whether this planner can copy memory of `from` into fresh memory of `to` (with
+/// `copy=True`, a C-contiguous source and the target's default stream): the answer for
+/// `export::request::DeviceRuntime::can_copy`. Whether a driver is present is only known
+/// when the plan runs ([`super::default_runtime`]).
+pub fn can_copy(from: Device, to: Device) -> bool {
+    let probe = ExportRequest {
+        device: from,
+        producer_stream: None,
+        dl_device: Some(to),
+        stream: consumer_default_stream(to.device_type),
+        copy: Some(true),
+        contiguous: true,
+        bytes: 0,
+    };
+    plan_export(&probe).is_ok()
+}
+
 fn push_device_copy(
     steps: &mut Vec<Step>,
     dev: Device,
@@ -699,6 +735,28 @@ pub fn execute_export(
             Err(e)
         }
     }
+}
+
+/// [`execute_export`] with the process-wide runtime ([`super::default_runtime`]), fetched only
+/// when the plan has steps: a zero-copy plan with nothing to synchronise (e.g. pinned memory
+/// with no pending work, exported to CPU) works without a driver. This is what `__dlpack__`
+/// calls after [`plan_export`]. Errors: `DeviceUnavailable` (BufferError) when steps need a
+/// driver and there is none, plus the runtime's errors.
+pub fn run_export(
+    plan: &ExportPlan,
+    src: DevicePtr,
+    layout: &TensorLayout<'_>,
+) -> Result<ExportOutcome> {
+    if !plan.needs_runtime() {
+        return Ok(ExportOutcome {
+            allocation: None,
+            target: plan.target,
+            is_copied: plan.is_copied,
+            needs_host_copy: plan.kind == PlanKind::HostCopy,
+        });
+    }
+    let runtime = super::default_runtime()?;
+    execute_export(&runtime, plan, src, layout)
 }
 
 fn internal(what: &str) -> DlpackError {

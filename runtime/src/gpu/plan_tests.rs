@@ -91,6 +91,21 @@ fn stream_rules_follow_the_target_device() {
     ];
     for &(dev, target, stream) in cases {
         for copy in [None, Some(true), Some(false)] {
+            let t = target.unwrap_or(dev);
+            let default_stream = crate::stream_rules::consumer_default_stream(t.device_type);
+            if let Err(device_error) =
+                plan_export(&req(dev, Some(A), target, default_stream, copy, true))
+            {
+                // a device / copy error (BufferError) wins over the bad stream
+                let e = plan_export(&req(dev, Some(A), target, stream, copy, true)).unwrap_err();
+                assert_eq!(
+                    e.kind(),
+                    device_error.kind(),
+                    "{dev} -> {target:?} stream {stream:?}"
+                );
+                assert_eq!(e.kind().exception(), PyExceptionKind::BufferError);
+                continue;
+            }
             let e = plan_export(&req(dev, Some(A), target, stream, copy, true)).unwrap_err();
             assert_eq!(
                 e.kind(),
@@ -866,10 +881,19 @@ fn decision_table_invariants() {
                             let res = plan_export(&r);
                             let Ok(plan) = res else {
                                 let k = res.unwrap_err().kind();
-                                if !valid_stream {
-                                    assert_eq!(k, FailureKind::InvalidStream, "{r:?}");
-                                } else {
-                                    assert_ne!(k, FailureKind::InvalidStream, "{r:?}");
+                                // device/copy errors win; else a bad stream is InvalidStream
+                                let probe = ExportRequest {
+                                    stream: crate::stream_rules::consumer_default_stream(
+                                        t.device_type,
+                                    ),
+                                    ..r
+                                };
+                                match plan_export(&probe) {
+                                    Err(e) => assert_eq!(k, e.kind(), "{r:?}"),
+                                    Ok(_) => {
+                                        assert!(!valid_stream, "{r:?}");
+                                        assert_eq!(k, FailureKind::InvalidStream, "{r:?}");
+                                    }
                                 }
                                 continue;
                             };
@@ -1016,6 +1040,93 @@ fn empty_tensors_skip_copies() {
             .iter()
             .any(|c| matches!(c, Call::Copy { .. } | Call::StridedCopy { .. }))
     );
+}
+
+#[test]
+fn device_errors_win_over_stream_errors() {
+    // unsupported pair + bad stream → UnsupportedDevice
+    assert_eq!(
+        err_kind(req(
+            cuda0(),
+            Some(A),
+            Some(Device::cuda(1)),
+            Some(0),
+            None,
+            true
+        )),
+        FailureKind::UnsupportedDevice
+    );
+    // copy=False + copy needed + bad stream → CopyRequired
+    assert_eq!(
+        err_kind(req(
+            cuda0(),
+            Some(A),
+            Some(Device::CPU),
+            Some(1),
+            Some(false),
+            true
+        )),
+        FailureKind::CopyRequired
+    );
+    // otherwise the stream
+    assert_eq!(
+        err_kind(req(
+            cuda0(),
+            Some(A),
+            Some(Device::CPU),
+            Some(1),
+            None,
+            true
+        )),
+        FailureKind::InvalidStream
+    );
+}
+
+#[test]
+fn can_copy_and_needs_runtime() {
+    assert!(can_copy(cuda0(), Device::CPU));
+    assert!(can_copy(cuda0(), cuda0()));
+    assert!(can_copy(Device::CPU, cuda0()));
+    assert!(can_copy(Device::CUDA_HOST, Device::CPU));
+    assert!(can_copy(Device::CUDA_MANAGED, Device::CUDA_MANAGED));
+    assert!(can_copy(Device::CPU, Device::CPU));
+    assert!(!can_copy(cuda0(), Device::cuda(1)));
+    assert!(!can_copy(Device::rocm(0), Device::CPU));
+    assert!(!can_copy(Device::CPU, Device::CUDA_HOST));
+    let p = plan_export(&req(Device::CPU, None, None, None, None, true)).unwrap();
+    assert!(!p.needs_runtime());
+    let p = plan_export(&req(cuda0(), None, None, Some(1), None, true)).unwrap();
+    assert!(
+        !p.needs_runtime(),
+        "nothing pending on the producer: no runtime needed"
+    );
+    let p = plan_export(&req(cuda0(), Some(A), None, Some(1), None, true)).unwrap();
+    assert!(p.needs_runtime());
+}
+
+#[test]
+fn run_export_needs_no_runtime_for_plans_without_steps() {
+    let p = plan_export(&req(
+        Device::CUDA_HOST,
+        None,
+        Some(Device::CPU),
+        None,
+        Some(false),
+        true,
+    ))
+    .unwrap();
+    let out = run_export(&p, SRC, &layout(true)).unwrap();
+    assert_eq!(out.target, Device::CPU);
+    assert!(!out.is_copied && out.allocation.is_none() && !out.needs_host_copy);
+    let p = plan_export(&req(Device::CPU, None, None, None, Some(true), true)).unwrap();
+    assert!(run_export(&p, SRC, &layout(true)).unwrap().needs_host_copy);
+    // steps but no GPU runtime on this machine → DeviceUnavailable (BufferError)
+    if default_runtime().is_err() {
+        let p = plan_export(&req(cuda0(), Some(A), Some(Device::CPU), None, None, true)).unwrap();
+        let e = run_export(&p, SRC, &layout(true)).unwrap_err();
+        assert_eq!(e.kind(), FailureKind::DeviceUnavailable);
+        assert_eq!(e.kind().exception(), PyExceptionKind::BufferError);
+    }
 }
 
 // ---------------------------------------------------------------- layout helpers
