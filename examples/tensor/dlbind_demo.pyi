@@ -18,7 +18,8 @@ class Tensor:
     ) -> Tensor:
         """C-contiguous, 64-byte aligned, writable zeros; sub-byte dtypes are packed.
 
-        `device` other than the CPU raises BufferError when GPU support is unavailable.
+        `device`: None/"cpu", or `(kDLCUDA | kDLCUDAHost | kDLCUDAManaged, id)` for GPU memory
+        (BufferError when GPU support or the driver is unavailable).
         """
     @staticmethod
     def arange(n: int, dtype: str = "float32") -> Tensor:

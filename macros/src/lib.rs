@@ -1,9 +1,9 @@
 //! `#[derive(DLPackExport)]`: zero-copy DLPack export for `#[pyclass]` array types.
 //!
-//! A thin proc-macro crate: [`attr`] parses `#[dlpack(...)]` with syn, [`model`] validates the
-//! struct into a small model (against the spec's dtype table, read through `dlbind-codegen`),
-//! and [`expand`] turns the model into code with quote. Use it through `dlbind`, which re-exports
-//! it (`use dlbind::prelude::*;`): the expansion refers to `::dlbind::…` paths.
+//! A thin proc-macro crate: `attr` parses `#[dlpack(...)]` with syn, `model` validates the
+//! struct into a small model (against the spec's dtype table, read through `dlbind-codegen` by
+//! `spec_source`), and `expand` turns the model into code with quote. Use it through `dlbind`,
+//! which re-exports it (`use dlbind::prelude::*;`): the expansion refers to `::dlbind::…` paths.
 //!
 //! ```ignore
 //! use dlbind::prelude::*;
@@ -17,8 +17,23 @@
 //! }
 //! ```
 //!
-//! Keys: on fields `data`, `array`, `shape`, `strides`, `dtype`, `device`, `readonly`;
-//! on the struct `dtype = "<spec dtype name>"` and `readonly`.
+//! | key | where | field type | meaning |
+//! |---|---|---|---|
+//! | `data` | field | `Vec<T>`, `Box<[T]>`, `Arc<[T]>` (`T: DLPackElement`), or any `dlbind::export::DataSource` (e.g. `dlbind::storage::Buffer`) | element 0; dtype from `T` unless given |
+//! | `array` | field | owned `ndarray` array (`ArrayD<T>`, `Array<T, D>`, `Array1<T>`…) | data, shape, strides and dtype (runtime feature `ndarray`) |
+//! | `shape` | field | `Vec<I>`, `Box<[I]>`, `[I; N]` (any integer `I`) or a type that derefs to `[I]` | required unless `array` |
+//! | `strides` | field | as `shape`, in elements | optional; absent = C-contiguous |
+//! | `dtype` | field | `dlbind::ffi::DLDataType` | dynamic dtype |
+//! | `dtype = "bfloat16"` | struct | — | a dtype name from the spec's table (raw storage) |
+//! | `device` | field | `dlbind::device::Device` | default CPU |
+//! | `readonly` | field (`bool`) or struct | — | default writable |
+//!
+//! Misuse is a compile error pointing at the offending span; see `tests/ui/cases/`.
+//! The emitted `__dlpack__` takes its method and keyword names from the spec IR
+//! (`dlbind_codegen::ir::Ir::try_embedded()`), so editing the spec and rebuilding changes them.
+//!
+//! Adding an emitted item (e.g. issue 5's `__dlpack_c_exchange_api__` or the buffer-protocol
+//! bridges) means one more function in `expand.rs` fed by the same `model::Model`.
 
 use proc_macro::TokenStream;
 use syn::{DeriveInput, parse_macro_input};

@@ -373,7 +373,7 @@ fn finish(
     }
     for (f, key) in [(&slots.shape, Key::Shape), (&slots.strides, Key::Strides)] {
         if let Some(f) = f
-            && int_list_elem(&f.ty).is_none()
+            && !is_dims_type(&f.ty)
         {
             ok = false;
             push_err(
@@ -382,7 +382,7 @@ fn finish(
                     f.span,
                     format!(
                         "`#[dlpack({})]` expects `Vec<I>`, `Box<[I]>` or `[I; N]` with `I` an \
-                         integer type",
+                         integer type (or a type that derefs to `[I]`)",
                         key.name()
                     ),
                 ),
@@ -591,13 +591,25 @@ fn is_integer(ty: &Type) -> bool {
     }
 }
 
-/// `Vec<I>`, `Box<[I]>`, `[I; N]` with `I` an integer type → I.
-pub fn int_list_elem(ty: &Type) -> Option<Type> {
-    let elem = match strip(ty) {
-        Type::Array(a) => (*a.elem).clone(),
-        t => slice_elem(t)?,
-    };
-    is_integer(&elem).then_some(elem)
+/// Whether `ty` can be a shape/strides field: `Vec<I>`, `Box<[I]>`, `Arc<[I]>`, `[I; N]` with `I`
+/// an integer type, or another named type (e.g. a small inline vector) that the compiler will
+/// check derefs to `[I]`. Scalars, tuples, references and containers of non-integers are not.
+pub fn is_dims_type(ty: &Type) -> bool {
+    match strip(ty) {
+        Type::Array(a) => is_integer(&a.elem),
+        t @ Type::Path(p) if p.qself.is_none() => match slice_elem(t) {
+            Some(elem) => is_integer(&elem),
+            None => {
+                let scalar = p.path.get_ident().is_some_and(|i| {
+                    INTEGERS.contains(&i.to_string().as_str())
+                        || ["f32", "f64", "bool", "char", "str", "String"]
+                            .contains(&i.to_string().as_str())
+                });
+                !scalar
+            }
+        },
+        _ => false,
+    }
 }
 
 /// A normalised key for matching element types against the spec's `rust_type` column:
@@ -808,10 +820,25 @@ mod tests {
 
     #[test]
     fn bad_shape_type() {
-        let e = err(parse_quote! {
-            struct T { #[dlpack(data)] a: Vec<u8>, #[dlpack(shape)] s: Vec<f32> }
-        });
-        assert!(e.contains("integer type"), "{e}");
+        for ty in [
+            quote::quote!(Vec<f32>),
+            quote::quote!(usize),
+            quote::quote!((usize, usize)),
+            quote::quote!([f64; 2]),
+            quote::quote!(&'static [usize]),
+        ] {
+            let input: DeriveInput = syn::parse2(quote::quote! {
+                struct T { #[dlpack(data)] a: Vec<u8>, #[dlpack(shape)] s: #ty }
+            })
+            .unwrap();
+            let e = err(input);
+            assert!(e.contains("integer type"), "{ty}: {e}");
+        }
+        // A named container type is left to the compiler (it must deref to `[I]`).
+        model(parse_quote! {
+            struct T { #[dlpack(data)] a: Vec<u8>, #[dlpack(shape)] s: Dims, #[dlpack(strides)] t: Box<[isize]> }
+        })
+        .unwrap();
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //!
 //! Run: `cargo bench -p dlbind --bench copy`.
 
-use criterion::{BenchmarkId, Criterion, Throughput, black_box, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use std::hint::black_box;
 use dlbind::alloc::AlignedBuffer;
 use dlbind::copy::{ElemSize, copy_to_contiguous};
 

@@ -15,6 +15,7 @@ use pyo3::prelude::*;
 use pyo3::pyclass::boolean_struct::{False, True};
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyString, PyTuple};
+use pyo3::Borrowed;
 use pyo3::PyClass;
 
 use crate::device::Device;
@@ -408,4 +409,158 @@ pub fn parse_copy_arg(copy: Option<&Bound<'_, PyAny>>) -> PyResult<Option<bool>>
             Err(type_error("copy must be None, True or False").into())
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Optional fast path: a raw METH_FASTCALL | METH_KEYWORDS `__dlpack__`.
+// ---------------------------------------------------------------------------------------------
+
+/// Parses vectorcall keyword arguments for `__dlpack__` into (stream, max_version, dl_device,
+/// copy). Names are matched by identity with the interned generated names first (what the
+/// interpreter passes for literal keywords), then by value.
+///
+/// # Safety
+/// `args` holds `nargs + len(kwnames)` live objects; `kwnames` is NULL or a tuple of str.
+unsafe fn parse_fastcall_kwargs<'a, 'py>(
+    py: Python<'py>,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> PyResult<[Option<Borrowed<'a, 'py, PyAny>>; 4]> {
+    let mut out: [Option<Borrowed<'a, 'py, PyAny>>; 4] = [None, None, None, None];
+    if nargs != 0 {
+        return Err(PyTypeError::new_err(format!(
+            "{}() takes no positional arguments ({nargs} given)",
+            protocol::DLPACK_METHOD
+        )));
+    }
+    if kwnames.is_null() {
+        return Ok(out);
+    }
+    let n = names(py);
+    let order = [&n.kw_stream, &n.kw_max_version, &n.kw_dl_device, &n.kw_copy];
+    // SAFETY: caller contract (kwnames is a tuple; values follow the positional args).
+    unsafe {
+        let nkw = ffi::PyTuple_GET_SIZE(kwnames);
+        for i in 0..nkw {
+            let name = ffi::PyTuple_GET_ITEM(kwnames, i);
+            let mut slot = order.iter().position(|s| s.as_ptr() == name);
+            if slot.is_none() {
+                for (j, s) in order.iter().enumerate() {
+                    if ffi::PyUnicode_Compare(name, s.as_ptr()) == 0 {
+                        slot = Some(j);
+                        break;
+                    }
+                }
+                if !ffi::PyErr_Occurred().is_null() {
+                    ffi::PyErr_Clear();
+                }
+            }
+            let Some(j) = slot else {
+                let name = Borrowed::from_ptr(py, name);
+                return Err(PyTypeError::new_err(format!(
+                    "{}() got an unexpected keyword argument '{}'",
+                    protocol::DLPACK_METHOD,
+                    name.str().map(|s| s.to_string()).unwrap_or_default()
+                )));
+            };
+            if out[j].is_some() {
+                return Err(PyTypeError::new_err(format!("{}() got multiple values for a keyword argument", protocol::DLPACK_METHOD)));
+            }
+            out[j] = Some(Borrowed::from_ptr(py, *args.offset(nargs + i)));
+        }
+    }
+    Ok(out)
+}
+
+/// A raw `METH_FASTCALL | METH_KEYWORDS` implementation of
+/// `__dlpack__(self, /, *, stream=None, max_version=None, dl_device=None, copy=None)` for `T`
+/// (keyword names from the generated `protocol` module). Installed by
+/// [`install_fast_dlpack`]; semantics identical to [`dlpack_method`].
+///
+/// # Safety
+/// Called by CPython through a method descriptor of `T`'s type (so `slf` is a `T` instance),
+/// with the GIL held.
+pub unsafe extern "C" fn dlpack_fastcall<T>(
+    slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargsf: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject
+where
+    T: PyClass + DLPackSource,
+    T::Frozen: SourceAccess<T>,
+{
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: CPython holds the GIL for us; the descriptor checked `slf`'s type.
+        unsafe {
+            let py = Python::assume_attached();
+            let nargs = ffi::PyVectorcall_NARGS(nargsf as usize);
+            let res = parse_fastcall_kwargs(py, args, nargs, kwnames).and_then(|[s, mv, dd, c]| {
+                let slf = Borrowed::from_ptr(py, slf).cast_unchecked::<T>();
+                dlpack_method(&slf, s.as_deref(), mv.as_deref(), dd.as_deref(), c.as_deref())
+            });
+            match res {
+                Ok(o) => o.into_ptr(),
+                Err(e) => {
+                    e.restore(py);
+                    ptr::null_mut()
+                }
+            }
+        }
+    }));
+    r.unwrap_or_else(|_| {
+        // SAFETY: GIL held; report the panic as a Python exception.
+        unsafe {
+            let py = Python::assume_attached();
+            pyo3::exceptions::PySystemError::new_err("panic in __dlpack__").restore(py);
+        }
+        ptr::null_mut()
+    })
+}
+
+/// Replaces `T.__dlpack__` (e.g. the one `#[derive(DLPackExport)]` generated) by
+/// [`dlpack_fastcall::<T>`]: same semantics, but keyword names are matched by identity with
+/// interned names instead of PyO3's general argument parser. Optional; call it once at module
+/// init after the class is added. Safe to call more than once.
+pub fn install_fast_dlpack<T>(py: Python<'_>) -> PyResult<()>
+where
+    T: PyClass + DLPackSource,
+    T::Frozen: SourceAccess<T>,
+{
+    let ty = T::type_object(py);
+    let n = names(py);
+    // Name and signature text from the generated protocol names (leaked once per install).
+    let leak = |s: String| std::ffi::CString::new(s).map(|c| &*Box::leak(c.into_boxed_c_str()));
+    let name = leak(protocol::DLPACK_METHOD.to_string())?;
+    let doc = leak(format!(
+        "{}($self, /, *, {}=None, {}=None, {}=None, {}=None)\n--\n\nExport as a DLPack capsule (dlbind).",
+        protocol::DLPACK_METHOD,
+        protocol::KW_STREAM,
+        protocol::KW_MAX_VERSION,
+        protocol::KW_DL_DEVICE,
+        protocol::KW_COPY
+    ))?;
+    let def: &'static mut ffi::PyMethodDef = Box::leak(Box::new(ffi::PyMethodDef {
+        ml_name: name.as_ptr(),
+        ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: dlpack_fastcall::<T> },
+        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+        ml_doc: doc.as_ptr(),
+    }));
+    // SAFETY: `def` lives for the rest of the process; the type object is live. The type's
+    // dict is updated directly (PyO3 types may be immutable to setattr) and the method cache
+    // invalidated with `PyType_Modified`.
+    unsafe {
+        let tp = ty.as_type_ptr();
+        let descr = Bound::from_owned_ptr_or_err(py, ffi::PyDescr_NewMethod(tp, def))?;
+        let dict = (*tp).tp_dict;
+        if dict.is_null() {
+            return Err(pyo3::exceptions::PySystemError::new_err("type has no __dict__"));
+        }
+        if ffi::PyDict_SetItem(dict, n.dlpack.as_ptr(), descr.as_ptr()) != 0 {
+            return Err(PyErr::fetch(py));
+        }
+        ffi::PyType_Modified(tp);
+    }
+    Ok(())
 }

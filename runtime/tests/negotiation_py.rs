@@ -539,3 +539,91 @@ fn numpy_interop() {
         assert_eq!(live_exports(), base);
     });
 }
+
+
+/// The same class shape, with `__dlpack__` replaced by the raw fastcall implementation.
+#[pyclass(frozen)]
+struct FastArr {
+    inner: Arr,
+}
+
+// SAFETY: delegates to `Arr`'s (sound) description.
+unsafe impl DLPackSource for FastArr {
+    fn dlpack_data_ptr(&self) -> *mut c_void {
+        self.inner.dlpack_data_ptr()
+    }
+    fn dlpack_dtype(&self) -> DLDataType {
+        self.inner.dlpack_dtype()
+    }
+    fn dlpack_ndim(&self) -> usize {
+        self.inner.dlpack_ndim()
+    }
+    fn dlpack_fill_shape(&self, out: &mut [i64]) {
+        self.inner.dlpack_fill_shape(out)
+    }
+    fn dlpack_fill_strides(&self, out: &mut [i64]) -> bool {
+        self.inner.dlpack_fill_strides(out)
+    }
+    fn dlpack_readonly(&self) -> bool {
+        self.inner.readonly
+    }
+}
+
+#[pymethods]
+impl FastArr {
+    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
+    fn __dlpack__(
+        slf: &Bound<'_, Self>,
+        stream: Option<&Bound<'_, PyAny>>,
+        max_version: Option<&Bound<'_, PyAny>>,
+        dl_device: Option<&Bound<'_, PyAny>>,
+        copy: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let _ = (slf, stream, max_version, dl_device, copy);
+        Err(dlbind::pyo3::exceptions::PyRuntimeError::new_err("the PyO3 method must have been replaced"))
+    }
+}
+
+#[test]
+fn fast_dlpack_path() {
+    let _g = common::serial();
+    Python::attach(|py| {
+        dlbind::python::install_fast_dlpack::<FastArr>(py).unwrap();
+        dlbind::python::install_fast_dlpack::<FastArr>(py).unwrap();
+        let base = live_exports();
+        let mk = |ro: bool| {
+            Bound::new(py, FastArr { inner: Arr { data: vec![1.0, 2.0, 3.0], shape: vec![3], strides: None, readonly: ro, device: Device::CPU } })
+                .unwrap()
+                .into_any()
+        };
+        let a = mk(false);
+        assert_eq!(capsule_name(&call_dlpack(&a, "{}").unwrap()), "dltensor");
+        assert_eq!(capsule_name(&call_dlpack(&a, "{'max_version': (1, 3)}").unwrap()), "dltensor_versioned");
+        // Keyword names built at run time (not interned by the compiler) still match.
+        let k = py.eval(c"{''.join(['max_', 'version']): (1, 0), ''.join(['co', 'py']): True}", None, None).unwrap();
+        let cap = a.call_method("__dlpack__", (), Some(&k.cast_into::<PyDict>().unwrap())).unwrap();
+        // SAFETY: live capsule.
+        assert_eq!(unsafe { (*versioned_ptr(&cap)).flags }, DLPACK_FLAG_BITMASK_IS_COPIED);
+        drop(cap);
+        for kwargs in ["{'max_version': 1}", "{'copy': 1}", "{'stream': 'x'}", "{'foo': 1}", "{'dl_device': [1, 0]}"] {
+            let e = call_dlpack(&a, kwargs).unwrap_err();
+            assert!(e.is_instance_of::<PyTypeError>(py), "{kwargs}: {e}");
+        }
+        let e = a.call_method1("__dlpack__", (py.None(),)).unwrap_err();
+        assert!(e.is_instance_of::<PyTypeError>(py), "{e}");
+        let e = call_dlpack(&a, "{'stream': 1}").unwrap_err();
+        assert!(e.is_instance_of::<PyValueError>(py), "{e}");
+        let e = call_dlpack(&a, "{'dl_device': (2, 0)}").unwrap_err();
+        assert!(e.is_instance_of::<PyBufferError>(py), "{e}");
+        let e = call_dlpack(&mk(true), "{}").unwrap_err();
+        assert!(e.is_instance_of::<PyBufferError>(py), "{e}");
+        let t = from_dlpack(&a, None, None).unwrap();
+        assert_eq!(t.as_slice::<f32>().unwrap(), &[1.0, 2.0, 3.0]);
+        drop(t);
+        if let Some(np) = common::numpy(py) {
+            let x = np.call_method1("from_dlpack", (&a,)).unwrap();
+            assert_eq!(x.call_method0("sum").unwrap().extract::<f64>().unwrap(), 6.0);
+        }
+        assert_eq!(live_exports(), base);
+    });
+}

@@ -8,16 +8,17 @@
 use dlbind::alloc::AlignedBuffer;
 use dlbind::device::Device;
 use dlbind::dtype_table::{self, DTypeInfo};
-use dlbind::error::DlpackError;
 use dlbind::export::DataSource;
-use dlbind::failure::FailureKind;
 use dlbind::ffi::{DLDataType, DLDeviceType};
 use dlbind::prelude::*;
 use dlbind::storage::Buffer;
 use pyo3::exceptions::{PyBufferError, PyIndexError, PyMemoryError, PyTypeError, PyValueError};
 use pyo3::types::{PyBytes, PyInt, PyTuple};
 
+mod dims;
 mod view;
+
+use dims::Dims;
 
 /// An n-d array in host or device memory, exported and imported through DLPack.
 #[pyclass(frozen, module = "dlbind_demo")]
@@ -28,9 +29,9 @@ pub struct Tensor {
     #[dlpack(dtype)]
     dtype: DLDataType,
     #[dlpack(shape)]
-    shape: Vec<i64>,
+    shape: Dims,
     #[dlpack(strides)]
-    strides: Vec<i64>,
+    strides: Dims,
     #[dlpack(device)]
     device: Device,
     #[dlpack(readonly)]
@@ -184,8 +185,8 @@ impl Tensor {
         Tensor {
             buf: Buffer::from(buf),
             dtype,
-            strides: c_strides(&shape),
-            shape,
+            strides: Dims::from(c_strides(&shape)),
+            shape: Dims::from(shape),
             device: Device::CPU,
             readonly,
         }
@@ -196,8 +197,8 @@ impl Tensor {
     fn view(
         slf: &Bound<'_, Self>,
         elem_offset: i64,
-        shape: Vec<i64>,
-        strides: Vec<i64>,
+        shape: Dims,
+        strides: Dims,
         readonly: bool,
     ) -> PyResult<Tensor> {
         let this = slf.get();
@@ -241,6 +242,33 @@ impl Tensor {
             strides,
             device: this.device,
             readonly,
+        })
+    }
+
+    /// Zeros in GPU memory (`kDLCUDA`, `kDLCUDAHost`, `kDLCUDAManaged`) through the runtime's
+    /// GPU support; without a driver (or without the `cuda` feature) the runtime's
+    /// `DeviceUnavailable` error (BufferError).
+    fn zeros_on_device(
+        device: Device,
+        shape: Vec<i64>,
+        dtype: DLDataType,
+        nbytes: usize,
+    ) -> PyResult<Tensor> {
+        let runtime = dlbind::gpu::default_runtime()?;
+        let alloc = dlbind::gpu::zeros(&runtime, device, nbytes)?;
+        let data = alloc.ptr() as usize as *mut std::ffi::c_void;
+        let dl_device = alloc.dl_device();
+        let strides = c_strides(&shape);
+        // SAFETY: the allocation holds `nbytes` (packed C-contiguous) bytes and lives as long
+        // as the buffer that owns it.
+        let buf = unsafe { view::share(alloc, data, dtype, &shape, &strides, dl_device, false) }?;
+        Ok(Tensor {
+            buf,
+            dtype,
+            shape: Dims::from(shape),
+            strides: Dims::from(strides),
+            device: dl_device,
+            readonly: false,
         })
     }
 
@@ -322,17 +350,7 @@ impl Tensor {
         match dlbind::python::parse_device_arg(device)? {
             None => {}
             Some(d) if d == Device::CPU => {}
-            Some(d) => {
-                // TODO(gpu): allocate through the runtime's GPU support once it is exported
-                // (wrap the allocation with `view::share`, which takes any owner).
-                return Err(DlpackError::new(
-                    FailureKind::DeviceUnavailable,
-                    format!(
-                        "Tensor.zeros cannot allocate on device {d}: GPU support is not available"
-                    ),
-                )
-                .into());
-            }
+            Some(d) => return Tensor::zeros_on_device(d, shape, info.dtype, nbytes),
         }
         let buf = alloc_zeroed(nbytes)?;
         Ok(Tensor::owned(buf, shape, info.dtype, false))
@@ -389,13 +407,13 @@ impl Tensor {
 
     #[getter]
     fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, &self.shape)
+        PyTuple::new(py, self.shape.iter())
     }
 
     /// Strides in elements.
     #[getter]
     fn strides<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, &self.strides)
+        PyTuple::new(py, self.strides.iter())
     }
 
     /// The spec's Python dtype name ("float32", "bfloat16", "float8_e4m3fn", …).
@@ -552,8 +570,8 @@ fn import(
     let device = dlbind::python::parse_device_arg(device)?;
     let copy = dlbind::python::parse_copy_arg(copy)?;
     let imported = dlbind::python::from_dlpack(x, device, copy)?;
-    let shape = imported.shape().to_vec();
-    let strides = imported.strides().to_vec();
+    let shape = Dims::from_slice(imported.shape());
+    let strides = Dims::from_slice(imported.strides());
     let dtype = imported.dtype();
     let device = imported.device();
     let readonly = imported.readonly();

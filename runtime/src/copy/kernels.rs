@@ -41,7 +41,8 @@ where
     });
 }
 
-/// `memcpy` of `bytes`, split into 2 MiB destination chunks on the rayon pool.
+/// `memcpy` of `bytes`, split into 2 MiB destination chunks on the rayon pool when large
+/// (inline otherwise); streaming stores from `STREAM_MIN_BYTES` on.
 ///
 /// # Safety
 /// `src` readable and `dst` writable for `bytes`, no overlap.
@@ -52,12 +53,20 @@ pub(super) unsafe fn memcpy_parallel(src: *const u8, dst: *mut u8, bytes: usize)
     let head = ((dst as usize).next_multiple_of(CHUNK_BYTES) - dst as usize).min(bytes);
     let body = bytes - head;
     let chunks = body.div_ceil(CHUNK_BYTES);
+    // Large outputs do not stay in cache: stream them (no read-for-ownership of destination
+    // lines; glibc only streams above ~3/4 of the L3 size, which is huge on server parts).
+    let stream = bytes >= super::transpose::STREAM_MIN_BYTES;
     if bytes < super::PARALLEL_MIN_BYTES || rayon::current_num_threads() < 2 {
         // SAFETY: caller contract.
-        unsafe { ptr::copy_nonoverlapping(src, dst, bytes) };
+        unsafe {
+            if stream {
+                stream_copy(src, dst, bytes)
+            } else {
+                ptr::copy_nonoverlapping(src, dst, bytes)
+            }
+        };
         return;
     }
-    let stream = bytes >= super::transpose::STREAM_MIN_BYTES && STREAM_COPY.load(std::sync::atomic::Ordering::Relaxed);
     (0..chunks + 1).into_par_iter().for_each(|c| {
         let (off, len) = if c == 0 {
             (0, head)
@@ -78,8 +87,6 @@ pub(super) unsafe fn memcpy_parallel(src: *const u8, dst: *mut u8, bytes: usize)
         }
     });
 }
-
-pub static STREAM_COPY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
 
 /// `memcpy` with streaming (non-temporal) stores for the 64-byte aligned body: for large
 /// outputs that will not stay in cache this avoids the read-for-ownership of every destination
@@ -181,13 +188,22 @@ pub(super) unsafe fn rows(
 ) {
     let rows: usize = outer.iter().product();
     let (s, d) = (SendPtr(src as *mut u8), SendPtr(dst));
+    // Large outputs of long rows: streaming stores, as for one big memcpy.
+    let stream = rows * row_bytes >= super::transpose::STREAM_MIN_BYTES && row_bytes >= 1024;
     run_units(rows, row_bytes, parallel, |r| {
         let (s, d) = (s, d);
         let mut od = Odometer::new(outer, outer_strides, r.start);
         for row in r {
             // SAFETY: od.off is the byte offset of a valid source row; row * row_bytes + row_bytes
             // <= total destination bytes; disjoint from other tasks' rows.
-            unsafe { ptr::copy_nonoverlapping(s.0.offset(od.off), d.0.add(row * row_bytes), row_bytes) };
+            unsafe {
+                let (sp, dp) = (s.0.offset(od.off) as *const u8, d.0.add(row * row_bytes));
+                if stream {
+                    stream_copy(sp, dp, row_bytes)
+                } else {
+                    ptr::copy_nonoverlapping(sp, dp, row_bytes)
+                }
+            };
             od.step();
         }
     });
@@ -207,6 +223,16 @@ unsafe fn strided_row<T: Copy>(src: *const u8, stride: isize, n: usize, dst: *mu
             for i in 0..n {
                 ptr::write_unaligned(d.add(i), v);
             }
+        }
+        return;
+    }
+    if stride == -(size_of::<T>() as isize) {
+        // Reversed contiguous run (`a[::-1]`): a constant-stride loop LLVM vectorises with
+        // reverse shuffles.
+        let last = src.wrapping_offset(-((n as isize - 1) * size_of::<T>() as isize)) as *const T;
+        for i in 0..n {
+            // SAFETY: source elements n-1-i lie at last + (n-1-i); i < n destination slots.
+            unsafe { ptr::write_unaligned(d.add(i), ptr::read_unaligned(last.add(n - 1 - i))) };
         }
         return;
     }

@@ -68,13 +68,13 @@ pub(super) fn normalize(shape: &[i64], strides: &[i64], elem: usize) -> Result<N
             neg = neg.checked_add(ext).ok_or(CopyError::Overflow)?;
         }
         // Merge with the previous dim when it steps exactly over this one.
-        if let (Some(&pd), Some(&ps)) = (norm.dims.last(), norm.strides.last()) {
-            if sb.checked_mul(n as isize) == Some(ps) {
-                let last = norm.dims.len() - 1;
-                norm.dims[last] = pd * n; // <= numel, cannot overflow
-                norm.strides[last] = sb;
-                continue;
-            }
+        if let (Some(&pd), Some(&ps)) = (norm.dims.last(), norm.strides.last())
+            && sb.checked_mul(n as isize) == Some(ps)
+        {
+            let last = norm.dims.len() - 1;
+            norm.dims[last] = pd * n; // <= numel, cannot overflow
+            norm.strides[last] = sb;
+            continue;
         }
         norm.dims.push(n);
         norm.strides.push(sb);
@@ -163,13 +163,7 @@ pub(super) unsafe fn execute(norm: &Norm, src: *const u8, dst: *mut u8) {
     unsafe {
         match strat {
             Strategy::Empty => {}
-            Strategy::Memcpy { bytes } => {
-                if par {
-                    kernels::memcpy_parallel(src, dst, bytes)
-                } else {
-                    std::ptr::copy_nonoverlapping(src, dst, bytes)
-                }
-            }
+            Strategy::Memcpy { bytes } => kernels::memcpy_parallel(src, dst, bytes),
             Strategy::Rows { outer, outer_strides, row_bytes } => {
                 kernels::rows(src, dst, &outer, &outer_strides, row_bytes, par)
             }

@@ -17,7 +17,7 @@
 //!
 //! Depends only on `std`, `libc` and `rayon` (no other dlbind module).
 
-pub mod kernels;
+mod kernels;
 mod layout;
 mod transpose;
 

@@ -250,7 +250,25 @@ fn check_big(shape: Vec<usize>, strides: Vec<i64>, elem: usize, misalign: usize,
 }
 
 #[test]
+fn stream_copy_all_offsets_and_lengths() {
+    let src: Vec<u8> = (0..4096 + 200).map(|i| (i * 37 + 11) as u8).collect();
+    for len in [0usize, 1, 63, 64, 127, 128, 129, 255, 1000, 4096] {
+        for so in [0usize, 1, 7, 33] {
+            for d_off in [0usize, 1, 16, 63] {
+                let mut dst = vec![0u8; len + 200];
+                // SAFETY: both ranges are in bounds and distinct allocations.
+                unsafe { kernels::stream_copy(src.as_ptr().add(so), dst.as_mut_ptr().add(d_off), len) };
+                assert_eq!(&dst[d_off..d_off + len], &src[so..so + len], "len {len} so {so} d {d_off}");
+                assert!(dst[..d_off].iter().chain(&dst[d_off + len..]).all(|&b| b == 0));
+            }
+        }
+    }
+}
+
+#[test]
 fn large_contiguous_parallel() {
+    // Above the streaming threshold, odd source and destination offsets.
+    check_big(vec![(9 << 20) + 5], vec![1], 1, 3, |k| matches!(k, PlanKind::Memcpy { .. }));
     check_big(vec![3 << 20], vec![1], 1, 3, |k| matches!(k, PlanKind::Memcpy { .. }));
     check_big(vec![517, 1031], c_strides(&[517, 1031]), 4, 5, |k| matches!(k, PlanKind::Memcpy { .. }));
 }
@@ -260,6 +278,8 @@ fn large_rows_parallel() {
     // Every other row of a (1200, 700) f64 array, and a column slice.
     check_big(vec![600, 700], vec![1400, 1], 8, 0, |k| matches!(k, PlanKind::Rows { row_bytes: 5600, rows: 600 }));
     check_big(vec![1500, 500], vec![-777, 1], 4, 1, |k| matches!(k, PlanKind::Rows { row_bytes: 2000, .. }));
+    // Above the streaming threshold (rows copied with streaming stores), odd offsets.
+    check_big(vec![1100, 2000], vec![2003, 1], 4, 5, |k| matches!(k, PlanKind::Rows { row_bytes: 8000, .. }));
 }
 
 #[test]

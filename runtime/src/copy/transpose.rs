@@ -4,8 +4,9 @@
 //! The block is walked in cache-line-sized squares (`L × L` elements with `L * elem = 64` bytes,
 //! so every source and destination line touched is consumed entirely within the square). When
 //! the source is unit-stride along `a`, the square is done with SIMD micro-kernels: AVX2 8×8 for
-//! 4-byte elements, AVX2 4×4 for 8-byte, SSE2 8×8 for 2-byte; otherwise (and on the edges) a
-//! scalar loop specialised by element width.
+//! 4-byte elements, AVX2 4×4 for 8-byte, SSE2 8×8 for 2-byte, SSE2 16×16 for 1-byte; otherwise
+//! (and on the edges) a scalar loop specialised by element width. Large outputs with 64-byte
+//! aligned rows use streaming stores of whole lines (`STREAM_MIN_BYTES`).
 
 use std::ptr;
 
@@ -99,6 +100,8 @@ fn select(elem: usize, unit_stride: bool, stream: bool) -> Option<StripFn> {
             (4, true, true) => return Some(x86::strip_4_avx2_nt),
             (8, true, false) => return Some(x86::strip_8_avx2),
             (8, true, true) => return Some(x86::strip_8_avx2_nt),
+            (1, _, false) => return Some(x86::strip_1_sse2),
+            (1, _, true) => return Some(x86::strip_1_sse2_nt),
             (2, _, false) => return Some(x86::strip_2_sse2),
             (2, _, true) => return Some(x86::strip_2_sse2_nt),
             _ => {}
@@ -129,8 +132,8 @@ pub(super) unsafe fn run(spec: &Spec, src: *const u8, dst: *mut u8, parallel: bo
     // Every destination row starts at dst + (multiple of nb * elem): all rows are 64-byte
     // aligned iff dst is and a row is a multiple of 64 bytes.
     // (Unit tests also take the streaming path for about half of the small shapes.)
-    let stream = total >= STREAM_MIN_BYTES || (cfg!(test) && (spec.na + spec.nb) % 2 == 0);
-    let stream = stream && (dst as usize) % 64 == 0 && (spec.nb * spec.elem) % 64 == 0;
+    let stream = total >= STREAM_MIN_BYTES || (cfg!(test) && (spec.na + spec.nb).is_multiple_of(2));
+    let stream = stream && (dst as usize).is_multiple_of(64) && (spec.nb * spec.elem).is_multiple_of(64);
     let strip = select(spec.elem, spec.sa == spec.elem as isize, stream);
     let (s, d) = (SendPtr(src as *mut u8), SendPtr(dst));
     run_units(units, unit_bytes, parallel, |r| {
@@ -349,6 +352,73 @@ mod x86 {
         ]
     }
 
+    /// 16×16 transpose of bytes in registers (SSE2).
+    #[inline]
+    #[target_feature(enable = "sse2")]
+    fn tr16_epi8(r: [__m128i; 16]) -> [__m128i; 16] {
+        let mut a = [_mm_setzero_si128(); 16];
+        for k in 0..8 {
+            a[2 * k] = _mm_unpacklo_epi8(r[2 * k], r[2 * k + 1]);
+            a[2 * k + 1] = _mm_unpackhi_epi8(r[2 * k], r[2 * k + 1]);
+        }
+        let mut b = [_mm_setzero_si128(); 16];
+        for g in 0..4 {
+            let x = &a[4 * g..4 * g + 4];
+            b[4 * g] = _mm_unpacklo_epi16(x[0], x[2]);
+            b[4 * g + 1] = _mm_unpackhi_epi16(x[0], x[2]);
+            b[4 * g + 2] = _mm_unpacklo_epi16(x[1], x[3]);
+            b[4 * g + 3] = _mm_unpackhi_epi16(x[1], x[3]);
+        }
+        let mut c = [_mm_setzero_si128(); 16];
+        for h in 0..2 {
+            let (x, y) = (&b[8 * h..8 * h + 4], &b[8 * h + 4..8 * h + 8]);
+            for q in 0..4 {
+                c[8 * h + 2 * q] = _mm_unpacklo_epi32(x[q], y[q]);
+                c[8 * h + 2 * q + 1] = _mm_unpackhi_epi32(x[q], y[q]);
+            }
+        }
+        let mut o = [_mm_setzero_si128(); 16];
+        for m in 0..8 {
+            o[2 * m] = _mm_unpacklo_epi64(c[m], c[m + 8]);
+            o[2 * m + 1] = _mm_unpackhi_epi64(c[m], c[m + 8]);
+        }
+        o
+    }
+
+    /// # Safety
+    /// The 16×16 block is valid (SSE2 is baseline on x86_64).
+    #[inline(always)]
+    unsafe fn micro_1(src: *const u8, sb: isize, dst: *mut u8, da: isize) {
+        // SAFETY: 16 unaligned 16-byte loads / stores of valid rows.
+        unsafe {
+            let r: [__m128i; 16] = std::array::from_fn(|i| _mm_loadu_si128(src.offset(i as isize * sb) as *const __m128i));
+            for (j, v) in tr16_epi8(r).into_iter().enumerate() {
+                _mm_storeu_si128(dst.offset(j as isize * da) as *mut __m128i, v);
+            }
+        }
+    }
+
+    /// # Safety
+    /// The 16 (a) × 64 (b) block is valid; destination rows 16-byte aligned.
+    #[inline(always)]
+    unsafe fn line_1_nt(src: *const u8, sb: isize, dst: *mut u8, da: isize) {
+        // SAFETY: 64 unaligned loads of valid rows; 64 aligned streaming stores to valid rows.
+        unsafe {
+            let mut o = [[_mm_setzero_si128(); 16]; 4];
+            for (q, oq) in o.iter_mut().enumerate() {
+                let base = src.offset(q as isize * 16 * sb);
+                let r: [__m128i; 16] = std::array::from_fn(|i| _mm_loadu_si128(base.offset(i as isize * sb) as *const __m128i));
+                *oq = tr16_epi8(r);
+            }
+            for j in 0..16 {
+                let d = dst.offset(j as isize * da) as *mut __m128i;
+                for (q, oq) in o.iter().enumerate() {
+                    _mm_stream_si128(d.add(q), oq[j]);
+                }
+            }
+        }
+    }
+
     // Micro-kernels. `src` points at source element (a, b), rows `src + i*sb` are successive b;
     // `dst` points at destination element (a, b), rows `dst + j*da` are successive a.
     // `*_line` kernels do M (a) × L (b) so that every destination row gets one whole 64-byte
@@ -528,6 +598,8 @@ mod x86 {
     strip_fn!(#[target_feature(enable = "avx2")] strip_4_avx2_nt, u32, 16, 8, micro_4, line_4_nt);
     strip_fn!(#[target_feature(enable = "avx2")] strip_8_avx2, u64, 8, 4, micro_8);
     strip_fn!(#[target_feature(enable = "avx2")] strip_8_avx2_nt, u64, 8, 4, micro_8, line_8_nt);
+    strip_fn!(strip_1_sse2, u8, 64, 16, micro_1);
+    strip_fn!(strip_1_sse2_nt, u8, 64, 16, micro_1, line_1_nt);
     strip_fn!(strip_2_sse2, u16, 32, 8, micro_2);
     strip_fn!(strip_2_sse2_nt, u16, 32, 8, micro_2, line_2_nt);
 }

@@ -91,9 +91,13 @@ struct Header<M> {
     ndim: usize,
 }
 
+/// Dims slots always allocated (shape + strides of up to 4 dimensions).
+const SMALL_DIMS: usize = 8;
+
 #[inline]
 fn layout<M>(ndim: usize) -> Option<(Layout, usize)> {
-    let dims = Layout::array::<i64>(ndim.checked_mul(2)?).ok()?;
+    // At least SMALL_DIMS slots so that small ranks are zeroed with one fixed-size store.
+    let dims = Layout::array::<i64>(ndim.checked_mul(2)?.max(SMALL_DIMS)).ok()?;
     let (l, off) = Layout::new::<Header<M>>().extend(dims).ok()?;
     Some((l.pad_to_align(), off))
 }
@@ -202,11 +206,15 @@ pub(crate) unsafe fn build_managed<M: ManagedKind, S: DLPackSource + ?Sized>(
         return Err(DlpackError::new(FailureKind::OutOfMemory, "out of memory allocating a DLPack tensor"));
     }
     let hdr = raw.cast::<Header<M>>();
-    // SAFETY: `dims_off + 16 * ndim <= l.size()`; the dims area is zeroed before any reference
-    // to it is made, and i64 is valid for any bit pattern.
+    // SAFETY: `dims_off + 8 * max(2 * ndim, SMALL_DIMS) <= l.size()`; the dims area is zeroed
+    // before any reference to it is made, and i64 is valid for any bit pattern.
     let (shape, strides) = unsafe {
         let dims = raw.add(dims_off).cast::<i64>();
-        ptr::write_bytes(dims, 0, 2 * ndim);
+        if 2 * ndim <= SMALL_DIMS {
+            dims.cast::<[i64; SMALL_DIMS]>().write_unaligned([0; SMALL_DIMS]);
+        } else {
+            ptr::write_bytes(dims, 0, 2 * ndim);
+        }
         (std::slice::from_raw_parts_mut(dims, ndim), std::slice::from_raw_parts_mut(dims.add(ndim), ndim))
     };
     src.dlpack_fill_shape(shape);
@@ -263,9 +271,13 @@ pub(crate) unsafe fn build_managed<M: ManagedKind, S: DLPackSource + ?Sized>(
         strides: strides_ptr,
         byte_offset: 0,
     };
-    // SAFETY: `hdr` is valid for writes of `Header<M>` (start of an allocation of `l.size()`).
+    // SAFETY: `hdr` is valid for writes of `Header<M>` (start of an allocation of `l.size()`);
+    // fields are written in place (no temporary header to copy).
     unsafe {
-        ptr::write(hdr, Header { managed: M::new(tensor, raw.cast::<c_void>(), plan.flags), owner, copy, ndim });
+        (&raw mut (*hdr).managed).write(M::new(tensor, raw.cast::<c_void>(), plan.flags));
+        (&raw mut (*hdr).owner).write(owner);
+        (&raw mut (*hdr).copy).write(copy);
+        (&raw mut (*hdr).ndim).write(ndim);
     }
     LIVE_EXPORTS.fetch_add(1, Ordering::Relaxed);
     // SAFETY: `raw` is non-null; `managed` is the header's first field.

@@ -18,8 +18,6 @@ struct Flags {
     dims: Vec<usize>,
     #[dlpack(readonly)]
     readonly: u8,
-    #[dlpack(device)]
-    device: (i32, i32),
 }
 
 fn main() {}

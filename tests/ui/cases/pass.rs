@@ -80,6 +80,25 @@ struct Grid {
 #[derive(DLPackExport)]
 struct Pair(#[dlpack(data)] Vec<i32>, #[dlpack(shape)] Vec<u64>);
 
+// A custom shape type: any named type that derefs to `[I]` (here: inline, no allocation).
+struct Dims4([u32; 4], usize);
+
+impl std::ops::Deref for Dims4 {
+    type Target = [u32];
+    fn deref(&self) -> &[u32] {
+        &self.0[..self.1]
+    }
+}
+
+#[pyclass(frozen)]
+#[derive(DLPackExport)]
+struct Inline {
+    #[dlpack(data)]
+    values: Vec<f32>,
+    #[dlpack(shape)]
+    shape: Dims4,
+}
+
 fn assert_source<T: dlbind::export::DLPackSource>() {}
 
 fn main() {
@@ -89,4 +108,32 @@ fn main() {
     assert_source::<Tensor>();
     assert_source::<Grid>();
     assert_source::<Pair>();
+    assert_source::<Inline>();
+
+    // The derived description, read back through the trait.
+    let img = Image { pixels: vec![0; 6], dims: vec![2, 3], strides: vec![3, 1] };
+    let mut shape = [0i64; 2];
+    let mut strides = [0i64; 2];
+    img.dlpack_fill_shape(&mut shape);
+    assert!(img.dlpack_fill_strides(&mut strides));
+    assert_eq!((img.dlpack_ndim(), shape, strides), (2, [2, 3], [3, 1]));
+    assert_eq!(img.dlpack_dtype(), <u8 as DLPackElement>::DTYPE);
+    assert_eq!(img.dlpack_data_ptr() as *const u8, img.pixels.as_ptr());
+    assert!(!img.dlpack_readonly());
+    let _ = img.width();
+
+    let raw = Raw { bytes: Arc::from(vec![0u8; 4]), len: [4] };
+    assert!(raw.dlpack_readonly());
+    let mut one = [0i64; 1];
+    assert!(!raw.dlpack_fill_strides(&mut one));
+    assert_eq!(raw.dlpack_device(), Device::CPU);
+
+    let grid = Grid { values: ndarray::ArrayD::zeros(ndarray::IxDyn(&[2, 3])) };
+    let mut s = [0i64; 2];
+    assert!(grid.dlpack_fill_strides(&mut s));
+    assert_eq!(s, [3, 1]);
+    assert_eq!(grid.dlpack_dtype(), <f64 as DLPackElement>::DTYPE);
+
+    let inline = Inline { values: vec![0.0; 3], shape: Dims4([3, 0, 0, 0], 1) };
+    assert_eq!(inline.dlpack_ndim(), 1);
 }

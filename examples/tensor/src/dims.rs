@@ -1,0 +1,92 @@
+//! [`Dims`]: shape or strides stored inline for up to [`INLINE`] dimensions, so importing or
+//! viewing a tensor allocates nothing for its shape and strides. The derive accepts it as a
+//! `#[dlpack(shape)]` / `#[dlpack(strides)]` field because it derefs to `[i64]`.
+
+use std::ops::{Deref, DerefMut};
+
+/// Dimensions stored without a heap allocation.
+pub const INLINE: usize = 6;
+
+#[derive(Clone, PartialEq, Eq)]
+pub enum Dims {
+    Inline { len: u8, vals: [i64; INLINE] },
+    Heap(Box<[i64]>),
+}
+
+impl Dims {
+    pub fn from_slice(s: &[i64]) -> Dims {
+        if s.len() <= INLINE {
+            let mut vals = [0i64; INLINE];
+            vals[..s.len()].copy_from_slice(s);
+            Dims::Inline {
+                len: s.len() as u8,
+                vals,
+            }
+        } else {
+            Dims::Heap(s.into())
+        }
+    }
+}
+
+impl Deref for Dims {
+    type Target = [i64];
+    #[inline]
+    fn deref(&self) -> &[i64] {
+        match self {
+            Dims::Inline { len, vals } => &vals[..*len as usize],
+            Dims::Heap(v) => v,
+        }
+    }
+}
+
+impl DerefMut for Dims {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut [i64] {
+        match self {
+            Dims::Inline { len, vals } => &mut vals[..*len as usize],
+            Dims::Heap(v) => v,
+        }
+    }
+}
+
+impl From<Vec<i64>> for Dims {
+    fn from(v: Vec<i64>) -> Dims {
+        if v.len() <= INLINE {
+            Dims::from_slice(&v)
+        } else {
+            Dims::Heap(v.into_boxed_slice())
+        }
+    }
+}
+
+impl FromIterator<i64> for Dims {
+    fn from_iter<I: IntoIterator<Item = i64>>(iter: I) -> Dims {
+        Dims::from(iter.into_iter().collect::<Vec<_>>())
+    }
+}
+
+impl std::fmt::Debug for Dims {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inline_and_heap() {
+        let d = Dims::from_slice(&[2, 3]);
+        assert!(matches!(d, Dims::Inline { len: 2, .. }));
+        assert_eq!(&*d, &[2, 3]);
+        let h: Dims = (0..9).collect();
+        assert!(matches!(h, Dims::Heap(_)));
+        assert_eq!(h.len(), 9);
+        let mut e = Dims::from_slice(&[]);
+        assert!(e.is_empty());
+        e = Dims::from(vec![1, 2, 3]);
+        e[1] = 7;
+        assert_eq!(&e[..], &[1, 7, 3]);
+    }
+}
