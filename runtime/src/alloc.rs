@@ -89,13 +89,22 @@ impl AlignedBuffer {
             // SMALL_ALIGN is a non-zero power of two, so this is a valid, aligned, non-null
             // dangling pointer (the same trick as `NonNull::dangling` with a larger alignment).
             let ptr = NonNull::new(Self::SMALL_ALIGN as *mut u8).ok_or(err)?;
-            return Ok(Self { ptr, len: 0, align: Self::SMALL_ALIGN, backing: Backing::Empty });
+            return Ok(Self {
+                ptr,
+                len: 0,
+                align: Self::SMALL_ALIGN,
+                backing: Backing::Empty,
+            });
         }
         #[cfg(target_os = "linux")]
         if len >= Self::HUGE_THRESHOLD {
             return Self::map_huge(len, zero);
         }
-        let align = if len >= Self::LARGE_THRESHOLD { Self::LARGE_ALIGN } else { Self::SMALL_ALIGN };
+        let align = if len >= Self::LARGE_THRESHOLD {
+            Self::LARGE_ALIGN
+        } else {
+            Self::SMALL_ALIGN
+        };
         let layout = Layout::from_size_align(len, align).map_err(|_| err)?;
         // Heap buffers are always zero-filled, also for `uninit`, so that the safe `as_slice`
         // never exposes uninitialised memory (the allocator skips the memset for fresh pages;
@@ -104,7 +113,12 @@ impl AlignedBuffer {
         // SAFETY: `layout` has a non-zero size (len > 0 checked above).
         let raw = unsafe { std::alloc::alloc_zeroed(layout) };
         let ptr = NonNull::new(raw).ok_or(err)?;
-        let buf = Self { ptr, len, align, backing: Backing::Heap };
+        let buf = Self {
+            ptr,
+            len,
+            align,
+            backing: Backing::Heap,
+        };
         if len >= HUGE_PAGE {
             advise_hugepage(buf.ptr.as_ptr(), len);
         }
@@ -119,7 +133,14 @@ impl AlignedBuffer {
         let map_len = len.checked_next_multiple_of(HUGE_PAGE).ok_or(err)?;
         if !zero && let Some((addr, cached_len)) = pool::take(map_len) {
             let ptr = NonNull::new(addr as *mut u8).ok_or(err)?;
-            return Ok(Self { ptr, len, align: HUGE_PAGE, backing: Backing::Mmap { map_len: cached_len } });
+            return Ok(Self {
+                ptr,
+                len,
+                align: HUGE_PAGE,
+                backing: Backing::Mmap {
+                    map_len: cached_len,
+                },
+            });
         }
         let total = map_len.checked_add(HUGE_PAGE).ok_or(err)?;
         if total > isize::MAX as usize {
@@ -157,7 +178,12 @@ impl AlignedBuffer {
             libc::madvise(start as *mut libc::c_void, map_len, libc::MADV_HUGEPAGE);
         }
         let ptr = NonNull::new(start as *mut u8).ok_or(err)?;
-        Ok(Self { ptr, len, align: HUGE_PAGE, backing: Backing::Mmap { map_len } })
+        Ok(Self {
+            ptr,
+            len,
+            align: HUGE_PAGE,
+            backing: Backing::Mmap { map_len },
+        })
     }
 
     /// Length in bytes.
@@ -249,7 +275,10 @@ mod pool {
         bytes: usize,
     }
 
-    static POOL: Mutex<Pool> = Mutex::new(Pool { entries: Vec::new(), bytes: 0 });
+    static POOL: Mutex<Pool> = Mutex::new(Pool {
+        entries: Vec::new(),
+        bytes: 0,
+    });
 
     fn lock() -> std::sync::MutexGuard<'static, Pool> {
         // The pool's invariants hold between statements, so a poisoned lock is still usable.
@@ -289,7 +318,9 @@ mod pool {
         let mut evicted = Vec::new();
         {
             let mut p = lock();
-            while !p.entries.is_empty() && (p.bytes + map_len > limit || p.entries.len() >= MAX_ENTRIES) {
+            while !p.entries.is_empty()
+                && (p.bytes + map_len > limit || p.entries.len() >= MAX_ENTRIES)
+            {
                 let e = p.entries.remove(0);
                 p.bytes -= e.1;
                 evicted.push(e);
@@ -357,7 +388,10 @@ mod tests {
 
     #[test]
     fn zero_size_is_aligned_and_non_null() {
-        for b in [AlignedBuffer::zeroed(0).unwrap(), AlignedBuffer::uninit(0).unwrap()] {
+        for b in [
+            AlignedBuffer::zeroed(0).unwrap(),
+            AlignedBuffer::uninit(0).unwrap(),
+        ] {
             assert!(b.is_empty());
             assert_eq!(b.len(), 0);
             assert!(!b.as_ptr().is_null());
@@ -374,12 +408,23 @@ mod tests {
             assert_eq!(b.alignment(), AlignedBuffer::SMALL_ALIGN, "len {len}");
             assert_eq!(b.as_ptr() as usize % 64, 0, "len {len}");
         }
-        for len in [1usize << 20, (1 << 20) + 3, (2 << 20) - 1, 2 << 20, (5 << 20) + 17, 64 << 20] {
+        for len in [
+            1usize << 20,
+            (1 << 20) + 3,
+            (2 << 20) - 1,
+            2 << 20,
+            (5 << 20) + 17,
+            64 << 20,
+        ] {
             let b = AlignedBuffer::uninit(len).unwrap();
             assert_eq!(b.len(), len);
             assert!(b.alignment() >= AlignedBuffer::LARGE_ALIGN, "len {len}");
             assert_eq!(b.as_ptr() as usize % b.alignment(), 0, "len {len}");
-            assert_eq!(b.as_ptr() as usize % AlignedBuffer::LARGE_ALIGN, 0, "len {len}");
+            assert_eq!(
+                b.as_ptr() as usize % AlignedBuffer::LARGE_ALIGN,
+                0,
+                "len {len}"
+            );
             #[cfg(target_os = "linux")]
             if len >= AlignedBuffer::HUGE_THRESHOLD {
                 assert_eq!(b.alignment(), AlignedBuffer::HUGE_ALIGN);

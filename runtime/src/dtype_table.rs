@@ -28,13 +28,13 @@ pub fn validate_dtype(dtype: DLDataType) -> Result<ElemSize, DlpackError> {
             format!("unsupported dtype {}: unknown or opaque type code", describe(dtype)),
         ));
     }
-    if let Some(bits) = required_bits(dtype.code) {
-        if dtype.bits != bits {
-            return Err(DlpackError::new(
-                FailureKind::UnsupportedDtype,
-                format!("unsupported dtype {}: this code requires bits == {bits}", describe(dtype)),
-            ));
-        }
+    if let Some(bits) = required_bits(dtype.code)
+        && dtype.bits != bits
+    {
+        return Err(DlpackError::new(
+            FailureKind::UnsupportedDtype,
+            format!("unsupported dtype {}: this code requires bits == {bits}", describe(dtype)),
+        ));
     }
     elem_size(dtype)
 }
@@ -44,7 +44,7 @@ pub fn elem_size(dtype: DLDataType) -> Result<ElemSize, DlpackError> {
     let bits = dtype.bits as u32 * dtype.lanes as u32;
     if bits == 0 {
         Err(DlpackError::new(FailureKind::UnsupportedDtype, format!("unsupported dtype {}: zero bits", describe(dtype))))
-    } else if bits % 8 == 0 {
+    } else if bits.is_multiple_of(8) {
         Ok(ElemSize::Bytes((bits / 8) as usize))
     } else if bits < 8 {
         Ok(ElemSize::SubByte { bits })

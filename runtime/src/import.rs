@@ -171,8 +171,8 @@ impl ImportedTensor {
     /// On a version or dtype error the capsule is left unconsumed (its destructor frees it).
     pub fn from_capsule(capsule: &Bound<'_, PyAny>) -> PyResult<ImportedTensor> {
         let cap = capsule.as_ptr();
-        // SAFETY: `cap` is a live object; the capsule API only reads it and never raises for
-        // `PyCapsule_IsValid` / `PyCapsule_GetName` on an exact capsule.
+        // SAFETY: `cap` is a live object; `PyCapsule_GetName` never raises on an exact capsule;
+        // the name is a NUL-terminated C string (or NULL) owned by the producer.
         unsafe {
             if ffi::PyCapsule_CheckExact(cap) == 0 {
                 let tn = capsule.get_type().name().map(|n| n.to_string()).unwrap_or_default();
@@ -182,21 +182,22 @@ impl ImportedTensor {
                 )
                 .into());
             }
-            if ffi::PyCapsule_IsValid(cap, DLPACK_VERSIONED_CAPSULE_NAME.as_ptr()) != 0 {
-                let m = ffi::PyCapsule_GetPointer(cap, DLPACK_VERSIONED_CAPSULE_NAME.as_ptr()).cast::<DLManagedTensorVersioned>();
+            // One name read, then the pointer fetched with that same name (no error possible).
+            let name = ffi::PyCapsule_GetName(cap);
+            if !name.is_null() && libc::strcmp(name, DLPACK_VERSIONED_CAPSULE_NAME.as_ptr()) == 0 {
+                let m = ffi::PyCapsule_GetPointer(cap, name).cast::<DLManagedTensorVersioned>();
                 let m = NonNull::new(m).ok_or_else(|| PyErr::fetch(capsule.py()))?;
                 Self::check_versioned(m)?;
                 rename(capsule, DLPACK_VERSIONED_USED_CAPSULE_NAME)?;
                 return Ok(Self::take_versioned_unchecked(m));
             }
-            if ffi::PyCapsule_IsValid(cap, DLPACK_CAPSULE_NAME.as_ptr()) != 0 {
-                let m = ffi::PyCapsule_GetPointer(cap, DLPACK_CAPSULE_NAME.as_ptr()).cast::<DLManagedTensor>();
+            if !name.is_null() && libc::strcmp(name, DLPACK_CAPSULE_NAME.as_ptr()) == 0 {
+                let m = ffi::PyCapsule_GetPointer(cap, name).cast::<DLManagedTensor>();
                 let m = NonNull::new(m).ok_or_else(|| PyErr::fetch(capsule.py()))?;
                 validate_tensor(&(*m.as_ptr()).dl_tensor)?;
                 rename(capsule, DLPACK_USED_CAPSULE_NAME)?;
                 return Ok(Self::take_legacy_unchecked(m));
             }
-            let name = ffi::PyCapsule_GetName(cap);
             let name = if name.is_null() { None } else { Some(CStr::from_ptr(name)) };
             if name == Some(DLPACK_USED_CAPSULE_NAME) || name == Some(DLPACK_VERSIONED_USED_CAPSULE_NAME) {
                 Err(DlpackError::new(
@@ -450,7 +451,7 @@ impl ImportedTensor {
         if !self.is_c_contiguous() {
             return Err(DlpackError::new(FailureKind::UnsupportedLayout, "as_slice: tensor is not C-contiguous"));
         }
-        if (self.data as usize) % std::mem::align_of::<T>() != 0 && self.numel() > 0 {
+        if !(self.data as usize).is_multiple_of(std::mem::align_of::<T>()) && self.numel() > 0 {
             return Err(DlpackError::new(FailureKind::UnsupportedLayout, "as_slice: data is not aligned for the element type"));
         }
         // SAFETY: contiguous host memory of `numel` elements of the checked dtype, alive and
@@ -533,7 +534,7 @@ mod nd {
         /// supported.
         pub fn as_ndarray<T: DLPackElement>(&self) -> Result<ArrayViewD<'_, T>, DlpackError> {
             self.check_typed::<T>("as_ndarray")?;
-            if (self.data as usize) % std::mem::align_of::<T>() != 0 && self.numel() > 0 {
+            if !(self.data as usize).is_multiple_of(std::mem::align_of::<T>()) && self.numel() > 0 {
                 return Err(DlpackError::new(FailureKind::UnsupportedLayout, "as_ndarray: data is not aligned"));
             }
             let (shape, strides, p, inverted) = plan::<T>(self);
@@ -557,7 +558,7 @@ mod nd {
             if self.shape().iter().zip(self.strides()).any(|(&n, &s)| n > 1 && s == 0) {
                 return Err(DlpackError::new(FailureKind::UnsupportedLayout, "as_ndarray_mut: broadcast (zero) strides alias"));
             }
-            if (self.data as usize) % std::mem::align_of::<T>() != 0 && self.numel() > 0 {
+            if !(self.data as usize).is_multiple_of(std::mem::align_of::<T>()) && self.numel() > 0 {
                 return Err(DlpackError::new(FailureKind::UnsupportedLayout, "as_ndarray_mut: data is not aligned"));
             }
             let (shape, strides, p, inverted) = plan::<T>(self);

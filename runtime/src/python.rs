@@ -89,6 +89,7 @@ fn as_int(o: *mut ffi::PyObject) -> Option<Result<i64, c_int>> {
 }
 
 /// A tuple of exactly two ints (bools refused): the raw items, each possibly out of range.
+#[inline(always)]
 fn int_pair(o: &Bound<'_, PyAny>) -> Option<(Result<i64, c_int>, Result<i64, c_int>)> {
     let p = o.as_ptr();
     // SAFETY: `p` is live; tuple items are borrowed for the duration of the checks.
@@ -97,6 +98,22 @@ fn int_pair(o: &Bound<'_, PyAny>) -> Option<(Result<i64, c_int>, Result<i64, c_i
             return None;
         }
         Some((as_int(ffi::PyTuple_GET_ITEM(p, 0))?, as_int(ffi::PyTuple_GET_ITEM(p, 1))?))
+    }
+}
+
+/// `(major, minor)` from a tuple of two ints (bools refused); out-of-range values saturate.
+#[inline(always)]
+fn parse_max_version(o: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
+    let p = o.as_ptr();
+    // SAFETY: `p` is live; tuple items are borrowed for the duration of the checks.
+    unsafe {
+        if (ffi::PyTuple_CheckExact(p) == 0 && ffi::PyTuple_Check(p) == 0) || ffi::PyTuple_GET_SIZE(p) != 2 {
+            return None;
+        }
+        let sat = |r: Result<i64, c_int>| r.unwrap_or_else(|s| if s > 0 { i64::MAX } else { i64::MIN });
+        let major = sat(as_int(ffi::PyTuple_GET_ITEM(p, 0))?);
+        let minor = sat(as_int(ffi::PyTuple_GET_ITEM(p, 1))?);
+        Some((major, minor))
     }
 }
 
@@ -121,9 +138,7 @@ pub fn parse_export_request(
 ) -> Result<ExportRequest, DlpackError> {
     let mut req = ExportRequest::DEFAULT;
     if let Some(mv) = given(max_version) {
-        let (major, minor) = int_pair(mv).ok_or_else(|| type_error("max_version must be None or a tuple of two ints"))?;
-        let sat = |r: Result<i64, c_int>| r.unwrap_or_else(|s| if s > 0 { i64::MAX } else { i64::MIN });
-        req.max_version = Some((sat(major), sat(minor)));
+        req.max_version = Some(parse_max_version(mv).ok_or_else(|| type_error("max_version must be None or a tuple of two ints"))?);
     }
     if let Some(c) = given(copy) {
         let p = c.as_ptr();
@@ -235,6 +250,42 @@ fn names(py: Python<'_>) -> &Names {
     })
 }
 
+thread_local! {
+    /// Last `(type, tp_version_tag, __dlpack__ descriptor)` seen by this thread. A valid
+    /// version tag is unique for the type's current MRO dicts (CPython bumps it on any change
+    /// and never reuses one), so while it matches, the descriptor is the one `_PyType_Lookup`
+    /// would return and is kept alive by the type's dict.
+    static LOOKUP_CACHE: std::cell::Cell<(usize, u32, usize)> = const { std::cell::Cell::new((0, 0, 0)) };
+}
+
+/// `type(o).__dlpack__` without raising on a miss (borrowed reference or NULL).
+///
+/// # Safety
+/// GIL held; `o` live; `name` is the interned `"__dlpack__"`.
+#[inline]
+unsafe fn lookup_dlpack(o: *mut ffi::PyObject, name: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    // SAFETY: caller contract; reading the type's flags and version tag is plain field access.
+    unsafe {
+        let tp = ffi::Py_TYPE(o);
+        let valid = ffi::PyType_HasFeature(tp, ffi::Py_TPFLAGS_VALID_VERSION_TAG) != 0;
+        let tag = (*tp).tp_version_tag;
+        if valid && tag != 0 {
+            let (ct, ctag, cd) = LOOKUP_CACHE.with(|c| c.get());
+            if ct == tp as usize && ctag == tag {
+                return cd as *mut ffi::PyObject;
+            }
+        }
+        let d = _PyType_Lookup(tp, name);
+        // `_PyType_Lookup` assigns a version tag when it can; cache hits only under a valid one.
+        let valid = ffi::PyType_HasFeature(tp, ffi::Py_TPFLAGS_VALID_VERSION_TAG) != 0;
+        let tag = (*tp).tp_version_tag;
+        if valid && tag != 0 && !d.is_null() {
+            LOOKUP_CACHE.with(|c| c.set((tp as usize, tag, d as usize)));
+        }
+        d
+    }
+}
+
 /// Calls `descr` (found on `type(obj)`) as a method of `obj` with `vals` for `kwnames`.
 ///
 /// # Safety
@@ -286,7 +337,7 @@ pub fn from_dlpack(obj: &Bound<'_, PyAny>, device: Option<Device>, copy: Option<
         // SAFETY: `_PyType_Lookup` returns a borrowed reference (or NULL, never raising); we
         // take a strong one before running any Python code.
         let descr = unsafe {
-            let d = _PyType_Lookup(ffi::Py_TYPE(o), n.dlpack.as_ptr());
+            let d = lookup_dlpack(o, n.dlpack.as_ptr());
             if d.is_null() {
                 let tn = obj.get_type().name().map(|n| n.to_string()).unwrap_or_default();
                 return Err(DlpackError::new(
@@ -325,10 +376,7 @@ pub fn from_dlpack(obj: &Bound<'_, PyAny>, device: Option<Device>, copy: Option<
             Err(e) if e.is_instance_of::<PyTypeError>(py) && device.is_none() && copy != Some(false) => {
                 // A producer without the DLPack 2023.12 keywords.
                 // SAFETY: live objects, no keywords.
-                unsafe { call_method(obj, descr.as_ptr(), &[], ptr::null_mut()) }.map_err(|e2| {
-                    e2.set_cause(py, Some(e));
-                    e2
-                })?
+                unsafe { call_method(obj, descr.as_ptr(), &[], ptr::null_mut()) }.inspect_err(|e2| e2.set_cause(py, Some(e)))?
             }
             Err(e) => return Err(e),
         };
@@ -497,6 +545,14 @@ where
             let py = Python::assume_attached();
             let nargs = ffi::PyVectorcall_NARGS(nargsf as usize);
             let res = parse_fastcall_kwargs(py, args, nargs, kwnames).and_then(|[s, mv, dd, c]| {
+                // The descriptor may be bound to `object` (see `dlpack_descriptor`): check the type.
+                if ffi::PyObject_TypeCheck(slf, T::type_object_raw(py)) == 0 {
+                    return Err(PyTypeError::new_err(format!(
+                        "descriptor '{}' requires a '{}' object",
+                        protocol::DLPACK_METHOD,
+                        <T as PyClass>::NAME
+                    )));
+                }
                 let slf = Borrowed::from_ptr(py, slf).cast_unchecked::<T>();
                 dlpack_method(&slf, s.as_deref(), mv.as_deref(), dd.as_deref(), c.as_deref())
             });
@@ -530,23 +586,7 @@ where
 {
     let ty = T::type_object(py);
     let n = names(py);
-    // Name and signature text from the generated protocol names (leaked once per install).
-    let leak = |s: String| std::ffi::CString::new(s).map(|c| &*Box::leak(c.into_boxed_c_str()));
-    let name = leak(protocol::DLPACK_METHOD.to_string())?;
-    let doc = leak(format!(
-        "{}($self, /, *, {}=None, {}=None, {}=None, {}=None)\n--\n\nExport as a DLPack capsule (dlbind).",
-        protocol::DLPACK_METHOD,
-        protocol::KW_STREAM,
-        protocol::KW_MAX_VERSION,
-        protocol::KW_DL_DEVICE,
-        protocol::KW_COPY
-    ))?;
-    let def: &'static mut ffi::PyMethodDef = Box::leak(Box::new(ffi::PyMethodDef {
-        ml_name: name.as_ptr(),
-        ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: dlpack_fastcall::<T> },
-        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-        ml_doc: doc.as_ptr(),
-    }));
+    let def = fast_method_def::<T>()?;
     // SAFETY: `def` lives for the rest of the process; the type object is live. The type's
     // dict is updated directly (PyO3 types may be immutable to setattr) and the method cache
     // invalidated with `PyType_Modified`.
@@ -563,4 +603,46 @@ where
         ffi::PyType_Modified(tp);
     }
     Ok(())
+}
+
+/// A method descriptor for `T.__dlpack__` backed by [`dlpack_fastcall::<T>`], to be placed in
+/// the class namespace at class creation, e.g. by the derive:
+/// `#[classattr] #[pyo3(name = "__dlpack__")] fn f(py: Python<'_>) -> PyResult<Py<PyAny>> {
+/// ::dlbind::python::dlpack_descriptor::<Self>(py) }`. The descriptor is bound to `object`
+/// (the class does not exist yet when class attributes are built); the function checks that
+/// `self` is a `T`.
+pub fn dlpack_descriptor<T>(py: Python<'_>) -> PyResult<Py<PyAny>>
+where
+    T: PyClass + DLPackSource,
+    T::Frozen: SourceAccess<T>,
+{
+    let def = fast_method_def::<T>()?;
+    // SAFETY: `def` is 'static; `PyBaseObject_Type` is a static type object.
+    unsafe { Ok(Bound::from_owned_ptr_or_err(py, ffi::PyDescr_NewMethod(&raw mut ffi::PyBaseObject_Type, def))?.unbind()) }
+}
+
+/// A leaked `PyMethodDef` for [`dlpack_fastcall::<T>`] (once per call; callers create it once
+/// per class).
+fn fast_method_def<T>() -> PyResult<&'static mut ffi::PyMethodDef>
+where
+    T: PyClass + DLPackSource,
+    T::Frozen: SourceAccess<T>,
+{
+    // Name and signature text from the generated protocol names (leaked once per install).
+    let leak = |s: String| std::ffi::CString::new(s).map(|c| &*Box::leak(c.into_boxed_c_str()));
+    let name = leak(protocol::DLPACK_METHOD.to_string())?;
+    let doc = leak(format!(
+        "{}($self, /, *, {}=None, {}=None, {}=None, {}=None)\n--\n\nExport as a DLPack capsule (dlbind).",
+        protocol::DLPACK_METHOD,
+        protocol::KW_STREAM,
+        protocol::KW_MAX_VERSION,
+        protocol::KW_DL_DEVICE,
+        protocol::KW_COPY
+    ))?;
+    Ok(Box::leak(Box::new(ffi::PyMethodDef {
+        ml_name: name.as_ptr(),
+        ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: dlpack_fastcall::<T> },
+        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+        ml_doc: doc.as_ptr(),
+    })))
 }

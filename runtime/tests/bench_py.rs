@@ -140,6 +140,9 @@ fn profile() {
         }
         g.set_item("t", Bound::new(py, T { data: vec![0.0; 1000], shape: [1000] }).unwrap()).unwrap();
         g.set_item("from_dlpack", wrap_pyfunction!(from_dlpack, py).unwrap()).unwrap();
+        if std::env::var_os("DLBIND_PROFILE_FAST").is_some() {
+            dlbind::python::install_fast_dlpack::<T>(py).unwrap();
+        }
         let n: usize = std::env::var("DLBIND_PROFILE_N").ok().and_then(|v| v.parse().ok()).unwrap_or(3_000_000);
         // Warm up (type caches, interned names), then the measured loop.
         let code = format!("for _ in range(1000): {stmt}\nfor _ in range({n}): {stmt}\n");

@@ -627,3 +627,57 @@ fn fast_dlpack_path() {
         assert_eq!(live_exports(), base);
     });
 }
+
+/// `__dlpack__` as a class attribute holding dlbind's fastcall descriptor (what a derive can
+/// emit instead of a `#[pymethods]` function).
+#[pyclass(frozen)]
+struct DescArr {
+    inner: Arr,
+}
+
+// SAFETY: delegates to `Arr`'s description.
+unsafe impl DLPackSource for DescArr {
+    fn dlpack_data_ptr(&self) -> *mut c_void {
+        self.inner.dlpack_data_ptr()
+    }
+    fn dlpack_dtype(&self) -> DLDataType {
+        self.inner.dlpack_dtype()
+    }
+    fn dlpack_ndim(&self) -> usize {
+        self.inner.dlpack_ndim()
+    }
+    fn dlpack_fill_shape(&self, out: &mut [i64]) {
+        self.inner.dlpack_fill_shape(out)
+    }
+}
+
+#[pymethods]
+impl DescArr {
+    #[classattr]
+    #[pyo3(name = "__dlpack__")]
+    fn dlpack_attr(py: Python<'_>) -> PyResult<Py<PyAny>> {
+        dlbind::python::dlpack_descriptor::<Self>(py)
+    }
+}
+
+#[test]
+fn dlpack_descriptor_classattr() {
+    let _g = common::serial();
+    Python::attach(|py| {
+        let base = live_exports();
+        let a = Bound::new(py, DescArr { inner: Arr { data: vec![4.0, 5.0], shape: vec![2], strides: None, readonly: false, device: Device::CPU } })
+            .unwrap()
+            .into_any();
+        assert_eq!(capsule_name(&call_dlpack(&a, "{}").unwrap()), "dltensor");
+        assert_eq!(capsule_name(&call_dlpack(&a, "{'max_version': (1, 0)}").unwrap()), "dltensor_versioned");
+        let e = call_dlpack(&a, "{'max_version': [1, 0]}").unwrap_err();
+        assert!(e.is_instance_of::<PyTypeError>(py), "{e}");
+        // Unbound call with a foreign `self` is refused.
+        let e = a.get_type().getattr("__dlpack__").unwrap().call1((py.None(),)).unwrap_err();
+        assert!(e.is_instance_of::<PyTypeError>(py), "{e}");
+        let t = from_dlpack(&a, None, None).unwrap();
+        assert_eq!(t.as_slice::<f32>().unwrap(), &[4.0, 5.0]);
+        drop(t);
+        assert_eq!(live_exports(), base);
+    });
+}

@@ -241,15 +241,47 @@ def test_no_protocol(m, obj):
         m.from_dlpack(obj)
 
 
-def test_foreign_device_import_not_consumed(m):
-    """A capsule saying CUDA memory: BufferError (no driver / not importable) and not consumed."""
+@pytest.mark.parametrize("devtype", [2, 4, 10])  # device memory the host cannot read
+def test_foreign_device_import(m, devtype):
+    """Case 49: a capsule describing non-CPU memory is either refused (BufferError, capsule not
+    consumed) or imported as an opaque view that keeps its device and never reads the memory on
+    the host; either way the producer is freed exactly once."""
+    a = np.arange(3, dtype=np.float32)
+    base = sys.getrefcount(a)
+    cap = a.__dlpack__(max_version=(1, 0))
+    H.dl_tensor_of(cap).device.device_type = devtype
+    try:
+        t = m.from_dlpack(H.W(cap, dev=(devtype, 0)))
+    except BufferError:
+        assert H.capsule_name(cap) == H.VERSIONED
+    else:
+        assert tuple(t.device) == (devtype, 0)
+        assert tuple(t.__dlpack_device__()) == (devtype, 0)
+        with pytest.raises(BufferError):
+            t.tobytes()
+        with pytest.raises((BufferError, RuntimeError)):
+            np.from_dlpack(t)  # numpy must not be handed non-CPU memory as CPU memory
+        del t
+    del cap
+    assert sys.getrefcount(a) == base
+
+
+@pytest.mark.parametrize("copy", [None, True, False])
+def test_foreign_device_to_cpu_needs_copy(m, copy):
+    """device=(1, 0) for a producer that hands back CUDA memory: a device-to-host copy is needed;
+    with copy=False, or without a CUDA driver, that is a BufferError (and nothing leaks)."""
     a = np.arange(3, dtype=np.float32)
     base = sys.getrefcount(a)
     cap = a.__dlpack__(max_version=(1, 0))
     H.dl_tensor_of(cap).device.device_type = 2
-    with pytest.raises(BufferError):
-        m.from_dlpack(H.W(cap, dev=(2, 0)))
-    assert H.capsule_name(cap) == H.VERSIONED
+    try:
+        import test_cuda
+        has_cuda = test_cuda.HAS_CUDA
+    except ImportError:
+        has_cuda = False
+    if copy is False or not has_cuda:
+        with pytest.raises(BufferError):
+            m.from_dlpack(H.W(cap, dev=(2, 0)), device=(1, 0), copy=copy)
     del cap
     assert sys.getrefcount(a) == base
 

@@ -156,7 +156,12 @@ impl<'a> Odometer<'a> {
             // Within the validated extent: cannot overflow.
             off += idx[i] as isize * strides[i];
         }
-        Self { dims, strides, idx, off }
+        Self {
+            dims,
+            strides,
+            idx,
+            off,
+        }
     }
 
     /// Advance by one (wrapping past the end is harmless; callers stop at their range end).

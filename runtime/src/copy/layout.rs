@@ -17,7 +17,13 @@ pub enum PlanKind {
     /// `rows` = the axis with the smallest source stride), repeated `batches` times over the
     /// other axes. `unit_stride`: the source is unit-stride along `rows` (SIMD micro-kernels
     /// apply for 2/4/8-byte elements).
-    Transpose2D { rows: usize, cols: usize, batches: usize, elem_bytes: usize, unit_stride: bool },
+    Transpose2D {
+        rows: usize,
+        cols: usize,
+        batches: usize,
+        elem_bytes: usize,
+        unit_stride: bool,
+    },
     /// Odometer over the outer axes with a strided inner loop of `elem_bytes`-wide elements.
     /// (`elem_bytes` can be wider than the dtype when a short contiguous row is copied as one
     /// element.)
@@ -49,7 +55,12 @@ pub(super) fn normalize(shape: &[i64], strides: &[i64], elem: usize) -> Result<N
         return Err(CopyError::ShapeStrideMismatch);
     }
     let nbytes = super::contiguous_nbytes(shape, super::ElemSize::Bytes(elem))?;
-    let mut norm = Norm { dims: Vec::with_capacity(shape.len()), strides: Vec::with_capacity(shape.len()), elem, nbytes };
+    let mut norm = Norm {
+        dims: Vec::with_capacity(shape.len()),
+        strides: Vec::with_capacity(shape.len()),
+        elem,
+        nbytes,
+    };
     if nbytes == 0 {
         return Ok(norm);
     }
@@ -60,7 +71,10 @@ pub(super) fn normalize(shape: &[i64], strides: &[i64], elem: usize) -> Result<N
             continue;
         }
         let n = d as usize; // d > 1 (numel > 0 and no negatives)
-        let sb = isize::try_from(s).ok().and_then(|s| s.checked_mul(elem_i)).ok_or(CopyError::Overflow)?;
+        let sb = isize::try_from(s)
+            .ok()
+            .and_then(|s| s.checked_mul(elem_i))
+            .ok_or(CopyError::Overflow)?;
         let ext = sb.checked_mul(n as isize - 1).ok_or(CopyError::Overflow)?;
         if ext >= 0 {
             pos = pos.checked_add(ext).ok_or(CopyError::Overflow)?;
@@ -87,33 +101,68 @@ pub(super) fn normalize(shape: &[i64], strides: &[i64], elem: usize) -> Result<N
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Strategy {
     Empty,
-    Memcpy { bytes: usize },
+    Memcpy {
+        bytes: usize,
+    },
     /// Outer dims/strides (all but the last axis) and the row length in bytes.
-    Rows { outer: Vec<usize>, outer_strides: Vec<isize>, row_bytes: usize },
+    Rows {
+        outer: Vec<usize>,
+        outer_strides: Vec<isize>,
+        row_bytes: usize,
+    },
     /// Outer dims/strides (all but the last axis), the last axis and its stride, element width.
-    Generic { outer: Vec<usize>, outer_strides: Vec<isize>, n: usize, stride: isize, elem: usize },
+    Generic {
+        outer: Vec<usize>,
+        outer_strides: Vec<isize>,
+        n: usize,
+        stride: isize,
+        elem: usize,
+    },
     Transpose(transpose::Spec),
 }
 
 pub(super) fn make_plan(norm: &Norm) -> (CopyPlan, Strategy) {
     let parallel = norm.nbytes >= PARALLEL_MIN_BYTES && rayon::current_num_threads() > 1;
     let (kind, strat) = plan_inner(&norm.dims, &norm.strides, norm.elem, norm.nbytes);
-    (CopyPlan { kind, parallel: parallel && kind != PlanKind::Empty }, strat)
+    (
+        CopyPlan {
+            kind,
+            parallel: parallel && kind != PlanKind::Empty,
+        },
+        strat,
+    )
 }
 
-fn plan_inner(dims: &[usize], strides: &[isize], elem: usize, nbytes: usize) -> (PlanKind, Strategy) {
+fn plan_inner(
+    dims: &[usize],
+    strides: &[isize],
+    elem: usize,
+    nbytes: usize,
+) -> (PlanKind, Strategy) {
     if nbytes == 0 {
         return (PlanKind::Empty, Strategy::Empty);
     }
     let nd = dims.len();
     if nd == 0 || (nd == 1 && strides[0] == elem as isize) {
-        return (PlanKind::Memcpy { bytes: nbytes }, Strategy::Memcpy { bytes: nbytes });
+        return (
+            PlanKind::Memcpy { bytes: nbytes },
+            Strategy::Memcpy { bytes: nbytes },
+        );
     }
     let last = nd - 1;
     let (n_last, s_last) = (dims[last], strides[last]);
     if nd == 1 && s_last != elem as isize {
         let kind = PlanKind::Generic { elem_bytes: elem };
-        return (kind, Strategy::Generic { outer: Vec::new(), outer_strides: Vec::new(), n: n_last, stride: s_last, elem });
+        return (
+            kind,
+            Strategy::Generic {
+                outer: Vec::new(),
+                outer_strides: Vec::new(),
+                n: n_last,
+                stride: s_last,
+                elem,
+            },
+        );
     }
     let outer = dims[..last].to_vec();
     let outer_strides = strides[..last].to_vec();
@@ -124,7 +173,14 @@ fn plan_inner(dims: &[usize], strides: &[isize], elem: usize, nbytes: usize) -> 
             return plan_inner(&outer, &outer_strides, row_bytes, nbytes);
         }
         let rows = nbytes / row_bytes;
-        return (PlanKind::Rows { row_bytes, rows }, Strategy::Rows { outer, outer_strides, row_bytes });
+        return (
+            PlanKind::Rows { row_bytes, rows },
+            Strategy::Rows {
+                outer,
+                outer_strides,
+                row_bytes,
+            },
+        );
     }
     // The axis (other than the last) with the smallest non-zero |stride|; innermost wins ties.
     // (Broadcast axes are left to the odometer.)
@@ -147,7 +203,16 @@ fn plan_inner(dims: &[usize], strides: &[isize], elem: usize, nbytes: usize) -> 
         };
         return (kind, Strategy::Transpose(spec));
     }
-    (PlanKind::Generic { elem_bytes: elem }, Strategy::Generic { outer, outer_strides, n: n_last, stride: s_last, elem })
+    (
+        PlanKind::Generic { elem_bytes: elem },
+        Strategy::Generic {
+            outer,
+            outer_strides,
+            n: n_last,
+            stride: s_last,
+            elem,
+        },
+    )
 }
 
 /// Run a normalised copy.
@@ -164,12 +229,18 @@ pub(super) unsafe fn execute(norm: &Norm, src: *const u8, dst: *mut u8) {
         match strat {
             Strategy::Empty => {}
             Strategy::Memcpy { bytes } => kernels::memcpy_parallel(src, dst, bytes),
-            Strategy::Rows { outer, outer_strides, row_bytes } => {
-                kernels::rows(src, dst, &outer, &outer_strides, row_bytes, par)
-            }
-            Strategy::Generic { outer, outer_strides, n, stride, elem } => {
-                kernels::generic(src, dst, &outer, &outer_strides, n, stride, elem, par)
-            }
+            Strategy::Rows {
+                outer,
+                outer_strides,
+                row_bytes,
+            } => kernels::rows(src, dst, &outer, &outer_strides, row_bytes, par),
+            Strategy::Generic {
+                outer,
+                outer_strides,
+                n,
+                stride,
+                elem,
+            } => kernels::generic(src, dst, &outer, &outer_strides, n, stride, elem, par),
             Strategy::Transpose(spec) => transpose::run(&spec, src, dst, par),
         }
     }

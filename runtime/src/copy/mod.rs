@@ -49,12 +49,14 @@ pub enum CopyError {
 impl fmt::Display for CopyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CopyError::ShapeStrideMismatch => f.write_str("shape and strides have different lengths"),
+            CopyError::ShapeStrideMismatch => {
+                f.write_str("shape and strides have different lengths")
+            }
             CopyError::NegativeDim => f.write_str("shape has a negative dimension"),
             CopyError::Overflow => f.write_str("array size or offsets overflow the address space"),
-            CopyError::SubByteNotContiguous => {
-                f.write_str("packed sub-byte elements can only be copied from a C-contiguous layout")
-            }
+            CopyError::SubByteNotContiguous => f.write_str(
+                "packed sub-byte elements can only be copied from a C-contiguous layout",
+            ),
             CopyError::DestinationTooSmall { need, have } => {
                 write!(f, "destination too small: need {need} bytes, have {have}")
             }
@@ -143,7 +145,10 @@ pub fn is_c_contiguous(shape: &[i64], strides: &[i64]) -> bool {
 pub fn plan(shape: &[i64], strides: &[i64], elem_bytes: usize) -> CopyPlan {
     match layout::normalize(shape, strides, elem_bytes) {
         Ok(norm) => layout::make_plan(&norm).0,
-        Err(_) => CopyPlan { kind: PlanKind::Invalid, parallel: false },
+        Err(_) => CopyPlan {
+            kind: PlanKind::Invalid,
+            parallel: false,
+        },
     }
 }
 
@@ -171,7 +176,10 @@ pub unsafe fn copy_to_contiguous(
     }
     let need = contiguous_nbytes(shape, elem)?;
     if dst_len < need {
-        return Err(CopyError::DestinationTooSmall { need, have: dst_len });
+        return Err(CopyError::DestinationTooSmall {
+            need,
+            have: dst_len,
+        });
     }
     match elem {
         ElemSize::SubByte { .. } => {

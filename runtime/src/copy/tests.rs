@@ -6,7 +6,13 @@ use proptest::prelude::*;
 
 /// Naive reference: visit every multi-index in C order and copy `elem` bytes.
 /// `base` is the byte offset of element 0 inside `backing`.
-fn reference(backing: &[u8], base: usize, shape: &[usize], strides: &[i64], elem: usize) -> Vec<u8> {
+fn reference(
+    backing: &[u8],
+    base: usize,
+    shape: &[usize],
+    strides: &[i64],
+    elem: usize,
+) -> Vec<u8> {
     let n: usize = shape.iter().product();
     let mut out = Vec::with_capacity(n * elem);
     if n == 0 {
@@ -58,9 +64,17 @@ impl Case {
     fn new(shape: Vec<usize>, strides: Vec<i64>, elem: usize, misalign: usize) -> Self {
         let (lo, hi) = extent(&shape, &strides, elem);
         let len = (hi - lo) as usize + elem + misalign + 32;
-        let backing: Vec<u8> = (0..len).map(|i| (i.wrapping_mul(131) ^ (i >> 8)) as u8).collect();
+        let backing: Vec<u8> = (0..len)
+            .map(|i| (i.wrapping_mul(131) ^ (i >> 8)) as u8)
+            .collect();
         let base = misalign + (-lo) as usize;
-        Case { backing, base, shape, strides, elem }
+        Case {
+            backing,
+            base,
+            shape,
+            strides,
+            elem,
+        }
     }
 
     fn shape_i64(&self) -> Vec<i64> {
@@ -70,10 +84,17 @@ impl Case {
     /// Run `copy_to_contiguous` into a destination at `dst_misalign`, check against the reference
     /// and that no byte past the output was written.
     fn check(&self, dst_misalign: usize) -> Result<(), TestCaseError> {
-        let expect = reference(&self.backing, self.base, &self.shape, &self.strides, self.elem);
+        let expect = reference(
+            &self.backing,
+            self.base,
+            &self.shape,
+            &self.strides,
+            self.elem,
+        );
         // 64-byte aligned start (+ dst_misalign) so the streaming-store kernels are exercised.
         let mut dst_vec = vec![0xCDu8; 64 + dst_misalign + expect.len() + 64];
-        let align_off = (dst_vec.as_ptr() as usize).next_multiple_of(64) - dst_vec.as_ptr() as usize;
+        let align_off =
+            (dst_vec.as_ptr() as usize).next_multiple_of(64) - dst_vec.as_ptr() as usize;
         let dst = &mut dst_vec[align_off..];
         let shape = self.shape_i64();
         // SAFETY: every reachable element lies inside `backing` (Case::new sized it from the
@@ -89,7 +110,10 @@ impl Case {
             )
         };
         prop_assert_eq!(r, Ok(()));
-        prop_assert!(dst[..dst_misalign].iter().all(|&b| b == 0xCD), "wrote before dst");
+        prop_assert!(
+            dst[..dst_misalign].iter().all(|&b| b == 0xCD),
+            "wrote before dst"
+        );
         let got = &dst[dst_misalign..dst_misalign + expect.len()];
         if got != expect.as_slice() {
             let first = got.iter().zip(&expect).position(|(a, b)| a != b).unwrap();
@@ -101,7 +125,12 @@ impl Case {
                 self.elem
             )));
         }
-        prop_assert!(dst[dst_misalign + expect.len()..].iter().all(|&b| b == 0xCD), "wrote past dst");
+        prop_assert!(
+            dst[dst_misalign + expect.len()..]
+                .iter()
+                .all(|&b| b == 0xCD),
+            "wrote past dst"
+        );
         Ok(())
     }
 }
@@ -153,7 +182,10 @@ fn random_case() -> impl Strategy<Value = (Vec<usize>, Vec<i64>)> {
         .prop_map(|s| cap_shape(s, 20_000))
         .prop_flat_map(|shape| {
             let n = shape.len();
-            (Just(shape), prop::collection::vec(prop_oneof![3 => -9i64..=9, 1 => -300i64..=300], n))
+            (
+                Just(shape),
+                prop::collection::vec(prop_oneof![3 => -9i64..=9, 1 => -300i64..=300], n),
+            )
         })
 }
 
@@ -239,10 +271,19 @@ fn c_strides(shape: &[usize]) -> Vec<i64> {
     s
 }
 
-fn check_big(shape: Vec<usize>, strides: Vec<i64>, elem: usize, misalign: usize, want: fn(&PlanKind) -> bool) {
+fn check_big(
+    shape: Vec<usize>,
+    strides: Vec<i64>,
+    elem: usize,
+    misalign: usize,
+    want: fn(&PlanKind) -> bool,
+) {
     let shape_i: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
     let p = plan(&shape_i, &strides, elem);
-    assert!(want(&p.kind), "unexpected plan {p:?} for {shape:?} {strides:?}");
+    assert!(
+        want(&p.kind),
+        "unexpected plan {p:?} for {shape:?} {strides:?}"
+    );
     if rayon::current_num_threads() > 1 {
         assert!(p.parallel, "large copy should be parallel: {p:?}");
     }
@@ -257,9 +298,20 @@ fn stream_copy_all_offsets_and_lengths() {
             for d_off in [0usize, 1, 16, 63] {
                 let mut dst = vec![0u8; len + 200];
                 // SAFETY: both ranges are in bounds and distinct allocations.
-                unsafe { kernels::stream_copy(src.as_ptr().add(so), dst.as_mut_ptr().add(d_off), len) };
-                assert_eq!(&dst[d_off..d_off + len], &src[so..so + len], "len {len} so {so} d {d_off}");
-                assert!(dst[..d_off].iter().chain(&dst[d_off + len..]).all(|&b| b == 0));
+                unsafe {
+                    kernels::stream_copy(src.as_ptr().add(so), dst.as_mut_ptr().add(d_off), len)
+                };
+                assert_eq!(
+                    &dst[d_off..d_off + len],
+                    &src[so..so + len],
+                    "len {len} so {so} d {d_off}"
+                );
+                assert!(
+                    dst[..d_off]
+                        .iter()
+                        .chain(&dst[d_off + len..])
+                        .all(|&b| b == 0)
+                );
             }
         }
     }
@@ -268,18 +320,48 @@ fn stream_copy_all_offsets_and_lengths() {
 #[test]
 fn large_contiguous_parallel() {
     // Above the streaming threshold, odd source and destination offsets.
-    check_big(vec![(9 << 20) + 5], vec![1], 1, 3, |k| matches!(k, PlanKind::Memcpy { .. }));
-    check_big(vec![3 << 20], vec![1], 1, 3, |k| matches!(k, PlanKind::Memcpy { .. }));
-    check_big(vec![517, 1031], c_strides(&[517, 1031]), 4, 5, |k| matches!(k, PlanKind::Memcpy { .. }));
+    check_big(vec![(9 << 20) + 5], vec![1], 1, 3, |k| {
+        matches!(k, PlanKind::Memcpy { .. })
+    });
+    check_big(vec![3 << 20], vec![1], 1, 3, |k| {
+        matches!(k, PlanKind::Memcpy { .. })
+    });
+    check_big(vec![517, 1031], c_strides(&[517, 1031]), 4, 5, |k| {
+        matches!(k, PlanKind::Memcpy { .. })
+    });
 }
 
 #[test]
 fn large_rows_parallel() {
     // Every other row of a (1200, 700) f64 array, and a column slice.
-    check_big(vec![600, 700], vec![1400, 1], 8, 0, |k| matches!(k, PlanKind::Rows { row_bytes: 5600, rows: 600 }));
-    check_big(vec![1500, 500], vec![-777, 1], 4, 1, |k| matches!(k, PlanKind::Rows { row_bytes: 2000, .. }));
+    check_big(vec![600, 700], vec![1400, 1], 8, 0, |k| {
+        matches!(
+            k,
+            PlanKind::Rows {
+                row_bytes: 5600,
+                rows: 600
+            }
+        )
+    });
+    check_big(vec![1500, 500], vec![-777, 1], 4, 1, |k| {
+        matches!(
+            k,
+            PlanKind::Rows {
+                row_bytes: 2000,
+                ..
+            }
+        )
+    });
     // Above the streaming threshold (rows copied with streaming stores), odd offsets.
-    check_big(vec![1100, 2000], vec![2003, 1], 4, 5, |k| matches!(k, PlanKind::Rows { row_bytes: 8000, .. }));
+    check_big(vec![1100, 2000], vec![2003, 1], 4, 5, |k| {
+        matches!(
+            k,
+            PlanKind::Rows {
+                row_bytes: 8000,
+                ..
+            }
+        )
+    });
 }
 
 #[test]
@@ -289,22 +371,38 @@ fn large_transposes_parallel() {
         if r * c * elem < PARALLEL_MIN_BYTES {
             continue;
         }
-        check_big(vec![r, c], vec![1, r as i64 + 3], elem, 7, |k| matches!(k, PlanKind::Transpose2D { .. }));
+        check_big(vec![r, c], vec![1, r as i64 + 3], elem, 7, |k| {
+            matches!(k, PlanKind::Transpose2D { .. })
+        });
     }
     let (r, c) = (4096usize, 300usize);
     for elem in [1usize, 2, 4, 8, 16] {
-        check_big(vec![r, c], vec![1, r as i64], elem, 0, |k| matches!(k, PlanKind::Transpose2D { unit_stride: true, .. }));
+        check_big(vec![r, c], vec![1, r as i64], elem, 0, |k| {
+            matches!(
+                k,
+                PlanKind::Transpose2D {
+                    unit_stride: true,
+                    ..
+                }
+            )
+        });
     }
     // 3-D permutation (2, 0, 1) of a (64, 96, 80) f32 array, negative outer.
     let st = c_strides(&[64, 96, 80]);
-    check_big(vec![80, 64, 96], vec![st[2], -st[0], st[1]], 4, 4, |k| matches!(k, PlanKind::Transpose2D { .. }));
+    check_big(vec![80, 64, 96], vec![st[2], -st[0], st[1]], 4, 4, |k| {
+        matches!(k, PlanKind::Transpose2D { .. })
+    });
 }
 
 #[test]
 fn large_generic_parallel() {
     // Reversed last axis, broadcast middle axis.
-    check_big(vec![300, 7, 600], vec![600, 0, -1], 4, 2, |k| matches!(k, PlanKind::Generic { elem_bytes: 4 }));
-    check_big(vec![200, 3000], vec![3000 * 3, 3], 2, 1, |k| matches!(k, PlanKind::Generic { elem_bytes: 2 }));
+    check_big(vec![300, 7, 600], vec![600, 0, -1], 4, 2, |k| {
+        matches!(k, PlanKind::Generic { elem_bytes: 4 })
+    });
+    check_big(vec![200, 3000], vec![3000 * 3, 3], 2, 1, |k| {
+        matches!(k, PlanKind::Generic { elem_bytes: 2 })
+    });
 }
 
 #[test]
@@ -313,22 +411,61 @@ fn planner_decisions() {
     assert_eq!(p(&[4, 5], &[5, 1], 4), PlanKind::Memcpy { bytes: 80 });
     assert_eq!(p(&[], &[], 8), PlanKind::Memcpy { bytes: 8 });
     // size-1 dims' strides are ignored.
-    assert_eq!(p(&[4, 1, 5, 1], &[5, 99, 1, -7], 4), PlanKind::Memcpy { bytes: 80 });
-    assert_eq!(p(&[4, 5], &[10, 1], 4), PlanKind::Rows { row_bytes: 20, rows: 4 });
+    assert_eq!(
+        p(&[4, 1, 5, 1], &[5, 99, 1, -7], 4),
+        PlanKind::Memcpy { bytes: 80 }
+    );
+    assert_eq!(
+        p(&[4, 5], &[10, 1], 4),
+        PlanKind::Rows {
+            row_bytes: 20,
+            rows: 4
+        }
+    );
     // merging: (2, 3, 4) with strides (24, 4, 1) → rows of 12 elements... (3, 4) merge to 12.
-    assert_eq!(p(&[2, 3, 4], &[24, 4, 1], 1), PlanKind::Rows { row_bytes: 12, rows: 2 });
+    assert_eq!(
+        p(&[2, 3, 4], &[24, 4, 1], 1),
+        PlanKind::Rows {
+            row_bytes: 12,
+            rows: 2
+        }
+    );
     // short contiguous rows become wide elements
-    assert_eq!(p(&[100, 2], &[5, 1], 4), PlanKind::Generic { elem_bytes: 8 });
+    assert_eq!(
+        p(&[100, 2], &[5, 1], 4),
+        PlanKind::Generic { elem_bytes: 8 }
+    );
     assert_eq!(
         p(&[64, 32], &[1, 64], 4),
-        PlanKind::Transpose2D { rows: 64, cols: 32, batches: 1, elem_bytes: 4, unit_stride: true }
+        PlanKind::Transpose2D {
+            rows: 64,
+            cols: 32,
+            batches: 1,
+            elem_bytes: 4,
+            unit_stride: true
+        }
     );
     assert_eq!(
         p(&[3, 64, 32], &[2048, 1, 64], 2),
-        PlanKind::Transpose2D { rows: 64, cols: 32, batches: 3, elem_bytes: 2, unit_stride: true }
+        PlanKind::Transpose2D {
+            rows: 64,
+            cols: 32,
+            batches: 3,
+            elem_bytes: 2,
+            unit_stride: true
+        }
     );
-    assert!(matches!(p(&[64, 32], &[-1, 64], 4), PlanKind::Transpose2D { unit_stride: false, .. }));
-    assert_eq!(p(&[10, 10], &[0, 0], 4), PlanKind::Generic { elem_bytes: 4 });
+    assert!(matches!(
+        p(&[64, 32], &[-1, 64], 4),
+        PlanKind::Transpose2D {
+            unit_stride: false,
+            ..
+        }
+    ));
+    assert_eq!(
+        p(&[10, 10], &[0, 0], 4),
+        PlanKind::Generic { elem_bytes: 4 }
+    );
     assert_eq!(p(&[10], &[2], 4), PlanKind::Generic { elem_bytes: 4 });
     assert_eq!(p(&[0, 5], &[5, 1], 4), PlanKind::Empty);
     assert_eq!(p(&[3, 5], &[5, 1], 0), PlanKind::Empty);
@@ -342,18 +479,54 @@ fn contiguous_nbytes_values_and_overflow() {
     assert_eq!(contiguous_nbytes(&[], ElemSize::Bytes(4)), Ok(4));
     assert_eq!(contiguous_nbytes(&[2, 3], ElemSize::Bytes(8)), Ok(48));
     assert_eq!(contiguous_nbytes(&[0, i64::MAX], ElemSize::Bytes(8)), Ok(0));
-    assert_eq!(contiguous_nbytes(&[3], ElemSize::SubByte { bits: 4 }), Ok(2));
-    assert_eq!(contiguous_nbytes(&[5], ElemSize::SubByte { bits: 6 }), Ok(4));
-    assert_eq!(contiguous_nbytes(&[2, 4], ElemSize::SubByte { bits: 4 }), Ok(4));
-    assert_eq!(contiguous_nbytes(&[i64::MAX, 2], ElemSize::Bytes(1)), Err(CopyError::Overflow));
-    assert_eq!(contiguous_nbytes(&[1 << 62], ElemSize::Bytes(2)), Err(CopyError::Overflow));
-    assert_eq!(contiguous_nbytes(&[1 << 62], ElemSize::SubByte { bits: 4 }), Ok(1 << 61));
-    assert_eq!(contiguous_nbytes(&[i64::MAX, 2], ElemSize::SubByte { bits: 7 }), Err(CopyError::Overflow));
-    assert_eq!(contiguous_nbytes(&[i64::MAX, 2], ElemSize::SubByte { bits: 4 }), Ok(i64::MAX as usize));
-    assert_eq!(contiguous_nbytes(&[i64::MAX], ElemSize::Bytes(1)), Ok(i64::MAX as usize));
-    assert_eq!(contiguous_nbytes(&[i64::MAX], ElemSize::Bytes(2)), Err(CopyError::Overflow));
-    assert_eq!(contiguous_nbytes(&[3, -1], ElemSize::Bytes(1)), Err(CopyError::NegativeDim));
-    assert_eq!(contiguous_nbytes(&[0, -1], ElemSize::Bytes(1)), Err(CopyError::NegativeDim));
+    assert_eq!(
+        contiguous_nbytes(&[3], ElemSize::SubByte { bits: 4 }),
+        Ok(2)
+    );
+    assert_eq!(
+        contiguous_nbytes(&[5], ElemSize::SubByte { bits: 6 }),
+        Ok(4)
+    );
+    assert_eq!(
+        contiguous_nbytes(&[2, 4], ElemSize::SubByte { bits: 4 }),
+        Ok(4)
+    );
+    assert_eq!(
+        contiguous_nbytes(&[i64::MAX, 2], ElemSize::Bytes(1)),
+        Err(CopyError::Overflow)
+    );
+    assert_eq!(
+        contiguous_nbytes(&[1 << 62], ElemSize::Bytes(2)),
+        Err(CopyError::Overflow)
+    );
+    assert_eq!(
+        contiguous_nbytes(&[1 << 62], ElemSize::SubByte { bits: 4 }),
+        Ok(1 << 61)
+    );
+    assert_eq!(
+        contiguous_nbytes(&[i64::MAX, 2], ElemSize::SubByte { bits: 7 }),
+        Err(CopyError::Overflow)
+    );
+    assert_eq!(
+        contiguous_nbytes(&[i64::MAX, 2], ElemSize::SubByte { bits: 4 }),
+        Ok(i64::MAX as usize)
+    );
+    assert_eq!(
+        contiguous_nbytes(&[i64::MAX], ElemSize::Bytes(1)),
+        Ok(i64::MAX as usize)
+    );
+    assert_eq!(
+        contiguous_nbytes(&[i64::MAX], ElemSize::Bytes(2)),
+        Err(CopyError::Overflow)
+    );
+    assert_eq!(
+        contiguous_nbytes(&[3, -1], ElemSize::Bytes(1)),
+        Err(CopyError::NegativeDim)
+    );
+    assert_eq!(
+        contiguous_nbytes(&[0, -1], ElemSize::Bytes(1)),
+        Err(CopyError::NegativeDim)
+    );
 }
 
 #[test]
@@ -379,25 +552,74 @@ fn errors_leave_destination_untouched() {
         // within bounds (asserted by the expected results below).
         unsafe { copy_to_contiguous(src.as_ptr(), shape, strides, elem, dst.as_mut_ptr(), len) }
     };
-    assert_eq!(run(&[2, 2], &[2], ElemSize::Bytes(1), 64, &mut dst), Err(CopyError::ShapeStrideMismatch));
-    assert_eq!(run(&[2, -2], &[2, 1], ElemSize::Bytes(1), 64, &mut dst), Err(CopyError::NegativeDim));
-    assert_eq!(run(&[i64::MAX, 4], &[4, 1], ElemSize::Bytes(1), 64, &mut dst), Err(CopyError::Overflow));
-    assert_eq!(run(&[2], &[i64::MAX], ElemSize::Bytes(1), 64, &mut dst), Err(CopyError::Overflow));
-    assert_eq!(run(&[2], &[i64::MAX / 2], ElemSize::Bytes(4), 64, &mut dst), Err(CopyError::Overflow));
-    assert_eq!(run(&[4, 3], &[isize::MAX as i64 / 2, 1], ElemSize::Bytes(1), 64, &mut dst), Err(CopyError::Overflow));
+    assert_eq!(
+        run(&[2, 2], &[2], ElemSize::Bytes(1), 64, &mut dst),
+        Err(CopyError::ShapeStrideMismatch)
+    );
+    assert_eq!(
+        run(&[2, -2], &[2, 1], ElemSize::Bytes(1), 64, &mut dst),
+        Err(CopyError::NegativeDim)
+    );
+    assert_eq!(
+        run(&[i64::MAX, 4], &[4, 1], ElemSize::Bytes(1), 64, &mut dst),
+        Err(CopyError::Overflow)
+    );
+    assert_eq!(
+        run(&[2], &[i64::MAX], ElemSize::Bytes(1), 64, &mut dst),
+        Err(CopyError::Overflow)
+    );
+    assert_eq!(
+        run(&[2], &[i64::MAX / 2], ElemSize::Bytes(4), 64, &mut dst),
+        Err(CopyError::Overflow)
+    );
+    assert_eq!(
+        run(
+            &[4, 3],
+            &[isize::MAX as i64 / 2, 1],
+            ElemSize::Bytes(1),
+            64,
+            &mut dst
+        ),
+        Err(CopyError::Overflow)
+    );
     assert_eq!(
         run(&[4, 4], &[4, 1], ElemSize::Bytes(4), 63, &mut dst),
         Err(CopyError::DestinationTooSmall { need: 64, have: 63 })
     );
-    assert_eq!(run(&[4, 2], &[1, 4], ElemSize::SubByte { bits: 4 }, 64, &mut dst), Err(CopyError::SubByteNotContiguous));
+    assert_eq!(
+        run(
+            &[4, 2],
+            &[1, 4],
+            ElemSize::SubByte { bits: 4 },
+            64,
+            &mut dst
+        ),
+        Err(CopyError::SubByteNotContiguous)
+    );
     assert!(dst.iter().all(|&b| b == 0xEE));
     // Zero-size arrays: nothing read (huge strides are fine), nothing written.
-    assert_eq!(run(&[0, 5], &[i64::MAX, i64::MIN], ElemSize::Bytes(8), 0, &mut dst), Ok(()));
+    assert_eq!(
+        run(
+            &[0, 5],
+            &[i64::MAX, i64::MIN],
+            ElemSize::Bytes(8),
+            0,
+            &mut dst
+        ),
+        Ok(())
+    );
     assert!(dst.iter().all(|&b| b == 0xEE));
     // A valid copy works and errors have messages.
-    assert_eq!(run(&[4, 4], &[4, 1], ElemSize::Bytes(4), 64, &mut dst), Ok(()));
+    assert_eq!(
+        run(&[4, 4], &[4, 1], ElemSize::Bytes(4), 64, &mut dst),
+        Ok(())
+    );
     assert_eq!(dst, src);
-    assert!(CopyError::DestinationTooSmall { need: 2, have: 1 }.to_string().contains("need 2"));
+    assert!(
+        CopyError::DestinationTooSmall { need: 2, have: 1 }
+            .to_string()
+            .contains("need 2")
+    );
 }
 
 #[test]
@@ -405,7 +627,16 @@ fn broadcast_scalar_fills() {
     let v = 0x1234_5678u32.to_le_bytes();
     let mut dst = vec![0u8; 4 * 6 * 7];
     // SAFETY: zero strides read only the 4 bytes of `v`.
-    let r = unsafe { copy_to_contiguous(v.as_ptr(), &[6, 7], &[0, 0], ElemSize::Bytes(4), dst.as_mut_ptr(), dst.len()) };
+    let r = unsafe {
+        copy_to_contiguous(
+            v.as_ptr(),
+            &[6, 7],
+            &[0, 0],
+            ElemSize::Bytes(4),
+            dst.as_mut_ptr(),
+            dst.len(),
+        )
+    };
     assert_eq!(r, Ok(()));
     assert!(dst.chunks(4).all(|c| c == v));
 }
@@ -416,7 +647,13 @@ fn broadcast_scalar_fills() {
 fn simd_square_kernels_all_widths() {
     for elem in [1usize, 2, 4, 8, 16] {
         let line = 64 / elem.min(64);
-        for (rows, cols) in [(line * 2, line * 4), (line * 2 + 1, line * 4), (line * 3, line * 2 + 3), (line * 8 + 1, line * 2), (7, line * 2)] {
+        for (rows, cols) in [
+            (line * 2, line * 4),
+            (line * 2 + 1, line * 4),
+            (line * 3, line * 2 + 3),
+            (line * 8 + 1, line * 2),
+            (7, line * 2),
+        ] {
             for batch in [1usize, 2] {
                 for pad in [0usize, 1] {
                     let ld = (rows + pad) as i64;

@@ -133,7 +133,8 @@ pub(super) unsafe fn run(spec: &Spec, src: *const u8, dst: *mut u8, parallel: bo
     // aligned iff dst is and a row is a multiple of 64 bytes.
     // (Unit tests also take the streaming path for about half of the small shapes.)
     let stream = total >= STREAM_MIN_BYTES || (cfg!(test) && (spec.na + spec.nb).is_multiple_of(2));
-    let stream = stream && (dst as usize).is_multiple_of(64) && (spec.nb * spec.elem).is_multiple_of(64);
+    let stream =
+        stream && (dst as usize).is_multiple_of(64) && (spec.nb * spec.elem).is_multiple_of(64);
     let strip = select(spec.elem, spec.sa == spec.elem as isize, stream);
     let (s, d) = (SendPtr(src as *mut u8), SendPtr(dst));
     run_units(units, unit_bytes, parallel, |r| {
@@ -148,10 +149,15 @@ pub(super) unsafe fn run(spec: &Spec, src: *const u8, dst: *mut u8, parallel: bo
             // SAFETY: (so, dof) are the offsets of a valid batch; rows a0..a1 < na; each
             // (batch, band) writes a disjoint set of destination rows.
             unsafe {
-                let (sp, dp) = (s.0.wrapping_offset(so) as *const u8, d.0.wrapping_offset(dof));
+                let (sp, dp) = (
+                    s.0.wrapping_offset(so) as *const u8,
+                    d.0.wrapping_offset(dof),
+                );
                 match strip {
                     Some(f) => f(sp, spec.sa, spec.sb, dp, spec.da, a0, a1, spec.nb),
-                    None => strip_bytes(sp, spec.sa, spec.sb, dp, spec.da, a0, a1, spec.nb, spec.elem),
+                    None => strip_bytes(
+                        sp, spec.sa, spec.sb, dp, spec.da, a0, a1, spec.nb, spec.elem,
+                    ),
                 }
             };
         }
@@ -260,7 +266,13 @@ unsafe fn strip_bytes(
             let dp = dst.wrapping_offset(a as isize * da);
             for b in b0..b1 {
                 // SAFETY: element (a, b) and its destination slot are valid (see `run`).
-                unsafe { ptr::copy_nonoverlapping(sp.wrapping_offset(b as isize * sb), dp.add(b * elem), elem) };
+                unsafe {
+                    ptr::copy_nonoverlapping(
+                        sp.wrapping_offset(b as isize * sb),
+                        dp.add(b * elem),
+                        elem,
+                    )
+                };
             }
         }
         b0 = b1;
@@ -391,7 +403,9 @@ mod x86 {
     unsafe fn micro_1(src: *const u8, sb: isize, dst: *mut u8, da: isize) {
         // SAFETY: 16 unaligned 16-byte loads / stores of valid rows.
         unsafe {
-            let r: [__m128i; 16] = std::array::from_fn(|i| _mm_loadu_si128(src.offset(i as isize * sb) as *const __m128i));
+            let r: [__m128i; 16] = std::array::from_fn(|i| {
+                _mm_loadu_si128(src.offset(i as isize * sb) as *const __m128i)
+            });
             for (j, v) in tr16_epi8(r).into_iter().enumerate() {
                 _mm_storeu_si128(dst.offset(j as isize * da) as *mut __m128i, v);
             }
@@ -407,7 +421,9 @@ mod x86 {
             let mut o = [[_mm_setzero_si128(); 16]; 4];
             for (q, oq) in o.iter_mut().enumerate() {
                 let base = src.offset(q as isize * 16 * sb);
-                let r: [__m128i; 16] = std::array::from_fn(|i| _mm_loadu_si128(base.offset(i as isize * sb) as *const __m128i));
+                let r: [__m128i; 16] = std::array::from_fn(|i| {
+                    _mm_loadu_si128(base.offset(i as isize * sb) as *const __m128i)
+                });
                 *oq = tr16_epi8(r);
             }
             for j in 0..16 {
@@ -515,7 +531,16 @@ mod x86 {
             let mut o = [[_mm_setzero_si128(); 8]; 4];
             for (q, oq) in o.iter_mut().enumerate() {
                 let i = q as isize * 8;
-                *oq = tr8_epi16([ld(i), ld(i + 1), ld(i + 2), ld(i + 3), ld(i + 4), ld(i + 5), ld(i + 6), ld(i + 7)]);
+                *oq = tr8_epi16([
+                    ld(i),
+                    ld(i + 1),
+                    ld(i + 2),
+                    ld(i + 3),
+                    ld(i + 4),
+                    ld(i + 5),
+                    ld(i + 6),
+                    ld(i + 7),
+                ]);
             }
             for j in 0..8 {
                 let d = dst.offset(j as isize * da) as *mut __m128i;
@@ -594,10 +619,40 @@ mod x86 {
         };
     }
 
-    strip_fn!(#[target_feature(enable = "avx2")] strip_4_avx2, u32, 16, 8, micro_4);
-    strip_fn!(#[target_feature(enable = "avx2")] strip_4_avx2_nt, u32, 16, 8, micro_4, line_4_nt);
-    strip_fn!(#[target_feature(enable = "avx2")] strip_8_avx2, u64, 8, 4, micro_8);
-    strip_fn!(#[target_feature(enable = "avx2")] strip_8_avx2_nt, u64, 8, 4, micro_8, line_8_nt);
+    strip_fn!(
+        #[target_feature(enable = "avx2")]
+        strip_4_avx2,
+        u32,
+        16,
+        8,
+        micro_4
+    );
+    strip_fn!(
+        #[target_feature(enable = "avx2")]
+        strip_4_avx2_nt,
+        u32,
+        16,
+        8,
+        micro_4,
+        line_4_nt
+    );
+    strip_fn!(
+        #[target_feature(enable = "avx2")]
+        strip_8_avx2,
+        u64,
+        8,
+        4,
+        micro_8
+    );
+    strip_fn!(
+        #[target_feature(enable = "avx2")]
+        strip_8_avx2_nt,
+        u64,
+        8,
+        4,
+        micro_8,
+        line_8_nt
+    );
     strip_fn!(strip_1_sse2, u8, 64, 16, micro_1);
     strip_fn!(strip_1_sse2_nt, u8, 64, 16, micro_1, line_1_nt);
     strip_fn!(strip_2_sse2, u16, 32, 8, micro_2);
