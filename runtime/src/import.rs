@@ -96,8 +96,15 @@ unsafe fn validate_tensor(t: &DLTensor) -> Result<(), DlpackError> {
     }
     // SAFETY: caller contract.
     let shape = unsafe { dims(t.shape, t.ndim as usize) };
-    if shape.iter().any(|&d| d < 0) {
-        return Err(DlpackError::new(FailureKind::UnsupportedLayout, format!("negative dimension in shape {shape:?}")));
+    let mut numel: usize = 1;
+    for &d in shape {
+        if d < 0 {
+            return Err(DlpackError::new(FailureKind::UnsupportedLayout, format!("negative dimension in shape {shape:?}")));
+        }
+        numel = numel.saturating_mul(d as usize);
+    }
+    if numel > isize::MAX as usize && !shape.contains(&0) {
+        return Err(DlpackError::new(FailureKind::UnsupportedLayout, format!("shape {shape:?} has too many elements")));
     }
     Ok(())
 }
@@ -357,7 +364,8 @@ impl ImportedTensor {
 
     /// Number of elements.
     pub fn numel(&self) -> usize {
-        self.shape().iter().map(|&d| d as usize).product()
+        // Validated at import: dims are non-negative and their product fits in isize.
+        self.shape().iter().fold(1usize, |n, &d| n.saturating_mul(d as usize))
     }
 
     /// The dtype.
@@ -438,7 +446,42 @@ impl ImportedTensor {
                 format!("{what}: memory on device {} is not host-accessible", self.device),
             ));
         }
+        if std::any::TypeId::of::<T>() == std::any::TypeId::of::<bool>() && !self.bool_bytes_valid() {
+            // A `bool` reference to a byte other than 0/1 would be undefined behaviour.
+            return Err(DlpackError::new(FailureKind::UnsupportedDtype, format!("{what}: bool tensor holds bytes other than 0 and 1")));
+        }
         Ok(())
+    }
+
+    /// Whether every element byte of a 1-byte dtype is 0 or 1 (walks the strided layout).
+    fn bool_bytes_valid(&self) -> bool {
+        let shape = self.shape();
+        let strides = self.strides();
+        if self.numel() == 0 {
+            return true;
+        }
+        let mut idx = vec![0i64; shape.len()];
+        let base = self.data.cast::<u8>().cast_const();
+        loop {
+            let off: i64 = idx.iter().zip(strides).map(|(i, s)| i * s).sum();
+            // SAFETY: `idx` is a valid index, so `base + off` is an element of the tensor
+            // (1-byte elements), readable host memory (checked by the caller).
+            if unsafe { *base.wrapping_offset(off as isize) } > 1 {
+                return false;
+            }
+            let mut k = shape.len();
+            loop {
+                if k == 0 {
+                    return true;
+                }
+                k -= 1;
+                idx[k] += 1;
+                if idx[k] < shape[k] {
+                    break;
+                }
+                idx[k] = 0;
+            }
+        }
     }
 
     fn typed_ptr<T>(&self) -> *mut T {

@@ -15,6 +15,19 @@
 //!     #[dlpack(shape)] dims: Vec<usize>,
 //! }
 //! ```
+//!
+//! ## Map
+//! * Producer: [`export::DLPackSource`] (what the derive implements), [`export::DataSource`]
+//!   (data fields), [`export::request`] (pure negotiation: `ExportRequest` → `ExportPlan`),
+//!   [`export::managed`] (one `PyMem_Malloc` block per export, capsule with the generated
+//!   static name, GIL-safe deleter, [`live_exports`]), [`python::dlpack_method`] /
+//!   [`python::dlpack_device_method`] (the method bodies) and the optional raw-fastcall
+//!   `__dlpack__` ([`python::dlpack_descriptor`], [`python::install_fast_dlpack`]).
+//! * Consumer: [`from_dlpack`] / [`python::from_dlpack_py`] → [`ImportedTensor`] (owning
+//!   handle: shape/strides/dtype/device/readonly, slices, `ndarray` views, copies).
+//! * Storage for array types: [`storage::Buffer`].
+//! * Errors: [`DlpackError`] = generated [`failure::FailureKind`] + message; the Python exception
+//!   comes from the generated mapping.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_debug_implementations)]
 

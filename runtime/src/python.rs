@@ -26,7 +26,6 @@ use crate::failure::FailureKind;
 use crate::ffi::DLDeviceType;
 use crate::import::ImportedTensor;
 use crate::protocol;
-use crate::stream_rules::consumer_default_stream;
 
 // ---------------------------------------------------------------------------------------------
 // Borrowing the Rust value behind a pyclass: `get()` for frozen classes (no borrow flag),
@@ -324,8 +323,9 @@ unsafe fn call_method<'py>(
 /// `copy=Some(true)` the result never aliases the producer: if the producer did not set
 /// IS_COPIED (or is legacy-only), dlbind copies into a fresh, writable host buffer.
 /// `device`: the result must be on that device (host-accessible memory counts as CPU);
-/// otherwise BufferError. For devices with streams, the consumer's default stream from the
-/// generated rules is passed. No `__dlpack__` → AttributeError.
+/// otherwise BufferError. For devices with streams, the consumer's stream is passed
+/// (`gpu::consumer_stream_for`: the generated default unless a GPU runtime reports a current
+/// stream). No `__dlpack__` → AttributeError.
 pub fn from_dlpack(obj: &Bound<'_, PyAny>, device: Option<Device>, copy: Option<bool>) -> PyResult<ImportedTensor> {
     let py = obj.py();
     let o = obj.as_ptr();
@@ -357,7 +357,9 @@ pub fn from_dlpack(obj: &Bound<'_, PyAny>, device: Option<Device>, copy: Option<
             if let Some(d) = device {
                 names_v.push(&n.kw_dl_device);
                 vals.push(d.to_py_tuple(py)?.into_any());
-                if let Some(s) = consumer_default_stream(d.device_type) {
+                // The stream the consumer will use on that device (CUDA: the current stream of a
+                // present runtime, else 1 — never 0; ROCm 0; stream-less devices: none).
+                if let Some(s) = crate::gpu::consumer_stream_for(d) {
                     names_v.push(&n.kw_stream);
                     vals.push(s.into_pyobject(py)?.into_any());
                 }

@@ -332,3 +332,26 @@ fn alloc_and_copy_errors_map() {
     let e: DlpackError = dlbind::copy::CopyError::Overflow.into();
     assert_eq!(e.kind(), FailureKind::UnsupportedLayout);
 }
+
+#[test]
+fn bool_views_check_their_bytes() {
+    let _g = common::serial();
+    let mk = |bytes: [u8; 4]| {
+        let mut sp = spec(&[4], None, 0);
+        sp.dtype = <bool as dlbind::element::DLPackElement>::DTYPE;
+        let mut words = [0f64; 32];
+        // SAFETY: f64 storage reinterpreted as bytes for the first 4 bytes.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), words.as_mut_ptr().cast::<u8>(), 4) };
+        sp.data = words.to_vec();
+        // SAFETY: fresh tensor.
+        unsafe { ImportedTensor::from_managed_versioned(versioned(sp, 1, 0)) }.unwrap()
+    };
+    let ok = mk([0, 1, 1, 0]);
+    assert_eq!(ok.as_slice::<bool>().unwrap(), &[false, true, true, false]);
+    let bad = mk([0, 2, 1, 0]);
+    assert_eq!(bad.as_slice::<bool>().unwrap_err().kind(), FailureKind::UnsupportedDtype);
+    #[cfg(feature = "ndarray")]
+    assert!(bad.as_ndarray::<bool>().is_err());
+    // The raw bytes stay reachable as u8? No: dtype mismatch is refused too.
+    assert!(bad.as_slice::<u8>().is_err());
+}

@@ -681,3 +681,70 @@ fn dlpack_descriptor_classattr() {
         assert_eq!(live_exports(), base);
     });
 }
+
+#[test]
+fn dlpack_lookup_follows_class_changes() {
+    let _g = common::serial();
+    Python::attach(|py| {
+        let a = arr(py, &[2], false).into_any();
+        let g = PyDict::new(py);
+        g.set_item("inner", &a).unwrap();
+        py.run(
+            cr#"
+class P:
+    def __dlpack__(self, **kw): return inner.__dlpack__(**kw)
+p = P()
+"#,
+            Some(&g),
+            None,
+        )
+        .unwrap();
+        let p = g.get_item("p").unwrap().unwrap();
+        drop(from_dlpack(&p, None, None).unwrap());
+        drop(from_dlpack(&p, None, None).unwrap());
+        py.run(c"def gone(self, **kw): raise ValueError('replaced')\nP.__dlpack__ = gone", Some(&g), None).unwrap();
+        let e = from_dlpack(&p, None, None).unwrap_err();
+        assert!(e.to_string().contains("replaced"), "{e}");
+        py.run(c"del P.__dlpack__", Some(&g), None).unwrap();
+        let e = from_dlpack(&p, None, None).unwrap_err();
+        assert!(e.is_instance_of::<dlbind::pyo3::exceptions::PyAttributeError>(py), "{e}");
+    });
+}
+
+#[test]
+fn peers_jax_and_pyarrow() {
+    let _g = common::serial();
+    Python::attach(|py| {
+        common::add_venv(py);
+        let base = live_exports();
+        if let Ok(pa) = py.import("pyarrow") {
+            let arr = pa.call_method1("array", (vec![1i64, 2, 3],)).unwrap().call_method1("slice", (1,)).unwrap();
+            let t = from_dlpack(&arr, None, None).unwrap();
+            assert_eq!(t.as_slice::<i64>().unwrap(), &[2, 3]);
+            assert!(t.readonly(), "pyarrow exports read-only");
+            drop(t);
+            // copy=True → pyarrow copies (IS_COPIED) → writable.
+            let t = from_dlpack(&arr, None, Some(true)).unwrap();
+            assert!(!t.readonly());
+            assert_eq!(t.as_slice::<i64>().unwrap(), &[2, 3]);
+        } else {
+            eprintln!("pyarrow not importable: skipped");
+        }
+        if let Ok(jnp) = py.import("jax.numpy") {
+            let x = jnp.call_method1("arange", (6,)).unwrap().call_method1("reshape", ((2, 3),)).unwrap();
+            let t = from_dlpack(&x, None, None).unwrap();
+            assert_eq!(t.shape(), &[2, 3]);
+            assert!(t.readonly(), "JAX answers with a legacy capsule");
+            drop(t);
+            // JAX consumes our legacy capsules.
+            let a = arr(py, &[2, 2], false).into_any();
+            let y = jnp.call_method1("from_dlpack", (&a,)).unwrap();
+            assert_eq!(y.call_method0("sum").unwrap().extract::<f64>().unwrap(), 6.0);
+            drop(y);
+            py.run(c"import gc; gc.collect()", None, None).unwrap();
+        } else {
+            eprintln!("jax not importable: skipped");
+        }
+        assert_eq!(live_exports(), base);
+    });
+}
