@@ -38,6 +38,10 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 
 step() { printf '\n==> [%s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 T0=$SECONDS
+# Checks (steps 2, 3, 5) keep going after a failure so one run reports everything;
+# setup steps (1, 4) stop the script. The exit status is non-zero if anything failed.
+FAILED=()
+check() { local name="$1"; shift; if ! "$@"; then echo "!! $name FAILED"; FAILED+=("$name"); fi; }
 
 # ---------------------------------------------------------------- 1. venv
 step "1/5 Python venv with pinned peers ($VENV)"
@@ -68,11 +72,11 @@ export PYO3_PYTHON="$PY"
 if [[ "${DLBIND_SKIP_RUST:-0}" != 1 ]]; then
   # ------------------------------------------------------------ 2. codegen
   step "2/5 generated/ is up to date (dlbind-codegen check)"
-  cargo run --release -q -p dlbind-codegen -- check
+  check "codegen check" cargo run --release -q -p dlbind-codegen -- check
 
   # ------------------------------------------------------------ 3. cargo test
-  step "3/5 cargo test --workspace --release"
-  cargo test --workspace --release
+  step "3/5 cargo test --workspace --release --no-fail-fast"
+  check "cargo test" cargo test --workspace --release --no-fail-fast
 else
   step "2-3/5 skipped (DLBIND_SKIP_RUST=1)"
 fi
@@ -84,6 +88,10 @@ maturin develop --release -m "$ROOT/examples/tensor/Cargo.toml"
 
 # ---------------------------------------------------------------- 5. pytest
 step "5/5 pytest tests/python"
-"$PY" -m pytest "$ROOT/tests/python" -q -p no:cacheprovider -rfEs ${PYTEST_EXTRA[@]+"${PYTEST_EXTRA[@]}"}
+check "pytest" "$PY" -m pytest "$ROOT/tests/python" -q -p no:cacheprovider -rfEs ${PYTEST_EXTRA[@]+"${PYTEST_EXTRA[@]}"}
 
+if [[ ${#FAILED[@]} -gt 0 ]]; then
+  step "FAILED after $((SECONDS - T0)) s: ${FAILED[*]}"
+  exit 1
+fi
 step "all steps passed in $((SECONDS - T0)) s"

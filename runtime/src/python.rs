@@ -327,6 +327,22 @@ unsafe fn call_method<'py>(
 /// (`gpu::consumer_stream_for`: the generated default unless a GPU runtime reports a current
 /// stream). No `__dlpack__` → AttributeError.
 pub fn from_dlpack(obj: &Bound<'_, PyAny>, device: Option<Device>, copy: Option<bool>) -> PyResult<ImportedTensor> {
+    if copy == Some(true) && device.is_none_or(|d| d == Device::CPU) {
+        // dlbind copies host memory itself (C-contiguous, aligned, parallel kernels), so the
+        // producer is first asked for a zero-copy view; only memory the host cannot read is
+        // re-requested with copy=True, so that the producer copies it on its own device.
+        let view = import_from_producer(obj, device, None)?;
+        if view.device().is_host_accessible() {
+            return finish_import(view, device, copy);
+        }
+        drop(view);
+    }
+    let tensor = import_from_producer(obj, device, copy)?;
+    finish_import(tensor, device, copy)
+}
+
+/// Calls the producer's `__dlpack__` (or takes a raw capsule) and consumes the capsule.
+fn import_from_producer(obj: &Bound<'_, PyAny>, device: Option<Device>, copy: Option<bool>) -> PyResult<ImportedTensor> {
     let py = obj.py();
     let o = obj.as_ptr();
     // SAFETY: type checks on a live object.
@@ -384,7 +400,7 @@ pub fn from_dlpack(obj: &Bound<'_, PyAny>, device: Option<Device>, copy: Option<
         };
         ImportedTensor::from_capsule(&capsule)?
     };
-    finish_import(tensor, device, copy)
+    Ok(tensor)
 }
 
 /// [`from_dlpack`] with Python-level arguments: `device` (`None`, `"cpu"` or a

@@ -1,4 +1,5 @@
 """Every error of issue 3, with the exception class read from the spec's failure mapping."""
+import gc
 import sys
 
 import numpy as np
@@ -272,8 +273,19 @@ def test_foreign_device_to_cpu_needs_copy(m, copy):
     with copy=False, or without a CUDA driver, that is a BufferError (and nothing leaks)."""
     a = np.arange(3, dtype=np.float32)
     base = sys.getrefcount(a)
-    cap = a.__dlpack__(max_version=(1, 0))
-    H.dl_tensor_of(cap).device.device_type = 2
+
+    class CudaProducer:  # ignores dl_device, hands out a fresh "CUDA" capsule per call
+        calls = 0
+
+        def __dlpack__(self, **kw):
+            CudaProducer.calls += 1
+            cap = a.__dlpack__(max_version=(1, 0))
+            H.dl_tensor_of(cap).device.device_type = 2
+            return cap
+
+        def __dlpack_device__(self):
+            return (2, 0)
+
     try:
         import test_cuda
         has_cuda = test_cuda.HAS_CUDA
@@ -281,8 +293,9 @@ def test_foreign_device_to_cpu_needs_copy(m, copy):
         has_cuda = False
     if copy is False or not has_cuda:
         with pytest.raises(BufferError):
-            m.from_dlpack(H.W(cap, dev=(2, 0)), device=(1, 0), copy=copy)
-    del cap
+            m.from_dlpack(CudaProducer(), device=(1, 0), copy=copy)
+    assert CudaProducer.calls <= 2
+    gc.collect()
     assert sys.getrefcount(a) == base
 
 
