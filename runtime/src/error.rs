@@ -71,3 +71,12 @@ impl From<CopyError> for DlpackError {
 
 /// `Result<T, DlpackError>`.
 pub type Result<T, E = DlpackError> = std::result::Result<T, E>;
+
+impl From<crate::stream_rules::StreamRuleViolation> for DlpackError {
+    /// A stream value the spec's rules reject for a device (InvalidStream).
+    fn from(v: crate::stream_rules::StreamRuleViolation) -> Self {
+        let shown = v.stream.map_or_else(|| "None".to_string(), |s| s.to_string());
+        let device = v.device_type.name().map_or_else(|| format!("device type {}", v.device_type.0), str::to_string);
+        DlpackError::new(FailureKind::InvalidStream, format!("invalid stream={shown} for {device}: {}", v.reason))
+    }
+}

@@ -123,12 +123,7 @@ pub fn plan_export_with<R: DeviceRuntime + ?Sized>(req: &ExportRequest, src: Sou
     }
 
     // Stream: validated for the device the consumer will use.
-    let stream = resolve_stream(target.device_type, req.stream).map_err(|v| {
-        DlpackError::new(
-            FailureKind::InvalidStream,
-            format!("invalid stream {:?} for device type {}: {}", v.stream, v.device_type.0, v.reason),
-        )
-    })?;
+    let stream = resolve_stream(target.device_type, req.stream).map_err(DlpackError::from)?;
 
     let copy = cross_device || req.copy == Some(true);
     if copy && !cross_device {

@@ -291,14 +291,7 @@ pub fn plan_export(req: &ExportRequest) -> Result<ExportPlan> {
                 ..*req
             };
             plan_export(&probe)?;
-            let shown = match v.stream {
-                Some(s) => s.to_string(),
-                None => "None".to_string(),
-            };
-            return Err(err(
-                FailureKind::InvalidStream,
-                format!("invalid stream={shown} for device {target}: {}", v.reason),
-            ));
+            return Err(v.into());
         }
     };
     let no_sync = action == StreamAction::NoSync;
