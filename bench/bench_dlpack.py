@@ -147,6 +147,13 @@ def main(argv=None):
         needs=("m",))
     row("import", None, "m.from_dlpack(t)", "m.from_dlpack(t)", "np.from_dlpack(a)", "np.from_dlpack(a)",
         needs=("t",))
+    # The DLPack 1.3 C exchange table (type(t).__dlpack_c_exchange_api__) beside the capsule path.
+    row("import", None, "m.from_dlpack(t)  (C exchange table)", "m.from_dlpack(t)",
+        "m.from_dlpack(t.__dlpack__(max_version=(1,3)))  (capsule)", "m.from_dlpack(t.__dlpack__(max_version=(1,3)))",
+        needs=("t",))
+    row("import", None, "tvm_ffi.from_dlpack(t)  (C exchange table)", "tvm_ffi.from_dlpack(t)",
+        "tvm_ffi.from_dlpack(t.__dlpack__(max_version=(1,3)))  (capsule)",
+        "tvm_ffi.from_dlpack(t.__dlpack__(max_version=(1,3)))", needs=("t", "tvm_ffi"))
     row("import", None, "m.from_dlpack(p)  (pyarrow)", "m.from_dlpack(p)", "np.from_dlpack(p)", "np.from_dlpack(p)",
         needs=("m", "p"))
     row("import", None, "tvm_ffi.from_dlpack(t)", "tvm_ffi.from_dlpack(t)", "tvm_ffi.from_dlpack(a)",

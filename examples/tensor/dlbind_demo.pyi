@@ -1,10 +1,10 @@
 """dlbind_demo: the reference user of dlbind (a DLPack array type built with PyO3)."""
 
-from typing import Any, Sequence, SupportsIndex, final
+from typing import Any, ClassVar, Sequence, SupportsIndex, final
 
 from typing_extensions import CapsuleType
 
-__all__ = ["Tensor", "from_dlpack", "live_exports"]
+__all__ = ["Tensor", "exchange_imports", "from_dlpack", "live_exports"]
 
 _Shape = int | Sequence[int]
 
@@ -40,6 +40,8 @@ class Tensor:
         copy: bool | None = None,
     ) -> CapsuleType: ...
     def __dlpack_device__(self) -> tuple[int, int]: ...
+    __dlpack_c_exchange_api__: ClassVar[CapsuleType]
+    """The DLPack 1.3 C exchange table (a `"dlpack_exchange_api"` capsule), on the type."""
 
     @property
     def shape(self) -> tuple[int, ...]: ...
@@ -85,3 +87,6 @@ def from_dlpack(x: Any, /, *, device: Any | None = None, copy: bool | None = Non
 
 def live_exports() -> int:
     """How many managed tensors this module exported whose deleter has not run yet."""
+
+def exchange_imports() -> int:
+    """How many tensors this thread imported through a producer's C exchange table."""

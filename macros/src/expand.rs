@@ -15,10 +15,16 @@ pub fn expand(model: &Model, spec: &SpecView) -> syn::Result<TokenStream> {
     let assert = assert_pyclass(model);
     let source = source_impl(model);
     let methods = pymethods(model, spec)?;
+    let exchange = exchange_impl(model);
+    let exchange_attr = exchange_api_attr(model, spec)?;
+    let bridges = bridges(model);
     Ok(quote! {
         #assert
         #source
         #methods
+        #exchange
+        #exchange_attr
+        #bridges
     })
 }
 
@@ -136,6 +142,151 @@ fn source_impl(model: &Model) -> TokenStream {
     }
 }
 
+/// `unsafe impl dlbind::exchange::ExchangeSource`: what the C exchange table needs beyond
+/// `DLPackSource`. Both answers are found by autoref specialization
+/// (`dlbind::exchange::probe`), since a derive cannot see trait impls or deref targets:
+/// * the constructor: `Some` when the type implements `dlbind::exchange::FromManagedTensor`;
+/// * borrowed dims for the non-owning `dltensor_from_py_object_no_sync`: when both the shape
+///   and strides field types deref to `[i64]` (or are `[i64; N]`). Types without a strides
+///   field, or `#[dlpack(array)]` types, get a NULL entry (the spec allows it).
+fn exchange_impl(model: &Model) -> TokenStream {
+    let ident = &model.ident;
+    let probe = quote!(::dlbind::exchange::probe::Probe);
+    let dims = match (&model.data.kind, &model.shape, &model.strides) {
+        (DataKind::Array { .. }, _, _) | (_, None, _) | (_, _, None) => None,
+        (_, Some(shape), Some(strides)) => Some((shape, strides)),
+    };
+    let (supported, get) = match dims {
+        None => (quote! { false }, quote! { ::core::option::Option::None }),
+        Some((shape, strides)) => {
+            let (sty, tty) = (&shape.ty, &strides.ty);
+            let (sa, ta) = (access(shape), access(strides));
+            (
+                quote! {
+                    use ::dlbind::exchange::probe::{DimsViaArray as _, DimsViaDeref as _, NoDims as _};
+                    (&&&#probe::<#sty>::new()).dlbind_dims().is_some()
+                        && (&&&#probe::<#tty>::new()).dlbind_dims().is_some()
+                },
+                quote! {
+                    use ::dlbind::exchange::probe::{DimsViaArray as _, DimsViaDeref as _, NoDims as _};
+                    let fs = (&&&#probe::<#sty>::new()).dlbind_dims()?;
+                    let ft = (&&&#probe::<#tty>::new()).dlbind_dims()?;
+                    ::core::option::Option::Some((fs(&#sa), ft(&#ta)))
+                },
+            )
+        }
+    };
+    quote! {
+        // SAFETY: the borrowed dims are the very fields `dlpack_fill_shape` / `dlpack_fill_strides`
+        // copy from (converted by identity: they are `i64` already).
+        #[automatically_derived]
+        unsafe impl ::dlbind::exchange::ExchangeSource for #ident {
+            #[inline]
+            fn exchange_constructor() -> ::core::option::Option<::dlbind::exchange::Constructor> {
+                use ::dlbind::exchange::probe::{NoConstructor as _, ViaConstructor as _};
+                (&&&#probe::<Self>::new()).dlbind_constructor()
+            }
+            #[inline]
+            fn exchange_dims_supported() -> bool { #supported }
+            #[inline]
+            fn exchange_dims(&self) -> ::core::option::Option<(&[i64], &[i64])> { #get }
+        }
+    }
+}
+
+/// `type(x).__dlpack_c_exchange_api__` (name from the spec IR): a class attribute holding the
+/// capsule that points at the type's static `DLPackExchangeAPI`
+/// (`dlbind::exchange::exchange_api_capsule`). Nothing for specs without the attribute.
+fn exchange_api_attr(model: &Model, spec: &SpecView) -> syn::Result<TokenStream> {
+    let Some(name) = &spec.exchange_attr else { return Ok(TokenStream::new()) };
+    py_ident(name, "exchange API attribute")?;
+    let ident = &model.ident;
+    let f = format_ident!("__dlbind_dlpack_c_exchange_api__");
+    Ok(quote! {
+        #[::dlbind::__private::pyo3::pymethods]
+        #[pyo3(crate = "::dlbind::__private::pyo3")]
+        impl #ident {
+            #[classattr]
+            #[pyo3(name = #name)]
+            fn #f(
+                py: ::dlbind::__private::pyo3::Python<'_>,
+            ) -> ::dlbind::__private::pyo3::PyResult<::dlbind::__private::pyo3::Py<::dlbind::__private::pyo3::PyAny>> {
+                ::dlbind::exchange::exchange_api_capsule::<Self>(py)
+            }
+        }
+    })
+}
+
+/// The bridges to the older array protocols (`dlbind::bridges`), one `#[pymethods]` block with
+/// one method per item below. The names are fixed Python dunders (not in the DLPack spec).
+fn bridges(model: &Model) -> TokenStream {
+    let ident = &model.ident;
+    let items = [getbuffer(), releasebuffer(), array_interface(), cuda_array_interface(), sycl_usm_array_interface()];
+    quote! {
+        #[::dlbind::__private::pyo3::pymethods]
+        #[pyo3(crate = "::dlbind::__private::pyo3")]
+        impl #ident {
+            #(#items)*
+        }
+    }
+}
+
+/// The buffer protocol's `bf_getbuffer` (CPU-accessible data; BufferError otherwise).
+fn getbuffer() -> TokenStream {
+    quote! {
+        unsafe fn __getbuffer__(
+            slf: ::dlbind::__private::pyo3::Bound<'_, Self>,
+            view: *mut ::dlbind::__private::pyo3::ffi::Py_buffer,
+            flags: ::core::ffi::c_int,
+        ) -> ::dlbind::__private::pyo3::PyResult<()> {
+            // SAFETY: called by CPython's bf_getbuffer slot with a valid `view`.
+            unsafe { ::dlbind::bridges::getbuffer(&slf, view, flags) }
+        }
+    }
+}
+
+/// The buffer protocol's `bf_releasebuffer` (frees what `getbuffer` stored in the view).
+fn releasebuffer() -> TokenStream {
+    quote! {
+        unsafe fn __releasebuffer__(
+            _slf: ::dlbind::__private::pyo3::Bound<'_, Self>,
+            view: *mut ::dlbind::__private::pyo3::ffi::Py_buffer,
+        ) {
+            // SAFETY: `view` was filled by `getbuffer` above (CPython's bf_releasebuffer contract).
+            unsafe { ::dlbind::bridges::releasebuffer(view) }
+        }
+    }
+}
+
+/// A `#[getter]` named `name` returning `::dlbind::bridges::<func>(slf)`.
+fn bridge_getter(name: &str, func: &str) -> TokenStream {
+    let name = format_ident!("{name}");
+    let func = format_ident!("{func}");
+    quote! {
+        #[getter]
+        fn #name(
+            slf: &::dlbind::__private::pyo3::Bound<'_, Self>,
+        ) -> ::dlbind::__private::pyo3::PyResult<::dlbind::__private::pyo3::Py<::dlbind::__private::pyo3::PyAny>> {
+            ::dlbind::bridges::#func(slf)
+        }
+    }
+}
+
+/// numpy's `__array_interface__` (v3, CPU data; AttributeError when it does not apply).
+fn array_interface() -> TokenStream {
+    bridge_getter("__array_interface__", "array_interface")
+}
+
+/// `__cuda_array_interface__` (v3, CUDA data; AttributeError otherwise).
+fn cuda_array_interface() -> TokenStream {
+    bridge_getter("__cuda_array_interface__", "cuda_array_interface")
+}
+
+/// `__sycl_usm_array_interface__` (version 1, oneAPI data; AttributeError otherwise).
+fn sycl_usm_array_interface() -> TokenStream {
+    bridge_getter("__sycl_usm_array_interface__", "sycl_usm_array_interface")
+}
+
 /// A Python identifier from the spec as a Rust identifier (raw if it is a Rust keyword).
 fn py_ident(name: &str, what: &str) -> syn::Result<Ident> {
     let valid = !name.is_empty()
@@ -229,6 +380,34 @@ mod tests {
         assert!(s.contains("let _ = out ; false"), "{s}");
         assert!(s.contains(":: dlbind :: device :: Device :: CPU"), "{s}");
         assert!(s.contains("assert_pyclass :: < Image >"), "{s}");
+        assert!(s.contains("unsafe impl :: dlbind :: exchange :: ExchangeSource for Image"), "{s}");
+        assert!(s.contains("name = \"__dlpack_c_exchange_api__\""), "{s}");
+        assert!(s.contains("exchange_api_capsule :: < Self >"), "{s}");
+        for item in ["__getbuffer__", "__releasebuffer__", "__array_interface__", "__cuda_array_interface__",
+            "__sycl_usm_array_interface__"] {
+            assert!(s.contains(item), "{item}: {s}");
+        }
+        // No strides field: no borrowed dims (NULL dltensor_from_py_object_no_sync).
+        assert!(s.contains("fn exchange_dims_supported () -> bool { false }"), "{s}");
+    }
+
+    #[test]
+    fn exchange_follows_the_spec() {
+        let mut spec = fixture();
+        let input: syn::DeriveInput = parse_quote! {
+            struct T { #[dlpack(data)] a: Vec<f32>, #[dlpack(shape)] s: Vec<i64>, #[dlpack(strides)] st: Vec<i64> }
+        };
+        let m = Model::from_derive_input(&input, &spec).unwrap();
+        let s = expand(&m, &spec).unwrap().to_string();
+        assert!(s.contains("Probe :: < Vec < i64 > >"), "{s}");
+        assert!(s.contains("fs (& self . s) , ft (& self . st)"), "{s}");
+        spec.exchange_attr = Some("__exchange_v9__".into());
+        let s = expand(&m, &spec).unwrap().to_string();
+        assert!(s.contains("name = \"__exchange_v9__\""), "{s}");
+        spec.exchange_attr = None;
+        let s = expand(&m, &spec).unwrap().to_string();
+        assert!(!s.contains("exchange_api_capsule"), "{s}");
+        assert!(s.contains("ExchangeSource for T"), "{s}");
     }
 
     #[test]

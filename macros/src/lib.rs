@@ -32,8 +32,16 @@
 //! The emitted `__dlpack__` takes its method and keyword names from the spec IR
 //! (`dlbind_codegen::ir::Ir::try_embedded()`), so editing the spec and rebuilding changes them.
 //!
-//! Adding an emitted item (e.g. issue 5's `__dlpack_c_exchange_api__` or the buffer-protocol
-//! bridges) means one more function in `expand.rs` fed by the same `model::Model`.
+//! The C exchange API (DLPack 1.3): every derived type also gets
+//! `type(x).__dlpack_c_exchange_api__` (name from the spec IR), a `"dlpack_exchange_api"`
+//! capsule pointing at a static `DLPackExchangeAPI` (see `dlbind::exchange`). Its allocator and
+//! `to_py_object` entries build the type through `dlbind::exchange::FromManagedTensor` when the
+//! type implements it (detected by autoref specialization, no attribute needed; otherwise they
+//! set a `TypeError`); the non-owning `dltensor_from_py_object_no_sync` entry is present when
+//! the shape and strides fields deref to `[i64]` (or are `[i64; N]`), NULL otherwise.
+//!
+//! Adding an emitted item (e.g. the buffer-protocol bridges) means one more function in
+//! `expand.rs` fed by the same `model::Model`.
 
 use proc_macro::TokenStream;
 use syn::{DeriveInput, parse_macro_input};

@@ -46,6 +46,9 @@ impl ProtocolNames {
 pub struct SpecView {
     pub dtypes: Vec<DtypeEntry>,
     pub protocol: ProtocolNames,
+    /// The type attribute holding the C exchange table (`__dlpack_c_exchange_api__`); `None`
+    /// for specs older than DLPack 1.2/1.3 (then no table is emitted).
+    pub exchange_attr: Option<String>,
 }
 
 impl SpecView {
@@ -128,5 +131,6 @@ pub fn fixture() -> SpecView {
             kw_dl_device: "dl_device".into(),
             kw_copy: "copy".into(),
         },
+        exchange_attr: Some("__dlpack_c_exchange_api__".into()),
     }
 }

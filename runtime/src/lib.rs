@@ -43,9 +43,11 @@ pub mod device;
 pub mod alloc;
 pub mod copy;
 pub mod export;
+pub mod exchange;
 pub mod gpu;
 pub mod import;
 pub mod python;
+pub mod bridges;
 pub mod storage;
 pub mod prelude;
 

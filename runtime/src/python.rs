@@ -343,6 +343,16 @@ pub fn from_dlpack(obj: &Bound<'_, PyAny>, device: Option<Device>, copy: Option<
 
 /// Calls the producer's `__dlpack__` (or takes a raw capsule) and consumes the capsule.
 fn import_from_producer(obj: &Bound<'_, PyAny>, device: Option<Device>, copy: Option<bool>) -> PyResult<ImportedTensor> {
+    // The C exchange API first (`type(obj).__dlpack_c_exchange_api__`, cached per type): an
+    // owning zero-copy export. Not for copy=True (the producer must copy: `__dlpack__`) nor when
+    // its tensor is not on the requested device (`__dlpack__` with dl_device decides then).
+    if copy != Some(true)
+        && let Some(t) = crate::exchange::import_via_exchange_api(obj)?
+    {
+        if device.is_none_or(|d| t.device() == d || (d == Device::CPU && t.device().is_host_accessible())) {
+            return Ok(t);
+        }
+    }
     let py = obj.py();
     let o = obj.as_ptr();
     // SAFETY: type checks on a live object.
@@ -355,12 +365,9 @@ fn import_from_producer(obj: &Bound<'_, PyAny>, device: Option<Device>, copy: Op
         let descr = unsafe {
             let d = lookup_dlpack(o, n.dlpack.as_ptr());
             if d.is_null() {
-                let tn = obj.get_type().name().map(|n| n.to_string()).unwrap_or_default();
-                return Err(DlpackError::new(
-                    FailureKind::NoProtocol,
-                    format!("object of type '{tn}' does not support the DLPack protocol (no {} method)", protocol::DLPACK_METHOD),
-                )
-                .into());
+                // No `__dlpack__`: the bridges (CUDA array interface → SYCL USM interface →
+                // `__array_interface__` → buffer protocol); none → NoProtocol naming them all.
+                return crate::bridges::import_bridges(obj);
             }
             Bound::from_borrowed_ptr(py, d)
         };

@@ -8,8 +8,10 @@
 use dlbind::alloc::AlignedBuffer;
 use dlbind::device::Device;
 use dlbind::dtype_table::{self, DTypeInfo};
+use dlbind::exchange::FromManagedTensor;
 use dlbind::export::DataSource;
 use dlbind::ffi::{DLDataType, DLDeviceType};
+use dlbind::import::ImportedTensor;
 use dlbind::prelude::*;
 use dlbind::storage::Buffer;
 use pyo3::exceptions::{PyBufferError, PyIndexError, PyMemoryError, PyTypeError, PyValueError};
@@ -21,7 +23,7 @@ mod view;
 use dims::Dims;
 
 /// An n-d array in host or device memory, exported and imported through DLPack.
-#[pyclass(frozen, module = "dlbind_demo")]
+#[pyclass(frozen, weakref, module = "dlbind_demo")]
 #[derive(DLPackExport)]
 pub struct Tensor {
     #[dlpack(data)]
@@ -562,6 +564,34 @@ impl Tensor {
     }
 }
 
+impl Tensor {
+    /// A `Tensor` owning an imported DLPack tensor (zero-copy).
+    #[inline]
+    fn from_imported(imported: ImportedTensor) -> Tensor {
+        let shape = Dims::from_slice(imported.shape());
+        let strides = Dims::from_slice(imported.strides());
+        let dtype = imported.dtype();
+        let device = imported.device();
+        let readonly = imported.readonly();
+        Tensor {
+            buf: Buffer::from(imported),
+            dtype,
+            shape,
+            strides,
+            device,
+            readonly,
+        }
+    }
+}
+
+/// Lets the C exchange table (`Tensor.__dlpack_c_exchange_api__`) build `Tensor`s: its
+/// `managed_tensor_allocator` and `managed_tensor_to_py_object_no_sync` entries use this.
+impl FromManagedTensor for Tensor {
+    fn from_managed(_py: Python<'_>, tensor: ImportedTensor) -> PyResult<Self> {
+        Ok(Tensor::from_imported(tensor))
+    }
+}
+
 fn import(
     x: &Bound<'_, PyAny>,
     device: Option<&Bound<'_, PyAny>>,
@@ -570,19 +600,7 @@ fn import(
     let device = dlbind::python::parse_device_arg(device)?;
     let copy = dlbind::python::parse_copy_arg(copy)?;
     let imported = dlbind::python::from_dlpack(x, device, copy)?;
-    let shape = Dims::from_slice(imported.shape());
-    let strides = Dims::from_slice(imported.strides());
-    let dtype = imported.dtype();
-    let device = imported.device();
-    let readonly = imported.readonly();
-    Ok(Tensor {
-        buf: Buffer::from(imported),
-        dtype,
-        shape,
-        strides,
-        device,
-        readonly,
-    })
+    Ok(Tensor::from_imported(imported))
 }
 
 /// Import any DLPack producer as a zero-copy `Tensor` view where possible.
@@ -602,11 +620,19 @@ fn live_exports() -> usize {
     dlbind::export::live_exports()
 }
 
+/// How many tensors this thread imported through a producer's C exchange table
+/// (`type(x).__dlpack_c_exchange_api__`) instead of `__dlpack__`.
+#[pyfunction]
+fn exchange_imports() -> u64 {
+    dlbind::exchange::exchange_imports()
+}
+
 #[pymodule]
 fn dlbind_demo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Tensor>()?;
     m.add_function(wrap_pyfunction!(from_dlpack, m)?)?;
     m.add_function(wrap_pyfunction!(live_exports, m)?)?;
+    m.add_function(wrap_pyfunction!(exchange_imports, m)?)?;
     Ok(())
 }
 

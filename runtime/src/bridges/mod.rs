@@ -1,0 +1,97 @@
+//! Bridges to the array world's older protocols (issue 5), both directions.
+//!
+//! Export (bodies of the items `#[derive(DLPackExport)]` emits; generic over any
+//! `T: PyClass + DLPackSource`, like [`crate::python::dlpack_method`]):
+//! * [`getbuffer`] / [`releasebuffer`]: the buffer protocol (PEP 3118) for host-accessible data.
+//! * [`array_interface`]: numpy `__array_interface__` version 3 for host-accessible data.
+//! * [`cuda_array_interface`]: `__cuda_array_interface__` version 3 for `kDLCUDA` /
+//!   `kDLCUDAManaged` data.
+//! * [`sycl_usm_array_interface`]: `__sycl_usm_array_interface__` version 1 for `kDLOneAPI` data.
+//!
+//! Each raises the generated `NoProtocol` failure (AttributeError) where it does not apply, so
+//! `hasattr(x, "__array_interface__")` is `False` and consumers fall through to the next
+//! protocol; the buffer protocol raises BufferError (what `memoryview` expects).
+//!
+//! Import ([`import_bridges`]; called by [`crate::python::from_dlpack`] when the object has no
+//! `__dlpack__`): CUDA array interface → SYCL USM interface → `__array_interface__` → buffer
+//! protocol, zero-copy, keeping the exporter (or the held `Py_buffer`) alive for the view's
+//! lifetime.
+//!
+//! Every typestr / PEP 3118 format ↔ `DLDataType` mapping goes through the spec's generated
+//! dtype table ([`typestr`]); there is no hand-written dtype table here.
+
+mod array_interface;
+mod buffer;
+mod consume;
+mod cuda_array_interface;
+mod sycl;
+pub mod typestr;
+
+use std::ffi::c_void;
+
+use pyo3::PyClass;
+use pyo3::prelude::*;
+
+use crate::copy::is_c_contiguous;
+use crate::device::Device;
+use crate::error::DlpackError;
+use crate::export::{DLPackSource, c_contiguous_strides};
+use crate::failure::FailureKind;
+use crate::ffi::DLDataType;
+use crate::python::SourceAccess;
+
+pub use array_interface::array_interface;
+pub use buffer::{getbuffer, releasebuffer};
+pub use consume::{PROTOCOLS_TRIED, import_bridges, import_buffer, import_interface_dict, InterfaceKind};
+pub use cuda_array_interface::cuda_array_interface;
+pub use sycl::sycl_usm_array_interface;
+
+/// A copy of what a [`DLPackSource`] says about itself (taken under one borrow).
+#[derive(Debug, Clone)]
+pub(crate) struct Snapshot {
+    pub data: *mut c_void,
+    pub dtype: DLDataType,
+    pub shape: Vec<i64>,
+    /// Strides in elements (computed C-contiguous ones when the source gives none).
+    pub strides: Vec<i64>,
+    pub device: Device,
+    pub readonly: bool,
+}
+
+impl Snapshot {
+    pub(crate) fn of<S: DLPackSource + ?Sized>(src: &S) -> Snapshot {
+        let n = src.dlpack_ndim();
+        let mut shape = vec![0i64; n];
+        src.dlpack_fill_shape(&mut shape);
+        let mut strides = vec![0i64; n];
+        if !src.dlpack_fill_strides(&mut strides) {
+            c_contiguous_strides(&shape, &mut strides);
+        }
+        Snapshot {
+            data: src.dlpack_data_ptr(),
+            dtype: src.dlpack_dtype(),
+            shape,
+            strides,
+            device: src.dlpack_device(),
+            readonly: src.dlpack_readonly(),
+        }
+    }
+
+    pub(crate) fn is_c_contiguous(&self) -> bool {
+        is_c_contiguous(&self.shape, &self.strides)
+    }
+}
+
+/// Snapshot of a pyclass implementing [`DLPackSource`] (frozen: `get()`, else `try_borrow()`).
+pub(crate) fn snapshot<T>(slf: &Bound<'_, T>) -> PyResult<Snapshot>
+where
+    T: PyClass + DLPackSource,
+    T::Frozen: SourceAccess<T>,
+{
+    <T::Frozen as SourceAccess<T>>::with(slf, |src| Snapshot::of(src))
+}
+
+/// The `NoProtocol` failure (AttributeError) for an interface attribute that does not apply.
+pub(crate) fn not_applicable(attr: &str, why: impl std::fmt::Display) -> PyErr {
+    DlpackError::new(FailureKind::NoProtocol, format!("{attr} is not available: {why}")).into()
+}

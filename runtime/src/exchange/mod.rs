@@ -1,0 +1,257 @@
+//! The DLPack 1.3 C exchange API (`DLPackExchangeAPI`), both directions.
+//!
+//! * Producer: `#[derive(DLPackExport)]` puts `type(x).__dlpack_c_exchange_api__` (name from the
+//!   spec IR) on the class: a PyCapsule named by the generated
+//!   [`DLPACK_EXCHANGE_API_CAPSULE_NAME`] pointing at a per-type `DLPackExchangeAPI`, built once
+//!   and leaked (process lifetime, as the spec requires). Its version is the generated
+//!   `DLPACK_MAJOR_VERSION.DLPACK_MINOR_VERSION`, `prev_api` is NULL, and the functions are
+//!   [`producer`]'s generic `extern "C"` functions monomorphised for the type.
+//! * Consumer: [`import_via_exchange_api`] (called by [`crate::python::from_dlpack`]) looks the
+//!   table up on the type without raising (`_PyType_Lookup`), caches it per type, checks
+//!   `header.version.major` (walking `prev_api`), and imports through
+//!   `managed_tensor_from_py_object_no_sync`.
+//!
+//! Building the user's type from a managed tensor (the allocator and `to_py_object` entries)
+//! goes through [`FromManagedTensor`]. The derive finds out whether a type implements it with
+//! *autoref specialization* ([`probe`]): no attribute is needed; implement the trait and the
+//! table's allocator / `to_py_object` build your type, otherwise they set a clear `TypeError`.
+//! The non-owning `dltensor_from_py_object_no_sync` is provided when the type's shape and
+//! strides fields can be borrowed as `&[i64]` (e.g. `Vec<i64>`, `Box<[i64]>`, `[i64; N]`, any
+//! `Deref<Target = [i64]>`); otherwise the entry is NULL (the spec allows it).
+
+pub mod probe;
+pub mod producer;
+
+use std::cell::Cell;
+use std::ffi::c_void;
+use std::ptr::{self, NonNull};
+use std::sync::Mutex;
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyString;
+use pyo3::PyClass;
+
+use crate::export::DLPackSource;
+use crate::ffi::{
+    DLManagedTensorVersioned, DLPACK_EXCHANGE_API_ATTR, DLPACK_EXCHANGE_API_CAPSULE_NAME, DLPACK_MAJOR_VERSION,
+    DLPACK_MINOR_VERSION, DLPackExchangeAPI, DLPackExchangeAPIHeader, DLPackVersion,
+};
+use crate::import::ImportedTensor;
+use crate::python::SourceAccess;
+
+/// Builds a Python object of the user's type from an imported tensor: what the table's
+/// `managed_tensor_allocator` and `managed_tensor_to_py_object_no_sync` call.
+pub type Constructor = for<'py> fn(Python<'py>, ImportedTensor) -> PyResult<Bound<'py, PyAny>>;
+
+/// Implemented by array types that can be built from an imported DLPack tensor (the tensor owns
+/// the memory; keep it alive, e.g. in a [`crate::storage::Buffer`]). Enables the exchange API's
+/// allocator and `to_py_object` entries for `#[derive(DLPackExport)]` types; no attribute is
+/// needed (the derive detects the impl).
+pub trait FromManagedTensor: Sized {
+    /// The value wrapping `tensor` (zero-copy).
+    fn from_managed(py: Python<'_>, tensor: ImportedTensor) -> PyResult<Self>;
+}
+
+/// What the derive tells the exchange table about a type (implemented by
+/// `#[derive(DLPackExport)]`).
+///
+/// # Safety
+/// `exchange_dims` must return exactly `dlpack_ndim()` shape and stride values equal to what
+/// `dlpack_fill_shape` / `dlpack_fill_strides` write (strides filled, i.e. not the C-contiguous
+/// default), stored inside `self` (valid as long as `self` is alive and not mutated).
+pub unsafe trait ExchangeSource: DLPackSource {
+    /// The constructor, when the type implements [`FromManagedTensor`].
+    fn exchange_constructor() -> Option<Constructor>;
+    /// Whether [`Self::exchange_dims`] can return `Some` (decides whether the table has a
+    /// `dltensor_from_py_object_no_sync` entry).
+    fn exchange_dims_supported() -> bool;
+    /// Shape and strides (elements) borrowed from `self`, for the non-owning DLTensor fill.
+    fn exchange_dims(&self) -> Option<(&[i64], &[i64])>;
+}
+
+/// The version of the tables dlbind publishes (generated constants).
+pub const EXCHANGE_VERSION: DLPackVersion = DLPackVersion { major: DLPACK_MAJOR_VERSION, minor: DLPACK_MINOR_VERSION };
+
+/// A leaked table pointer, shareable between threads (the table is immutable).
+#[derive(Clone, Copy)]
+struct TablePtr(&'static DLPackExchangeAPI);
+// SAFETY: the table is never mutated after creation and holds only function pointers, plain
+// integers and a NULL `prev_api`.
+unsafe impl Send for TablePtr {}
+// SAFETY: as above.
+unsafe impl Sync for TablePtr {}
+
+static TABLES: Mutex<Vec<(std::any::TypeId, TablePtr)>> = Mutex::new(Vec::new());
+
+/// The process-lifetime exchange table of `T` (built and leaked on first use, once per type).
+pub fn exchange_api<T>() -> &'static DLPackExchangeAPI
+where
+    T: PyClass + ExchangeSource,
+    T::Frozen: SourceAccess<T>,
+{
+    let id = std::any::TypeId::of::<T>();
+    let mut tables = TABLES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, t)) = tables.iter().find(|(i, _)| *i == id) {
+        return t.0;
+    }
+    let table: &'static DLPackExchangeAPI = Box::leak(Box::new(DLPackExchangeAPI {
+        header: DLPackExchangeAPIHeader { version: EXCHANGE_VERSION, prev_api: ptr::null_mut() },
+        managed_tensor_allocator: Some(producer::managed_tensor_allocator::<T>),
+        managed_tensor_from_py_object_no_sync: Some(producer::managed_tensor_from_py_object_no_sync::<T>),
+        managed_tensor_to_py_object_no_sync: Some(producer::managed_tensor_to_py_object_no_sync::<T>),
+        dltensor_from_py_object_no_sync: if T::exchange_dims_supported() {
+            Some(producer::dltensor_from_py_object_no_sync::<T>)
+        } else {
+            None
+        },
+        current_work_stream: Some(producer::current_work_stream),
+    }));
+    tables.push((id, TablePtr(table)));
+    table
+}
+
+/// The value of `T.__dlpack_c_exchange_api__`: a PyCapsule named
+/// [`DLPACK_EXCHANGE_API_CAPSULE_NAME`] pointing at [`exchange_api::<T>`] (no destructor: the
+/// table lives for the whole process). The derive emits it as a class attribute.
+pub fn exchange_api_capsule<T>(py: Python<'_>) -> PyResult<Py<PyAny>>
+where
+    T: PyClass + ExchangeSource,
+    T::Frozen: SourceAccess<T>,
+{
+    let table = exchange_api::<T>();
+    // SAFETY: the name is a 'static C string (PyCapsule keeps the pointer); the pointer is a
+    // leaked, never-freed table, so no destructor is needed.
+    unsafe {
+        let cap = ffi::PyCapsule_New(
+            (table as *const DLPackExchangeAPI).cast_mut().cast::<c_void>(),
+            DLPACK_EXCHANGE_API_CAPSULE_NAME.as_ptr(),
+            None,
+        );
+        Ok(Bound::from_owned_ptr_or_err(py, cap)?.unbind())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Consumer.
+// ---------------------------------------------------------------------------------------------
+
+unsafe extern "C" {
+    /// CPython's method-cache lookup on a type's MRO: a borrowed reference or NULL, never raises.
+    fn _PyType_Lookup(ty: *mut ffi::PyTypeObject, name: *mut ffi::PyObject) -> *mut ffi::PyObject;
+}
+
+static ATTR_NAME: PyOnceLock<Py<PyString>> = PyOnceLock::new();
+
+thread_local! {
+    /// Last `(type, tp_version_tag, table or 0)` this thread resolved. A valid version tag is
+    /// unique for the type's current MRO dicts (CPython bumps it on any change and never reuses
+    /// one); the table itself lives for the whole process (spec), so a hit needs no lookup.
+    /// Misses (types without a usable table) are cached as 0.
+    static TABLE_CACHE: Cell<(usize, u32, usize)> = const { Cell::new((0, 0, 0)) };
+    /// Imports this thread made through an exchange table (see [`exchange_imports`]).
+    static IMPORTS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// How many tensors this thread imported through a producer's C exchange table (tests and
+/// diagnostics: shows whether `from_dlpack` took the table path).
+pub fn exchange_imports() -> u64 {
+    IMPORTS.with(Cell::get)
+}
+
+/// The first table in the `prev_api` chain whose major version is ours (NULL if none).
+///
+/// # Safety
+/// `h` is NULL or a live exchange-API header whose chain is live (process-lifetime by spec).
+unsafe fn supported_table(mut h: *const DLPackExchangeAPIHeader) -> *const DLPackExchangeAPI {
+    // SAFETY: caller contract; only `version` and `prev_api` (the stable header) are read
+    // until the major matches ours, which guarantees our struct layout.
+    unsafe {
+        let mut guard = 0;
+        while !h.is_null() && guard < 64 {
+            if (*h).version.major == DLPACK_MAJOR_VERSION {
+                return h.cast::<DLPackExchangeAPI>();
+            }
+            h = (*h).prev_api;
+            guard += 1;
+        }
+    }
+    ptr::null()
+}
+
+/// `type(obj).__dlpack_c_exchange_api__` resolved to a table we can use (NULL when the type has
+/// none, the attribute is not a capsule with the generated name, or no table in the chain has
+/// our major version). Never raises; cached per type.
+///
+/// # Safety
+/// GIL held; `o` is a live object.
+#[inline]
+pub unsafe fn lookup_exchange_api(py: Python<'_>, o: *mut ffi::PyObject) -> *const DLPackExchangeAPI {
+    // SAFETY: caller contract; type fields are plain reads; `_PyType_Lookup` never raises and
+    // returns a borrowed reference kept alive by the type's dict for the duration of the checks.
+    unsafe {
+        let tp = ffi::Py_TYPE(o);
+        let valid = ffi::PyType_HasFeature(tp, ffi::Py_TPFLAGS_VALID_VERSION_TAG) != 0;
+        let tag = (*tp).tp_version_tag;
+        if valid && tag != 0 {
+            let (ct, ctag, table) = TABLE_CACHE.with(Cell::get);
+            if ct == tp as usize && ctag == tag {
+                return table as *const DLPackExchangeAPI;
+            }
+        }
+        let name = ATTR_NAME.get_or_init(py, || PyString::intern(py, DLPACK_EXCHANGE_API_ATTR).unbind());
+        let attr = _PyType_Lookup(tp, name.as_ptr());
+        let mut table = ptr::null();
+        if !attr.is_null() && ffi::PyCapsule_CheckExact(attr) != 0 {
+            let cname = ffi::PyCapsule_GetName(attr);
+            let named = cname == DLPACK_EXCHANGE_API_CAPSULE_NAME.as_ptr()
+                || (!cname.is_null() && libc::strcmp(cname, DLPACK_EXCHANGE_API_CAPSULE_NAME.as_ptr()) == 0);
+            if named {
+                let p = ffi::PyCapsule_GetPointer(attr, cname);
+                if p.is_null() {
+                    ffi::PyErr_Clear();
+                } else {
+                    table = supported_table(p.cast::<DLPackExchangeAPIHeader>());
+                }
+            }
+        }
+        let valid = ffi::PyType_HasFeature(tp, ffi::Py_TPFLAGS_VALID_VERSION_TAG) != 0;
+        let tag = (*tp).tp_version_tag;
+        if valid && tag != 0 {
+            TABLE_CACHE.with(|c| c.set((tp as usize, tag, table as usize)));
+        }
+        table
+    }
+}
+
+/// Imports `obj` through its type's C exchange table: `Ok(None)` when the type has no usable
+/// table or no `managed_tensor_from_py_object_no_sync` entry (the caller falls back to
+/// `__dlpack__`), the producer's exception when the entry fails.
+pub fn import_via_exchange_api(obj: &Bound<'_, PyAny>) -> PyResult<Option<ImportedTensor>> {
+    let py = obj.py();
+    // SAFETY: GIL held (bound object), `obj` is live.
+    let table = unsafe { lookup_exchange_api(py, obj.as_ptr()) };
+    if table.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: a table of our major version (checked), process-lifetime.
+    let Some(f) = (unsafe { (*table).managed_tensor_from_py_object_no_sync }) else { return Ok(None) };
+    let mut out: *mut DLManagedTensorVersioned = ptr::null_mut();
+    // SAFETY: the producer's contract: a live object of the table's type (the lookup came from
+    // `type(obj)`) and a valid out pointer; the GIL is held.
+    let rc = unsafe { f(obj.as_ptr().cast::<c_void>(), &mut out) };
+    if rc != 0 {
+        return Err(PyErr::take(py).unwrap_or_else(|| {
+            pyo3::exceptions::PySystemError::new_err("managed_tensor_from_py_object_no_sync failed without an exception")
+        }));
+    }
+    let Some(m) = NonNull::new(out) else {
+        return Err(pyo3::exceptions::PySystemError::new_err("managed_tensor_from_py_object_no_sync returned NULL"));
+    };
+    // SAFETY: on success we own `m` (the producer transferred it).
+    let t = unsafe { ImportedTensor::from_managed_versioned(m) }?;
+    IMPORTS.with(|c| c.set(c.get().wrapping_add(1)));
+    Ok(Some(t))
+}
+

@@ -1,0 +1,359 @@
+//! The five `extern "C"` functions of a type's exchange table (monomorphised per type).
+//!
+//! Every function catches panics (none cross the C boundary) and reports failures as the DLPack
+//! header says: a Python exception and `-1` (the allocator: through `SetError`, so it needs no
+//! Python error state of its own).
+
+use std::ffi::{CString, c_char, c_int, c_void};
+use std::ptr::{self, NonNull};
+
+use pyo3::exceptions::{PySystemError, PyTypeError, PyValueError};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::{Borrowed, PyClass};
+
+use super::ExchangeSource;
+use crate::alloc::AlignedBuffer;
+use crate::copy::contiguous_nbytes;
+use crate::device::Device;
+use crate::dtype_table::validate_dtype;
+use crate::error::DlpackError;
+use crate::export::ExportRequest;
+use crate::export::managed::export_versioned_managed;
+use crate::export::request::EXPORT_VERSION;
+use crate::failure::FailureKind;
+use crate::ffi::{DLDeviceType, DLManagedTensorVersioned, DLTensor};
+use crate::import::ImportedTensor;
+use crate::python::SourceAccess;
+use crate::stream_rules::consumer_default_stream;
+
+/// What the owning export asks for: a versioned tensor of our version, on the source's own
+/// device, no copy, no stream (the "NoSync" functions never synchronise).
+const OWNING_REQUEST: ExportRequest = ExportRequest {
+    max_version: Some((EXPORT_VERSION.major as i64, EXPORT_VERSION.minor as i64)),
+    copy: None,
+    dl_device: None,
+    stream: None,
+};
+
+/// Runs `f` with the GIL held by the caller; a `PyErr` is restored and a panic becomes a
+/// `SystemError`; returns 0 / -1.
+///
+/// # Safety
+/// The calling thread holds the GIL.
+#[inline(always)]
+unsafe fn with_gil_held(what: &'static str, f: impl FnOnce(Python<'_>) -> PyResult<()>) -> c_int {
+    // SAFETY: caller contract (GIL held).
+    let py = unsafe { Python::assume_attached() };
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(py))) {
+        Ok(Ok(())) => 0,
+        Ok(Err(e)) => {
+            e.restore(py);
+            -1
+        }
+        Err(_) => {
+            PySystemError::new_err(format!("panic in the DLPack exchange API ({what})")).restore(py);
+            -1
+        }
+    }
+}
+
+/// `obj` as a `T` (exact type, or a subclass: same Rust layout), else TypeError.
+///
+/// # Safety
+/// GIL held; `obj` is NULL or a live object.
+#[inline(always)]
+unsafe fn as_source<'a, 'py, T: PyClass>(py: Python<'py>, obj: *mut c_void, what: &str) -> PyResult<Borrowed<'a, 'py, T>> {
+    let o = obj.cast::<ffi::PyObject>();
+    if o.is_null() {
+        return Err(PyValueError::new_err(format!("{what}: py_object is NULL")));
+    }
+    // SAFETY: `o` is live (caller contract); type checks only read the type.
+    unsafe {
+        let tp = T::type_object_raw(py);
+        if ffi::Py_TYPE(o) != tp && ffi::PyObject_TypeCheck(o, tp) == 0 {
+            let got = Borrowed::from_ptr(py, o).get_type().name().map(|n| n.to_string()).unwrap_or_default();
+            return Err(PyTypeError::new_err(format!(
+                "{what}: expected a '{}' object (the type this DLPack exchange table belongs to), got '{got}'",
+                <T as PyClass>::NAME
+            )));
+        }
+        Ok(Borrowed::from_ptr(py, o).cast_unchecked::<T>())
+    }
+}
+
+/// `managed_tensor_from_py_object_no_sync`: owning export of `py_object` (a new
+/// `DLManagedTensorVersioned` holding a strong reference to it; no copy, no sync). Read-only
+/// sources get `READ_ONLY`. BufferError (the spec's mapping) when it cannot be described.
+///
+/// # Safety
+/// DLPack contract: GIL held; `py_object` is a live object; `out` is writable.
+pub unsafe extern "C" fn managed_tensor_from_py_object_no_sync<T>(
+    py_object: *mut c_void,
+    out: *mut *mut DLManagedTensorVersioned,
+) -> c_int
+where
+    T: PyClass + ExchangeSource,
+    T::Frozen: SourceAccess<T>,
+{
+    const WHAT: &str = "managed_tensor_from_py_object_no_sync";
+    // SAFETY: DLPack contract (GIL held).
+    unsafe {
+        with_gil_held(WHAT, |py| {
+            if out.is_null() {
+                return Err(PyValueError::new_err(format!("{WHAT}: out is NULL")));
+            }
+            let slf = as_source::<T>(py, py_object, WHAT)?;
+            let m = <T::Frozen as SourceAccess<T>>::with(&slf, |src| {
+                export_versioned_managed(slf.as_any(), src, &OWNING_REQUEST)
+            })??;
+            *out = m.as_ptr();
+            Ok(())
+        })
+    }
+}
+
+/// `dltensor_from_py_object_no_sync`: non-owning fill of the caller's `DLTensor`. Shape and
+/// strides point into the object (borrowed `&[i64]` fields), so nothing is allocated; valid
+/// while the object is alive and unmodified (the caller uses it before control returns).
+///
+/// # Safety
+/// DLPack contract: GIL held; `py_object` is a live object; `out` is writable.
+pub unsafe extern "C" fn dltensor_from_py_object_no_sync<T>(py_object: *mut c_void, out: *mut DLTensor) -> c_int
+where
+    T: PyClass + ExchangeSource,
+    T::Frozen: SourceAccess<T>,
+{
+    const WHAT: &str = "dltensor_from_py_object_no_sync";
+    // SAFETY: DLPack contract (GIL held).
+    unsafe {
+        with_gil_held(WHAT, |py| {
+            if out.is_null() {
+                return Err(PyValueError::new_err(format!("{WHAT}: out is NULL")));
+            }
+            let slf = as_source::<T>(py, py_object, WHAT)?;
+            let t = <T::Frozen as SourceAccess<T>>::with(&slf, |src| {
+                let ndim = src.dlpack_ndim();
+                let Some((shape, strides)) = src.exchange_dims() else {
+                    return Err(DlpackError::new(
+                        FailureKind::UnsupportedLayout,
+                        format!("{WHAT}: this object's shape/strides cannot be described without allocating"),
+                    ));
+                };
+                if shape.len() != ndim || strides.len() != ndim || ndim > i32::MAX as usize {
+                    return Err(DlpackError::new(FailureKind::UnsupportedLayout, format!("{WHAT}: inconsistent dims")));
+                }
+                let (sp, st) = if ndim == 0 {
+                    (ptr::null_mut(), ptr::null_mut())
+                } else {
+                    (shape.as_ptr().cast_mut(), strides.as_ptr().cast_mut())
+                };
+                Ok(DLTensor {
+                    data: src.dlpack_data_ptr(),
+                    device: src.dlpack_device().to_dl(),
+                    ndim: ndim as i32,
+                    dtype: src.dlpack_dtype(),
+                    shape: sp,
+                    strides: st,
+                    byte_offset: 0,
+                })
+            })??;
+            out.write(t);
+            Ok(())
+        })
+    }
+}
+
+/// `managed_tensor_to_py_object_no_sync`: takes ownership of `tensor` and wraps it as a `T`
+/// through [`super::FromManagedTensor`] (zero-copy). Without a constructor: TypeError (the
+/// tensor is deleted, since ownership was transferred).
+///
+/// # Safety
+/// DLPack contract: GIL held; `tensor` is NULL or a live tensor the caller gives up; `out_py_object`
+/// is writable.
+pub unsafe extern "C" fn managed_tensor_to_py_object_no_sync<T>(
+    tensor: *mut DLManagedTensorVersioned,
+    out_py_object: *mut *mut c_void,
+) -> c_int
+where
+    T: PyClass + ExchangeSource,
+    T::Frozen: SourceAccess<T>,
+{
+    const WHAT: &str = "managed_tensor_to_py_object_no_sync";
+    // SAFETY: DLPack contract (GIL held).
+    unsafe {
+        with_gil_held(WHAT, |py| {
+            let Some(m) = NonNull::new(tensor) else {
+                return Err(PyValueError::new_err(format!("{WHAT}: tensor is NULL")));
+            };
+            // Ownership is ours from here: `ImportedTensor` deletes it on every path.
+            let imported = ImportedTensor::from_managed_versioned(m)?;
+            if out_py_object.is_null() {
+                return Err(PyValueError::new_err(format!("{WHAT}: out_py_object is NULL")));
+            }
+            let Some(ctor) = T::exchange_constructor() else {
+                drop(imported);
+                return Err(no_constructor::<T>(WHAT));
+            };
+            let obj = ctor(py, imported)?;
+            *out_py_object = obj.into_ptr().cast::<c_void>();
+            Ok(())
+        })
+    }
+}
+
+fn no_constructor<T: PyClass>(what: &str) -> PyErr {
+    PyTypeError::new_err(format!(
+        "{what}: '{}' cannot be built from a DLPack tensor (implement dlbind::exchange::FromManagedTensor for it)",
+        <T as PyClass>::NAME
+    ))
+}
+
+type SetError = Option<unsafe extern "C" fn(error_ctx: *mut c_void, kind: *const c_char, message: *const c_char)>;
+
+/// `managed_tensor_allocator`: a new, zeroed, C-contiguous, writable host tensor with the
+/// prototype's dtype/ndim/shape (device must be CPU), built as a `T` through
+/// [`super::FromManagedTensor`] and exported owning. Errors go through `SetError` (kind = the
+/// Python exception name); the GIL is taken here if needed.
+///
+/// # Safety
+/// DLPack contract: `prototype` is NULL or a live DLTensor whose `shape` holds `ndim` values;
+/// `out` is writable; `set_error` is NULL or callable with `error_ctx`.
+pub unsafe extern "C" fn managed_tensor_allocator<T>(
+    prototype: *mut DLTensor,
+    out: *mut *mut DLManagedTensorVersioned,
+    error_ctx: *mut c_void,
+    set_error: SetError,
+) -> c_int
+where
+    T: PyClass + ExchangeSource,
+    T::Frozen: SourceAccess<T>,
+{
+    const WHAT: &str = "managed_tensor_allocator";
+    let report = |kind: &str, msg: &str| {
+        if let Some(f) = set_error {
+            let k = CString::new(kind).unwrap_or_default();
+            let m = CString::new(msg.replace('\0', " ")).unwrap_or_default();
+            // SAFETY: DLPack contract for `set_error`; both strings outlive the call.
+            unsafe { f(error_ctx, k.as_ptr(), m.as_ptr()) };
+        }
+        -1
+    };
+    // SAFETY: plain C API query.
+    if unsafe { ffi::Py_IsInitialized() } == 0 {
+        return report("RuntimeError", "managed_tensor_allocator: the Python interpreter is not running");
+    }
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> Result<(), (String, String)> {
+        if prototype.is_null() || out.is_null() {
+            return Err(("ValueError".into(), format!("{WHAT}: prototype or out is NULL")));
+        }
+        // SAFETY: DLPack contract: a live prototype; only dtype/ndim/shape/device are read.
+        let (dtype, ndim, shape_ptr, device) =
+            unsafe { ((*prototype).dtype, (*prototype).ndim, (*prototype).shape, (*prototype).device) };
+        let dl = |e: DlpackError| (format!("{:?}", e.exception()), format!("{WHAT}: {}", e.message()));
+        let device = Device::from(device);
+        if device != Device::CPU {
+            return Err(dl(DlpackError::new(
+                FailureKind::UnsupportedDevice,
+                format!("only CPU tensors can be allocated, not device {device}"),
+            )));
+        }
+        if ndim < 0 || (ndim > 0 && shape_ptr.is_null()) {
+            return Err(dl(DlpackError::new(FailureKind::UnsupportedLayout, "bad ndim or NULL shape")));
+        }
+        let shape: Vec<i64> = if ndim == 0 {
+            Vec::new()
+        } else {
+            // SAFETY: DLPack contract: `shape` holds `ndim` values.
+            unsafe { std::slice::from_raw_parts(shape_ptr, ndim as usize) }.to_vec()
+        };
+        if shape.iter().any(|&d| d < 0) {
+            return Err(dl(DlpackError::new(FailureKind::UnsupportedLayout, format!("negative dimension in {shape:?}"))));
+        }
+        let elem = validate_dtype(dtype).map_err(dl)?;
+        let nbytes = contiguous_nbytes(&shape, elem).map_err(|e| dl(e.into()))?;
+        let buf = AlignedBuffer::zeroed(nbytes).map_err(|e| dl(e.into()))?;
+        let imported = ImportedTensor::from_buffer(buf, &shape, dtype);
+        let Some(ctor) = T::exchange_constructor() else {
+            return Err(("TypeError".into(), no_constructor::<T>(WHAT).to_string()));
+        };
+        Python::attach(|py| {
+            let res = (|| -> PyResult<NonNull<DLManagedTensorVersioned>> {
+                let obj = ctor(py, imported)?;
+                let slf = obj.cast::<T>().map_err(PyErr::from)?;
+                let m = <T::Frozen as SourceAccess<T>>::with(slf, |src| {
+                    export_versioned_managed(slf.as_any(), src, &OWNING_REQUEST)
+                })??;
+                Ok(m)
+            })();
+            match res {
+                Ok(m) => {
+                    // SAFETY: checked non-NULL above.
+                    unsafe { *out = m.as_ptr() };
+                    Ok(())
+                }
+                Err(e) => {
+                    let kind = e.get_type(py).name().map(|n| n.to_string()).unwrap_or_else(|_| "RuntimeError".into());
+                    Err((kind, e.value(py).to_string()))
+                }
+            }
+        })
+    }));
+    match r {
+        Ok(Ok(())) => 0,
+        Ok(Err((kind, msg))) => report(&kind, &msg),
+        Err(_) => report("SystemError", "panic in the DLPack exchange API (managed_tensor_allocator)"),
+    }
+}
+
+/// `current_work_stream`: NULL for stream-less devices (CPU, …); for CUDA/ROCm the current
+/// stream reported by dlbind's GPU runtime when one is present, else NULL (the default stream).
+///
+/// # Safety
+/// DLPack contract: `out_current_stream` is writable (NULL → ValueError, GIL taken to report).
+pub unsafe extern "C" fn current_work_stream(
+    device_type: DLDeviceType,
+    device_id: i32,
+    out_current_stream: *mut *mut c_void,
+) -> c_int {
+    let r = std::panic::catch_unwind(|| -> Result<*mut c_void, String> {
+        if out_current_stream.is_null() {
+            return Err("current_work_stream: out_current_stream is NULL".into());
+        }
+        if consumer_default_stream(device_type).is_none() {
+            return Ok(ptr::null_mut());
+        }
+        let device = Device::new(device_type, device_id);
+        match crate::gpu::default_runtime() {
+            Ok(rt) => match rt.current_stream(device) {
+                Ok(Some(h)) => Ok(h.0 as usize as *mut c_void),
+                Ok(None) => Ok(ptr::null_mut()),
+                Err(e) => Err(format!("current_work_stream: {e}")),
+            },
+            // No GPU runtime in this process: nothing set a current stream.
+            Err(_) => Ok(ptr::null_mut()),
+        }
+    });
+    match r {
+        Ok(Ok(s)) => {
+            // SAFETY: checked non-NULL.
+            unsafe { *out_current_stream = s };
+            0
+        }
+        Ok(Err(msg)) => {
+            set_python_error(|| PyValueError::new_err(msg));
+            -1
+        }
+        Err(_) => {
+            set_python_error(|| PySystemError::new_err("panic in the DLPack exchange API (current_work_stream)"));
+            -1
+        }
+    }
+}
+
+fn set_python_error(e: impl FnOnce() -> PyErr) {
+    // SAFETY: plain C API query.
+    if unsafe { ffi::Py_IsInitialized() } != 0 {
+        Python::attach(|py| e().restore(py));
+    }
+}

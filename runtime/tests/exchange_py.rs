@@ -1,0 +1,299 @@
+//! The C exchange API from Rust with an embedded interpreter: the derived table, every entry
+//! (success and error paths), types with and without `FromManagedTensor`, NULL
+//! `dltensor_from_py_object_no_sync` for non-`i64` dims, panics kept inside, and the consumer's
+//! lookup (`prev_api` walk, foreign capsules ignored).
+
+mod common;
+
+use std::ffi::{CStr, c_char, c_void};
+use std::ptr::{self, NonNull};
+
+use dlbind::exchange::{ExchangeSource, FromManagedTensor, exchange_api, exchange_imports, lookup_exchange_api};
+use dlbind::export::DLPackSource;
+use dlbind::ffi::{
+    DLDataType, DLDevice, DLDeviceType, DLManagedTensorVersioned, DLPACK_EXCHANGE_API_CAPSULE_NAME, DLPackExchangeAPI,
+    DLPackExchangeAPIHeader, DLPackVersion, DLTensor,
+};
+use dlbind::prelude::*;
+use dlbind::pyo3::exceptions::{PySystemError, PyTypeError};
+use dlbind::pyo3::ffi as pyffi;
+use dlbind::pyo3::types::PyCapsule;
+use dlbind::{ImportedTensor, from_dlpack, live_exports};
+
+/// Derived, without a constructor; i64 dims (non-owning fill available).
+#[pyclass(frozen)]
+#[derive(DLPackExport)]
+struct Plain {
+    #[dlpack(data)]
+    data: Vec<f32>,
+    #[dlpack(shape)]
+    shape: Vec<i64>,
+    #[dlpack(strides)]
+    strides: Vec<i64>,
+}
+
+/// Derived, usize dims: no non-owning fill.
+#[pyclass(frozen)]
+#[derive(DLPackExport)]
+struct UsizeDims {
+    #[dlpack(data)]
+    data: Vec<u8>,
+    #[dlpack(shape)]
+    shape: Vec<usize>,
+}
+
+/// Derived, with a constructor (owns an imported tensor).
+#[pyclass(frozen)]
+#[derive(DLPackExport)]
+struct Owned {
+    #[dlpack(data)]
+    buf: Buffer,
+    #[dlpack(dtype)]
+    dtype: DLDataType,
+    #[dlpack(shape)]
+    shape: [i64; 2],
+    #[dlpack(strides)]
+    strides: [i64; 2],
+}
+
+impl FromManagedTensor for Owned {
+    fn from_managed(_py: Python<'_>, t: ImportedTensor) -> PyResult<Self> {
+        let (s, st) = (t.shape(), t.strides());
+        if s.len() != 2 {
+            return Err(PyTypeError::new_err("Owned is 2-d"));
+        }
+        let (shape, strides) = ([s[0], s[1]], [st[0], st[1]]);
+        Ok(Owned { dtype: t.dtype(), buf: Buffer::from(t), shape, strides })
+    }
+}
+
+/// Hand-written source whose shape fill panics.
+#[pyclass(frozen)]
+struct Panics;
+
+// SAFETY: never describes memory successfully (the fill panics).
+unsafe impl DLPackSource for Panics {
+    fn dlpack_data_ptr(&self) -> *mut c_void {
+        ptr::null_mut()
+    }
+    fn dlpack_dtype(&self) -> DLDataType {
+        <f32 as DLPackElement>::DTYPE
+    }
+    fn dlpack_ndim(&self) -> usize {
+        1
+    }
+    fn dlpack_fill_shape(&self, _out: &mut [i64]) {
+        panic!("boom");
+    }
+}
+
+// SAFETY: no borrowed dims.
+unsafe impl ExchangeSource for Panics {
+    fn exchange_constructor() -> Option<dlbind::exchange::Constructor> {
+        None
+    }
+    fn exchange_dims_supported() -> bool {
+        false
+    }
+    fn exchange_dims(&self) -> Option<(&[i64], &[i64])> {
+        None
+    }
+}
+
+fn table_of(obj: &Bound<'_, PyAny>) -> &'static DLPackExchangeAPI {
+    let cap = obj.get_type().getattr(dlbind::ffi::DLPACK_EXCHANGE_API_ATTR).unwrap();
+    let cap = cap.cast::<PyCapsule>().unwrap();
+    assert_eq!(cap.name().unwrap().map(|n| unsafe { n.as_cstr() }), Some(DLPACK_EXCHANGE_API_CAPSULE_NAME));
+    // SAFETY: the capsule points at a process-lifetime table.
+    unsafe { &*(cap.pointer_checked(Some(DLPACK_EXCHANGE_API_CAPSULE_NAME)).unwrap().as_ptr() as *const DLPackExchangeAPI) }
+}
+
+fn take_err(py: Python<'_>) -> PyErr {
+    PyErr::take(py).expect("an exception is set")
+}
+
+#[test]
+fn derived_table_entries() {
+    let _g = common::serial();
+    Python::attach(|py| {
+        let base = live_exports();
+        let p = Bound::new(py, Plain { data: vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], shape: vec![2, 3], strides: vec![3, 1] })
+            .unwrap()
+            .into_any();
+        let api = table_of(&p);
+        assert!(ptr::eq(api, exchange_api::<Plain>()));
+        assert_eq!(api.header.version, DLPackVersion { major: 1, minor: 3 });
+        assert!(api.header.prev_api.is_null());
+        assert!(api.managed_tensor_allocator.is_some() && api.managed_tensor_to_py_object_no_sync.is_some());
+        assert!(api.current_work_stream.is_some());
+
+        // Owning export + import.
+        let from_py = api.managed_tensor_from_py_object_no_sync.unwrap();
+        let mut out: *mut DLManagedTensorVersioned = ptr::null_mut();
+        // SAFETY: GIL held, live object, valid out pointer.
+        assert_eq!(unsafe { from_py(p.as_ptr().cast(), &mut out) }, 0);
+        assert_eq!(live_exports(), base + 1);
+        // SAFETY: we own `out`.
+        let t = unsafe { ImportedTensor::from_managed_versioned(NonNull::new(out).unwrap()) }.unwrap();
+        assert_eq!((t.shape(), t.strides()), (&[2i64, 3][..], &[3i64, 1][..]));
+        assert_eq!(t.as_slice::<f32>().unwrap(), &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        drop(t);
+        assert_eq!(live_exports(), base);
+
+        // Non-owning fill: pointers into the object.
+        let fill = api.dltensor_from_py_object_no_sync.expect("i64 dims: fill present");
+        let mut dl = std::mem::MaybeUninit::<DLTensor>::zeroed();
+        // SAFETY: as above.
+        assert_eq!(unsafe { fill(p.as_ptr().cast(), dl.as_mut_ptr()) }, 0);
+        // SAFETY: filled.
+        let dl = unsafe { dl.assume_init() };
+        let inner = p.cast::<Plain>().unwrap().get();
+        assert_eq!(dl.shape.cast_const(), inner.shape.as_ptr());
+        assert_eq!(dl.strides.cast_const(), inner.strides.as_ptr());
+        assert_eq!(dl.data.cast_const(), inner.data.as_ptr().cast());
+        assert_eq!(live_exports(), base);
+
+        // Wrong type → TypeError, -1.
+        let other = Bound::new(py, UsizeDims { data: vec![1], shape: vec![1] }).unwrap();
+        // SAFETY: as above.
+        assert_eq!(unsafe { from_py(other.as_ptr().cast(), &mut out) }, -1);
+        assert!(take_err(py).is_instance_of::<PyTypeError>(py));
+
+        // No constructor: to_py_object deletes the tensor and raises TypeError.
+        let to_py = api.managed_tensor_to_py_object_no_sync.unwrap();
+        // SAFETY: as above.
+        assert_eq!(unsafe { from_py(p.as_ptr().cast(), &mut out) }, 0);
+        let mut obj: *mut c_void = ptr::null_mut();
+        // SAFETY: ownership of `out` goes to the callee.
+        assert_eq!(unsafe { to_py(out, &mut obj) }, -1);
+        let e = take_err(py);
+        assert!(e.is_instance_of::<PyTypeError>(py) && e.to_string().contains("FromManagedTensor"), "{e}");
+        assert_eq!(live_exports(), base);
+
+        // Current stream for CPU: NULL.
+        let mut s: *mut c_void = 1 as *mut c_void;
+        // SAFETY: valid out pointer.
+        assert_eq!(unsafe { api.current_work_stream.unwrap()(DLDeviceType::kDLCPU, 0, &mut s) }, 0);
+        assert!(s.is_null());
+    });
+}
+
+unsafe extern "C" fn record_error(ctx: *mut c_void, kind: *const c_char, msg: *const c_char) {
+    // SAFETY: ctx is the `Vec<String>` passed below; the strings are valid C strings.
+    unsafe {
+        let v = &mut *ctx.cast::<Vec<String>>();
+        v.push(format!("{}: {}", CStr::from_ptr(kind).to_string_lossy(), CStr::from_ptr(msg).to_string_lossy()));
+    }
+}
+
+#[test]
+fn allocator_and_to_py_object_with_constructor() {
+    let _g = common::serial();
+    Python::attach(|py| {
+        let base = live_exports();
+        let api = exchange_api::<Owned>();
+        assert!(api.dltensor_from_py_object_no_sync.is_some(), "[i64; 2] dims borrow");
+        let mut shape = [3i64, 4];
+        let mut proto = DLTensor {
+            data: ptr::null_mut(),
+            device: DLDevice { device_type: DLDeviceType::kDLCPU, device_id: 0 },
+            ndim: 2,
+            dtype: <f64 as DLPackElement>::DTYPE,
+            shape: shape.as_mut_ptr(),
+            strides: ptr::null_mut(),
+            byte_offset: 0,
+        };
+        let mut errors: Vec<String> = Vec::new();
+        let mut out: *mut DLManagedTensorVersioned = ptr::null_mut();
+        let alloc = api.managed_tensor_allocator.unwrap();
+        let ctx = (&raw mut errors).cast::<c_void>();
+        // SAFETY: valid prototype/out/ctx.
+        assert_eq!(unsafe { alloc(&mut proto, &mut out, ctx, Some(record_error)) }, 0, "{errors:?}");
+        assert_eq!(live_exports(), base + 1);
+        let mut obj: *mut c_void = ptr::null_mut();
+        // SAFETY: ownership of `out` goes to to_py_object.
+        assert_eq!(unsafe { api.managed_tensor_to_py_object_no_sync.unwrap()(out, &mut obj) }, 0);
+        // SAFETY: a new reference.
+        let obj = unsafe { Bound::from_owned_ptr(py, obj.cast::<pyffi::PyObject>()) };
+        let o = obj.cast::<Owned>().unwrap().get();
+        assert_eq!((o.shape, o.strides), ([3, 4], [4, 1]));
+        let t = from_dlpack(&obj, None, None).unwrap();
+        assert_eq!(t.as_slice::<f64>().unwrap(), &[0.0; 12]);
+        drop(t);
+        drop(obj);
+        assert_eq!(live_exports(), base);
+
+        // A type without a constructor reports through SetError.
+        let alloc = exchange_api::<Plain>().managed_tensor_allocator.unwrap();
+        // SAFETY: as above.
+        assert_eq!(unsafe { alloc(&mut proto, &mut out, ctx, Some(record_error)) }, -1);
+        assert!(errors.last().unwrap().starts_with("TypeError: "), "{errors:?}");
+        // No SetError: still -1, nothing raised.
+        // SAFETY: as above.
+        assert_eq!(unsafe { alloc(&mut proto, &mut out, ptr::null_mut(), None) }, -1);
+        assert!(PyErr::take(py).is_none());
+        assert_eq!(live_exports(), base);
+    });
+}
+
+#[test]
+fn usize_dims_have_no_fill_and_panics_stay_inside() {
+    let _g = common::serial();
+    Python::attach(|py| {
+        assert!(exchange_api::<UsizeDims>().dltensor_from_py_object_no_sync.is_none());
+        let api = exchange_api::<Panics>();
+        let p = Bound::new(py, Panics).unwrap();
+        let mut out: *mut DLManagedTensorVersioned = ptr::null_mut();
+        // SAFETY: GIL held, live object.
+        let rc = unsafe { api.managed_tensor_from_py_object_no_sync.unwrap()(p.as_ptr().cast(), &mut out) };
+        assert_eq!(rc, -1);
+        assert!(take_err(py).is_instance_of::<PySystemError>(py));
+    });
+}
+
+#[test]
+fn consumer_uses_the_table_and_walks_prev_api() {
+    let _g = common::serial();
+    Python::attach(|py| {
+        let p = Bound::new(py, Plain { data: vec![7.0; 4], shape: vec![4], strides: vec![1] }).unwrap().into_any();
+        let n = exchange_imports();
+        let t = from_dlpack(&p, None, None).unwrap();
+        assert_eq!(exchange_imports(), n + 1);
+        assert_eq!(t.data_ptr().cast_const(), p.cast::<Plain>().unwrap().get().data.as_ptr().cast());
+        drop(t);
+
+        // A newer-major table whose prev_api is ours: the walk finds ours.
+        let ours = exchange_api::<Plain>();
+        let newer: &'static mut DLPackExchangeAPIHeader = Box::leak(Box::new(DLPackExchangeAPIHeader {
+            version: DLPackVersion { major: 2, minor: 0 },
+            prev_api: (&raw const ours.header).cast_mut(),
+        }));
+        let lone: &'static mut DLPackExchangeAPIHeader =
+            Box::leak(Box::new(DLPackExchangeAPIHeader { version: DLPackVersion { major: 2, minor: 0 }, prev_api: ptr::null_mut() }));
+        let mk = |h: *mut DLPackExchangeAPIHeader| -> Bound<'_, PyAny> {
+            // SAFETY: a leaked header; 'static name; no destructor.
+            let cap = unsafe {
+                Bound::from_owned_ptr(py, pyffi::PyCapsule_New(h.cast(), DLPACK_EXCHANGE_API_CAPSULE_NAME.as_ptr(), None))
+            };
+            let ns = dlbind::pyo3::types::PyDict::new(py);
+            ns.set_item(dlbind::ffi::DLPACK_EXCHANGE_API_ATTR, cap).unwrap();
+            let ty = py.import("builtins").unwrap().getattr("type").unwrap().call1(("X", (), ns)).unwrap();
+            ty.call0().unwrap()
+        };
+        let x = mk(newer);
+        // SAFETY: GIL held; live object.
+        assert!(ptr::eq(unsafe { lookup_exchange_api(py, x.as_ptr()) }, ours));
+        let y = mk(lone);
+        // SAFETY: as above.
+        assert!(unsafe { lookup_exchange_api(py, y.as_ptr()) }.is_null());
+        // A capsule with another name is ignored.
+        let ns = dlbind::pyo3::types::PyDict::new(py);
+        let foreign = p.call_method("__dlpack__", (), None).unwrap();
+        ns.set_item(dlbind::ffi::DLPACK_EXCHANGE_API_ATTR, foreign).unwrap();
+        let ty = py.import("builtins").unwrap().getattr("type").unwrap().call1(("Y", (), ns)).unwrap();
+        let z = ty.call0().unwrap();
+        // SAFETY: as above.
+        assert!(unsafe { lookup_exchange_api(py, z.as_ptr()) }.is_null());
+        assert!(PyErr::take(py).is_none());
+    });
+}

@@ -1,0 +1,427 @@
+"""The DLPack 1.3 C exchange API (`type(x).__dlpack_c_exchange_api__`), both directions.
+
+Producer: the table is read and every entry is called through ctypes. Consumer:
+`dlbind_demo.from_dlpack` takes the table path (observable through `exchange_imports()` and
+through a type whose `__dlpack__` raises), tvm-ffi consumes our table, torch when installed.
+"""
+
+import ctypes
+import gc
+import sys
+
+import numpy as np
+import pytest
+
+import dlbind_demo as m
+from dlbind_demo import Tensor
+
+ATTR = "__dlpack_c_exchange_api__"
+CAPSULE_NAME = b"dlpack_exchange_api"
+
+
+# --- ctypes mirror of the generated structs (layout asserted in generated/rust/types.rs) -------
+
+class DLPackVersion(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+class DLManagedTensorVersioned(ctypes.Structure):
+    pass
+
+
+DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensorVersioned))
+DLManagedTensorVersioned._fields_ = [
+    ("version", DLPackVersion),
+    ("manager_ctx", ctypes.c_void_p),
+    ("deleter", DELETER),
+    ("flags", ctypes.c_uint64),
+    ("dl_tensor", DLTensor),
+]
+MTV_P = ctypes.POINTER(DLManagedTensorVersioned)
+
+
+class Header(ctypes.Structure):
+    _fields_ = [("version", DLPackVersion), ("prev_api", ctypes.c_void_p)]
+
+
+class ExchangeAPI(ctypes.Structure):
+    _fields_ = [
+        ("header", Header),
+        ("managed_tensor_allocator", ctypes.c_void_p),
+        ("managed_tensor_from_py_object_no_sync", ctypes.c_void_p),
+        ("managed_tensor_to_py_object_no_sync", ctypes.c_void_p),
+        ("dltensor_from_py_object_no_sync", ctypes.c_void_p),
+        ("current_work_stream", ctypes.c_void_p),
+    ]
+
+
+assert ctypes.sizeof(ExchangeAPI) == 56 and ctypes.sizeof(DLManagedTensorVersioned) == 80
+
+SET_ERROR = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p)
+# PYFUNCTYPE: the GIL stays held and a Python exception set by the callee is raised.
+FROM_PY = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.POINTER(MTV_P))
+FROM_PY_RAW = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(MTV_P))
+TO_PY = ctypes.PYFUNCTYPE(ctypes.c_int, MTV_P, ctypes.POINTER(ctypes.c_void_p))
+FILL = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.POINTER(DLTensor))
+# The allocator needs no GIL (it takes it itself); errors go through SetError.
+ALLOC = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(DLTensor), ctypes.POINTER(MTV_P), ctypes.c_void_p, SET_ERROR)
+STREAM = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(ctypes.c_void_p))
+
+_get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_get_pointer.restype = ctypes.c_void_p
+_get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_get_name = ctypes.pythonapi.PyCapsule_GetName
+_get_name.restype = ctypes.c_char_p
+_get_name.argtypes = [ctypes.py_object]
+_decref = ctypes.pythonapi.Py_DecRef
+_decref.argtypes = [ctypes.c_void_p]
+_decref.restype = None
+
+
+def api_of(cls=Tensor) -> ExchangeAPI:
+    cap = getattr(cls, ATTR)
+    return ExchangeAPI.from_address(_get_pointer(cap, CAPSULE_NAME))
+
+
+def fns(cls=Tensor):
+    api = api_of(cls)
+    return dict(
+        from_py=FROM_PY(api.managed_tensor_from_py_object_no_sync),
+        from_py_raw=FROM_PY_RAW(api.managed_tensor_from_py_object_no_sync),
+        to_py=TO_PY(api.managed_tensor_to_py_object_no_sync),
+        fill=FILL(api.dltensor_from_py_object_no_sync),
+        alloc=ALLOC(api.managed_tensor_allocator),
+        stream=STREAM(api.current_work_stream),
+    )
+
+
+def take_object(p: int):
+    """A PyObject* new reference (from to_py_object) as a Python object (reference stolen)."""
+    obj = ctypes.cast(p, ctypes.py_object).value
+    _decref(p)
+    return obj
+
+
+def dims(ptr, n):
+    return tuple(ptr[i] for i in range(n))
+
+
+@pytest.fixture(autouse=True)
+def no_leaks():
+    gc.collect()
+    before = m.live_exports()
+    yield
+    gc.collect()
+    assert m.live_exports() == before
+
+
+# --- the table ---------------------------------------------------------------------------------
+
+def test_capsule_on_the_type():
+    t = Tensor.arange(4)
+    cap = type(t).__dlpack_c_exchange_api__
+    assert type(cap).__name__ == "PyCapsule"
+    assert _get_name(cap) == CAPSULE_NAME
+    # The same process-lifetime table every time (instance lookups reach the class attribute).
+    assert _get_pointer(t.__dlpack_c_exchange_api__, CAPSULE_NAME) == _get_pointer(cap, CAPSULE_NAME)
+    api = api_of()
+    assert (api.header.version.major, api.header.version.minor) == (1, 3)
+    assert api.header.prev_api is None
+    for f in ("managed_tensor_allocator", "managed_tensor_from_py_object_no_sync",
+              "managed_tensor_to_py_object_no_sync", "dltensor_from_py_object_no_sync", "current_work_stream"):
+        assert getattr(api, f), f  # Tensor's Dims deref to [i64]: the non-owning fill is there too
+
+
+# --- managed_tensor_from_py_object_no_sync -------------------------------------------------------
+
+def test_owning_export_fields_and_lifetime():
+    f = fns()
+    t = Tensor.arange(12).slice(0, 1, 11, 2)  # shape (5,), stride 2
+    rc = sys.getrefcount(t)
+    out = MTV_P()
+    assert f["from_py"](t, ctypes.byref(out)) == 0
+    mt = out.contents
+    assert (mt.version.major, mt.version.minor) == (1, 3)
+    dl = mt.dl_tensor
+    assert dl.data == t.data_ptr and dl.byte_offset == 0
+    assert (dl.device.device_type, dl.device.device_id) == (1, 0)
+    assert (dl.dtype.code, dl.dtype.bits, dl.dtype.lanes) == (2, 32, 1)
+    assert dl.ndim == 1 and dims(dl.shape, 1) == (5,) and dims(dl.strides, 1) == (2,)
+    assert mt.flags == 0
+    assert m.live_exports() >= 1
+    assert sys.getrefcount(t) == rc + 1  # the managed tensor keeps the producer alive
+    mt.deleter(out)
+    assert sys.getrefcount(t) == rc
+
+
+def test_owning_export_read_only_flag():
+    f = fns()
+    t = Tensor.arange(3).set_readonly()
+    out = MTV_P()
+    assert f["from_py"](t, ctypes.byref(out)) == 0
+    assert out.contents.flags & 1  # DLPACK_FLAG_BITMASK_READ_ONLY
+    out.contents.deleter(out)
+
+
+def test_owning_export_zero_dim():
+    f = fns()
+    t = Tensor.zeros(())
+    out = MTV_P()
+    assert f["from_py"](t, ctypes.byref(out)) == 0
+    assert out.contents.dl_tensor.ndim == 0
+    out.contents.deleter(out)
+
+
+def test_owning_export_wrong_type_sets_exception():
+    f = fns()
+    out = MTV_P()
+    with pytest.raises(TypeError, match="expected a 'Tensor' object"):
+        f["from_py"](np.arange(3.0), ctypes.byref(out))
+    assert not out
+    with pytest.raises(ValueError, match="NULL"):
+        f["from_py_raw"](None, ctypes.byref(out))
+    with pytest.raises(ValueError, match="out is NULL"):
+        FROM_PY(api_of().managed_tensor_from_py_object_no_sync)(Tensor.arange(2), None)
+
+
+# --- managed_tensor_to_py_object_no_sync ---------------------------------------------------------
+
+def test_to_py_object_round_trip():
+    f = fns()
+    t = Tensor.arange(6).transpose()
+    t2 = Tensor.from_bytes(np.arange(6, dtype=np.int16).tobytes(), (2, 3), "int16").transpose()
+    for src in (t, t2):
+        rc = sys.getrefcount(src)
+        out = MTV_P()
+        assert f["from_py"](src, ctypes.byref(out)) == 0
+        obj = ctypes.c_void_p()
+        assert f["to_py"](out, ctypes.byref(obj)) == 0  # takes ownership of `out`
+        u = take_object(obj.value)
+        assert type(u) is Tensor
+        assert (u.data_ptr, u.shape, u.strides, u.dtype, u.readonly) == \
+            (src.data_ptr, src.shape, src.strides, src.dtype, src.readonly)
+        assert u.tobytes() == src.tobytes()
+        assert sys.getrefcount(src) == rc + 1
+        del u
+        gc.collect()
+        assert sys.getrefcount(src) == rc
+
+
+def test_to_py_object_errors():
+    f = fns()
+    obj = ctypes.c_void_p()
+    with pytest.raises(ValueError, match="tensor is NULL"):
+        f["to_py"](None, ctypes.byref(obj))
+    # A tensor whose major version is too new is refused, and deleted (ownership was transferred).
+    t = Tensor.arange(2)
+    rc = sys.getrefcount(t)
+    out = MTV_P()
+    assert f["from_py"](t, ctypes.byref(out)) == 0
+    out.contents.version.major = 99
+    with pytest.raises(BufferError):
+        f["to_py"](out, ctypes.byref(obj))
+    assert sys.getrefcount(t) == rc
+
+
+# --- dltensor_from_py_object_no_sync -------------------------------------------------------------
+
+def test_non_owning_fill():
+    f = fns()
+    t = Tensor.arange(24).slice(0, 0, 24, 1)
+    t = Tensor.from_bytes(t.tobytes(), (2, 3, 4), "float32").reversed(1)
+    rc = sys.getrefcount(t)
+    live = m.live_exports()
+    dl = DLTensor()
+    assert f["fill"](t, ctypes.byref(dl)) == 0
+    assert dl.data == t.data_ptr and dl.byte_offset == 0
+    assert dl.ndim == 3 and dims(dl.shape, 3) == t.shape and dims(dl.strides, 3) == t.strides
+    assert (dl.dtype.code, dl.dtype.bits) == (2, 32)
+    assert m.live_exports() == live  # nothing allocated, no reference taken
+    assert sys.getrefcount(t) == rc
+    # Shape/strides point into the object: a second fill gives the same addresses.
+    dl2 = DLTensor()
+    assert f["fill"](t, ctypes.byref(dl2)) == 0
+    assert ctypes.addressof(dl.shape.contents) == ctypes.addressof(dl2.shape.contents)
+
+
+def test_non_owning_fill_zero_dim_and_errors():
+    f = fns()
+    dl = DLTensor()
+    assert f["fill"](Tensor.zeros(()), ctypes.byref(dl)) == 0
+    assert dl.ndim == 0 and not dl.shape and not dl.strides
+    with pytest.raises(TypeError, match="expected a 'Tensor' object"):
+        f["fill"](b"bytes", ctypes.byref(dl))
+
+
+# --- managed_tensor_allocator --------------------------------------------------------------------
+
+def _prototype(shape, code=2, bits=32, device=(1, 0)):
+    arr = (ctypes.c_int64 * max(len(shape), 1))(*shape)
+    p = DLTensor(None, DLDevice(*device), len(shape), DLDataType(code, bits, 1), arr, None, 0)
+    return p, arr
+
+
+def test_allocator():
+    f = fns()
+    errors = []
+    cb = SET_ERROR(lambda ctx, kind, msg: errors.append((kind, msg)))
+    proto, _keep = _prototype((2, 3))
+    out = MTV_P()
+    assert f["alloc"](ctypes.byref(proto), ctypes.byref(out), None, cb) == 0, errors
+    dl = out.contents.dl_tensor
+    assert dims(dl.shape, 2) == (2, 3) and dims(dl.strides, 2) == (3, 1)
+    assert (dl.dtype.code, dl.dtype.bits) == (2, 32) and out.contents.flags & 1 == 0
+    assert dl.data % 64 == 0
+    assert bytes((ctypes.c_char * 24).from_address(dl.data)) == bytes(24)
+    # The allocated tensor becomes a Tensor through to_py_object.
+    obj = ctypes.c_void_p()
+    assert f["to_py"](out, ctypes.byref(obj)) == 0
+    u = take_object(obj.value)
+    assert (u.shape, u.dtype, u.strides, u.data_ptr) == ((2, 3), "float32", (3, 1), dl.data)
+    np.testing.assert_array_equal(np.from_dlpack(u), np.zeros((2, 3), np.float32))
+    del u
+
+
+def test_allocator_errors_go_through_set_error():
+    f = fns()
+    errors = []
+    cb = SET_ERROR(lambda ctx, kind, msg: errors.append((kind.decode(), msg.decode())))
+    out = MTV_P()
+    proto, _keep = _prototype((4,), device=(2, 0))  # kDLCUDA
+    assert f["alloc"](ctypes.byref(proto), ctypes.byref(out), None, cb) == -1
+    assert errors[-1][0] == "BufferError" and "CPU" in errors[-1][1]
+    proto, _keep = _prototype((4,), code=200, bits=8)  # unknown type code
+    assert f["alloc"](ctypes.byref(proto), ctypes.byref(out), None, cb) == -1
+    assert errors[-1][0] == "BufferError"
+    proto, _keep = _prototype((-1,))
+    assert f["alloc"](ctypes.byref(proto), ctypes.byref(out), None, cb) == -1
+    assert f["alloc"](None, ctypes.byref(out), None, cb) == -1
+    assert errors[-1][0] == "ValueError"
+    assert not out
+
+
+# --- current_work_stream -------------------------------------------------------------------------
+
+def test_current_work_stream():
+    f = fns()
+    s = ctypes.c_void_p(12345)
+    assert f["stream"](1, 0, ctypes.byref(s)) == 0  # kDLCPU
+    assert s.value is None
+    s = ctypes.c_void_p(12345)
+    assert f["stream"](2, 0, ctypes.byref(s)) == 0  # kDLCUDA: no current stream set -> default
+    with pytest.raises(ValueError):
+        f["stream"](1, 0, None)
+
+
+# --- consumer side -------------------------------------------------------------------------------
+
+def test_from_dlpack_uses_the_table():
+    t = Tensor.arange(5)
+    n = m.exchange_imports()
+    u = m.from_dlpack(t)
+    assert m.exchange_imports() == n + 1
+    assert (u.data_ptr, u.shape, u.strides, u.dtype) == (t.data_ptr, t.shape, t.strides, t.dtype)
+    # numpy has no table: the __dlpack__ path, counter unchanged.
+    m.from_dlpack(np.arange(3.0))
+    assert m.exchange_imports() == n + 1
+    # read-only propagates through the table
+    assert m.from_dlpack(t.set_readonly()).readonly
+
+
+def test_table_is_preferred_over_dunder():
+    cap = Tensor.__dlpack_c_exchange_api__
+
+    class Fake:
+        __dlpack_c_exchange_api__ = cap
+
+        def __dlpack__(self, **kw):
+            raise RuntimeError("the __dlpack__ path was taken")
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    # The table's from_py_object refuses a foreign type: that error proves the table was used.
+    with pytest.raises(TypeError, match="expected a 'Tensor' object"):
+        m.from_dlpack(Fake())
+
+
+def test_table_without_usable_version_falls_back():
+    class Other:
+        # A capsule with another name is not an exchange table: ignored, __dlpack__ used.
+        __dlpack_c_exchange_api__ = np.arange(2).__dlpack__()
+
+        def __init__(self):
+            self.a = np.arange(4.0)
+
+        def __dlpack__(self, **kw):
+            return self.a.__dlpack__(**kw)
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    n = m.exchange_imports()
+    o = Other()
+    u = m.from_dlpack(o)
+    assert m.exchange_imports() == n and u.shape == (4,)
+
+
+def test_from_dlpack_device_and_copy_with_table():
+    t = Tensor.arange(6)
+    c = m.from_dlpack(t, copy=True)
+    assert c.data_ptr != t.data_ptr and c.tobytes() == t.tobytes()
+    v = m.from_dlpack(t, copy=False, device="cpu")
+    assert v.data_ptr == t.data_ptr
+    with pytest.raises(BufferError):
+        m.from_dlpack(t, device=(2, 0))
+
+
+def test_tvm_ffi_consumes_the_table():
+    tvm_ffi = pytest.importorskip("tvm_ffi")
+    t = Tensor.arange(8).reversed()
+    v = tvm_ffi.from_dlpack(t)
+    assert v.data_ptr() == t.data_ptr
+    assert tuple(v.shape) == t.shape and tuple(v.strides) == t.strides
+    np.testing.assert_array_equal(np.from_dlpack(v), np.arange(8, dtype=np.float32)[::-1])
+    cap = Tensor.__dlpack_c_exchange_api__
+
+    class Fake:
+        __dlpack_c_exchange_api__ = cap
+
+        def __dlpack__(self, **kw):
+            raise RuntimeError("the __dlpack__ path was taken")
+
+    with pytest.raises(TypeError, match="expected a 'Tensor' object"):
+        tvm_ffi.from_dlpack(Fake())
+    del v
+
+
+def test_torch_when_installed():
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    t = Tensor.arange(6)
+    x = torch.from_dlpack(t)
+    assert x.data_ptr() == t.data_ptr
+    n = m.exchange_imports()
+    u = m.from_dlpack(x)
+    assert u.data_ptr == x.data_ptr()
+    if hasattr(type(x), ATTR) and type(getattr(type(x), ATTR)).__name__ == "PyCapsule":
+        assert m.exchange_imports() == n + 1
