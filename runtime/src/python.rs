@@ -348,10 +348,9 @@ fn import_from_producer(obj: &Bound<'_, PyAny>, device: Option<Device>, copy: Op
     // its tensor is not on the requested device (`__dlpack__` with dl_device decides then).
     if copy != Some(true)
         && let Some(t) = crate::exchange::import_via_exchange_api(obj)?
+        && device.is_none_or(|d| t.device() == d || (d == Device::CPU && t.device().is_host_accessible()))
     {
-        if device.is_none_or(|d| t.device() == d || (d == Device::CPU && t.device().is_host_accessible())) {
-            return Ok(t);
-        }
+        return Ok(t);
     }
     let py = obj.py();
     let o = obj.as_ptr();

@@ -103,6 +103,7 @@ unsafe impl ExchangeSource for Panics {
 fn table_of(obj: &Bound<'_, PyAny>) -> &'static DLPackExchangeAPI {
     let cap = obj.get_type().getattr(dlbind::ffi::DLPACK_EXCHANGE_API_ATTR).unwrap();
     let cap = cap.cast::<PyCapsule>().unwrap();
+    // SAFETY: the capsule (and so its name) is alive for this statement.
     assert_eq!(cap.name().unwrap().map(|n| unsafe { n.as_cstr() }), Some(DLPACK_EXCHANGE_API_CAPSULE_NAME));
     // SAFETY: the capsule points at a process-lifetime table.
     unsafe { &*(cap.pointer_checked(Some(DLPACK_EXCHANGE_API_CAPSULE_NAME)).unwrap().as_ptr() as *const DLPackExchangeAPI) }
@@ -171,7 +172,7 @@ fn derived_table_entries() {
         assert_eq!(live_exports(), base);
 
         // Current stream for CPU: NULL.
-        let mut s: *mut c_void = 1 as *mut c_void;
+        let mut s: *mut c_void = NonNull::<c_void>::dangling().as_ptr();
         // SAFETY: valid out pointer.
         assert_eq!(unsafe { api.current_work_stream.unwrap()(DLDeviceType::kDLCPU, 0, &mut s) }, 0);
         assert!(s.is_null());

@@ -415,6 +415,27 @@ def test_tvm_ffi_consumes_the_table():
     del v
 
 
+def test_tvm_ffi_builds_our_type_through_to_py_object():
+    """tvm-ffi's `convert_func(..., tensor_cls=Tensor)` hands tensor arguments to the callback
+    as `Tensor`s built by our table's `managed_tensor_to_py_object_no_sync`."""
+    tvm_ffi = pytest.importorskip("tvm_ffi")
+    if not hasattr(tvm_ffi, "convert_func"):
+        pytest.skip("this tvm_ffi has no convert_func(tensor_cls=...)")
+    got = []
+
+    def cb(x):
+        got.append((type(x), x.shape, x.data_ptr))
+        return 0
+
+    f = tvm_ffi.convert_func(cb, tensor_cls=Tensor)
+    t = Tensor.arange(5)
+    v = tvm_ffi.from_dlpack(t)
+    f(v)
+    assert got == [(Tensor, (5,), t.data_ptr)]
+    del v, f, got
+    gc.collect()
+
+
 def test_torch_when_installed():
     torch = pytest.importorskip("torch", reason="torch is not installed")
     t = Tensor.arange(6)

@@ -127,6 +127,7 @@ impl<X> NoDims<X> for Probe<X> {
 }
 
 #[cfg(test)]
+#[allow(clippy::needless_borrow)] // the extra references are the point (autoref specialization)
 mod tests {
     use super::*;
 
