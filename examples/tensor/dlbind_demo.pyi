@@ -43,6 +43,20 @@ class Tensor:
     __dlpack_c_exchange_api__: ClassVar[CapsuleType]
     """The DLPack 1.3 C exchange table (a `"dlpack_exchange_api"` capsule), on the type."""
 
+    # Bridges to the older protocols; each exists only where it applies (AttributeError
+    # otherwise, so `hasattr` is False and consumers fall through).
+    @property
+    def __array_interface__(self) -> dict[str, Any]:
+        """numpy array interface v3 (host memory only)."""
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        """CUDA array interface v3 (kDLCUDA / kDLCUDAManaged memory only); `stream` is None."""
+    @property
+    def __sycl_usm_array_interface__(self) -> dict[str, Any]:
+        """SYCL USM array interface v1 (kDLOneAPI memory only); `syclobj` is None."""
+    def __buffer__(self, flags: int, /) -> memoryview:
+        """The buffer protocol (host memory; read-only tensors refuse writable requests)."""
+
     @property
     def shape(self) -> tuple[int, ...]: ...
     @property
