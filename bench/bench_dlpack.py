@@ -169,6 +169,12 @@ def main(argv=None):
     row("copy", None, "m.from_dlpack(b.T, copy=True)  4096² f32", "m.from_dlpack(b.T, copy=True)",
         "np.from_dlpack(b.T, copy=True)  (keeps F order)", "np.from_dlpack(b.T, copy=True)", heavy=True,
         needs=("m", "b"))
+    # The same two copies with dlbind's reuse pool of freed huge buffers switched off: every
+    # call then copies into freshly mapped memory (first-touch page faults included).
+    row("copy", None, "m.from_dlpack(x, copy=True)  64 MiB f32, reuse pool off", "m.from_dlpack(x, copy=True)",
+        "np.from_dlpack(x, copy=True)", "np.from_dlpack(x, copy=True)", heavy=True, needs=("m", "x"))
+    row("copy", None, "m.from_dlpack(b.T, copy=True)  4096² f32, reuse pool off", "m.from_dlpack(b.T, copy=True)",
+        "np.ascontiguousarray(b.T)", "np.ascontiguousarray(b.T)", heavy=True, needs=("m", "b"))
 
     results = []
     for group, key, ol, os_, bl, bs, heavy, needs, check in rows:
@@ -197,7 +203,13 @@ def main(argv=None):
         except Exception as e:  # noqa: BLE001
             note += f" baseline failed: {type(e).__name__}: {str(e)[:120]}"
             bs = None
-        ours, base = B.pair([os_ if run_ours else None, bs], g, heavy)
+        pool_off = "reuse pool off" in ol and m is not None and hasattr(m, "set_copy_pool_limit")
+        old_limit = m.set_copy_pool_limit(0) if pool_off else None
+        try:
+            ours, base = B.pair([os_ if run_ours else None, bs], g, heavy)
+        finally:
+            if pool_off:
+                m.set_copy_pool_limit(old_limit)
         gc.collect()
         ratio = ours / base if ours and base else None
         tgt = TARGET.get(key)

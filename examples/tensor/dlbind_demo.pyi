@@ -4,7 +4,7 @@ from typing import Any, ClassVar, Sequence, SupportsIndex, final
 
 from typing_extensions import CapsuleType
 
-__all__ = ["Tensor", "exchange_imports", "from_dlpack", "live_exports"]
+__all__ = ["Tensor", "exchange_imports", "from_dlpack", "live_exports", "set_copy_pool_limit"]
 
 _Shape = int | Sequence[int]
 
@@ -104,3 +104,7 @@ def live_exports() -> int:
 
 def exchange_imports() -> int:
     """How many tensors this thread imported through a producer's C exchange table."""
+
+def set_copy_pool_limit(bytes: int) -> int:
+    """Set the byte limit of dlbind's reuse pool for freed huge host buffers (0 disables it);
+    returns the previous limit."""

@@ -620,6 +620,16 @@ fn live_exports() -> usize {
     dlbind::export::live_exports()
 }
 
+/// Sets the byte limit of dlbind's reuse pool for freed huge host buffers and returns the old
+/// limit (0 disables the pool and releases what it holds). Used by the benchmark to time copies
+/// into freshly mapped memory.
+#[pyfunction]
+fn set_copy_pool_limit(bytes: usize) -> usize {
+    let old = dlbind::alloc::pool_limit();
+    dlbind::alloc::set_pool_limit(bytes);
+    old
+}
+
 /// How many tensors this thread imported through a producer's C exchange table
 /// (`type(x).__dlpack_c_exchange_api__`) instead of `__dlpack__`.
 #[pyfunction]
@@ -633,6 +643,7 @@ fn dlbind_demo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(from_dlpack, m)?)?;
     m.add_function(wrap_pyfunction!(live_exports, m)?)?;
     m.add_function(wrap_pyfunction!(exchange_imports, m)?)?;
+    m.add_function(wrap_pyfunction!(set_copy_pool_limit, m)?)?;
     Ok(())
 }
 
