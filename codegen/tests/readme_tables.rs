@@ -13,11 +13,13 @@ fn root() -> PathBuf {
         .to_path_buf()
 }
 
-/// The generated doc without its first line (the "do not edit" comment) and heading.
+/// The generated doc without its first line (the "do not edit" comment) and title; its inner
+/// headings are demoted two levels so they nest under the README's `###` section heading.
 fn table_body(doc: &str) -> String {
     doc.replace("\r\n", "\n")
         .lines()
         .skip_while(|l| l.starts_with("<!--") || l.starts_with('#') || l.is_empty())
+        .map(|l| if l.starts_with('#') { format!("##{l}") } else { l.to_string() })
         .collect::<Vec<_>>()
         .join("\n")
         .trim_end()
