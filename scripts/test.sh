@@ -77,6 +77,9 @@ if [[ "${DLBIND_SKIP_RUST:-0}" != 1 ]]; then
   # ------------------------------------------------------------ 3. cargo test
   step "3/5 cargo test --workspace --release --no-fail-fast"
   check "cargo test" cargo test --workspace --release --no-fail-fast
+  # The GPU paths (cudarc, dynamic loading) build without CUDA; their integration tests skip
+  # with a printed reason when no driver is present.
+  check "cargo test (cuda feature)" cargo test --release -p dlbind --features cuda --test gpu_cuda --test gpu_plan
 else
   step "2-3/5 skipped (DLBIND_SKIP_RUST=1)"
 fi
