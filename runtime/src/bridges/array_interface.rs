@@ -42,13 +42,19 @@ where
     if !s.device.is_host_accessible() {
         return Err(not_applicable(ATTR, format_args!("the data is on device {}, not host memory", s.device)));
     }
-    let ts = typestr_of(s.dtype).map_err(|e| not_applicable(ATTR, e.message()))?;
-    let item = itemsize(s.dtype).ok_or_else(|| not_applicable(ATTR, "sub-byte dtype"))?;
-    let py = slf.py();
-    let d = base_dict(py, &s, ts, 3)?;
-    match byte_strides(&s, item) {
+    Ok(v3_dict(slf.py(), &s, ATTR)?.into_any().unbind())
+}
+
+/// The version-3 dict shared by `__array_interface__` and `__cuda_array_interface__`:
+/// [`base_dict`] plus `strides` in bytes (`None` when C-contiguous). Dtypes without a numpy
+/// typestr in the spec, and sub-byte dtypes, make `attr` not applicable (AttributeError).
+pub(crate) fn v3_dict<'py>(py: Python<'py>, s: &Snapshot, attr: &str) -> PyResult<Bound<'py, PyDict>> {
+    let ts = typestr_of(s.dtype).map_err(|e| not_applicable(attr, e.message()))?;
+    let item = itemsize(s.dtype).ok_or_else(|| not_applicable(attr, "sub-byte dtype"))?;
+    let d = base_dict(py, s, ts, 3)?;
+    match byte_strides(s, item) {
         None => d.set_item("strides", py.None())?,
         Some(st) => d.set_item("strides", PyTuple::new(py, st)?)?,
     }
-    Ok(d.into_any().unbind())
+    Ok(d)
 }

@@ -10,12 +10,9 @@
 
 use pyo3::PyClass;
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
 
-use super::array_interface::{base_dict, byte_strides};
-use super::typestr::typestr_of;
+use super::array_interface::v3_dict;
 use super::{not_applicable, snapshot};
-use crate::dtype_table::itemsize;
 use crate::export::DLPackSource;
 use crate::ffi::DLDeviceType;
 use crate::python::SourceAccess;
@@ -33,14 +30,8 @@ where
     if !matches!(s.device.device_type, DLDeviceType::kDLCUDA | DLDeviceType::kDLCUDAManaged) {
         return Err(not_applicable(ATTR, format_args!("the data is on device {}, not CUDA memory", s.device)));
     }
-    let ts = typestr_of(s.dtype).map_err(|e| not_applicable(ATTR, e.message()))?;
-    let item = itemsize(s.dtype).ok_or_else(|| not_applicable(ATTR, "sub-byte dtype"))?;
     let py = slf.py();
-    let d = base_dict(py, &s, ts, 3)?;
-    match byte_strides(&s, item) {
-        None => d.set_item("strides", py.None())?,
-        Some(st) => d.set_item("strides", PyTuple::new(py, st)?)?,
-    }
+    let d = v3_dict(py, &s, ATTR)?;
     d.set_item("stream", py.None())?;
     Ok(d.into_any().unbind())
 }
