@@ -12,6 +12,7 @@ pub enum Key {
     Dtype,
     Device,
     Readonly,
+    Stream,
     Array,
 }
 
@@ -23,6 +24,7 @@ impl Key {
         Key::Dtype,
         Key::Device,
         Key::Readonly,
+        Key::Stream,
         Key::Array,
     ];
 
@@ -34,6 +36,7 @@ impl Key {
             Key::Dtype => "dtype",
             Key::Device => "device",
             Key::Readonly => "readonly",
+            Key::Stream => "stream",
             Key::Array => "array",
         }
     }

@@ -121,6 +121,20 @@ fn source_impl(model: &Model) -> TokenStream {
         }
     };
 
+    let stream = match &model.stream {
+        Some(f) => {
+            let a = access(f);
+            let body = quote_spanned! {f.span=> { let s: ::core::option::Option<u64> = #a; s } };
+            quote! {
+                #[inline]
+                fn dlpack_stream(&self) -> ::core::option::Option<::dlbind::gpu::StreamHandle> {
+                    #body.map(::dlbind::gpu::StreamHandle)
+                }
+            }
+        }
+        None => quote! {},
+    };
+
     quote! {
         #[automatically_derived]
         unsafe impl ::dlbind::export::DLPackSource for #ident {
@@ -138,6 +152,7 @@ fn source_impl(model: &Model) -> TokenStream {
             fn dlpack_device(&self) -> ::dlbind::device::Device { #device }
             #[inline]
             fn dlpack_readonly(&self) -> bool { #readonly }
+            #stream
         }
     }
 }

@@ -78,6 +78,8 @@ pub struct Model {
     pub dtype: DtypeSource,
     pub device: Option<FieldRef>,
     pub readonly: Readonly,
+    /// `#[dlpack(stream)]`: an `Option<u64>` field naming the stream with pending work.
+    pub stream: Option<FieldRef>,
 }
 
 /// Role slots filled while walking the fields.
@@ -89,6 +91,7 @@ struct Slots {
     dtype: Option<FieldRef>,
     device: Option<FieldRef>,
     readonly: Option<FieldRef>,
+    stream: Option<FieldRef>,
 }
 
 impl Model {
@@ -286,6 +289,7 @@ fn field_item(item: &Item, f: FieldRef, slots: &mut Slots) -> syn::Result<()> {
         Key::Dtype => &mut slots.dtype,
         Key::Device => &mut slots.device,
         Key::Readonly => &mut slots.readonly,
+        Key::Stream => &mut slots.stream,
     };
     if let Some(existing) = slot {
         return Err(dup(existing, item.key));
@@ -502,6 +506,7 @@ fn finish(
         dtype: dtype?,
         device: slots.device,
         readonly: readonly?,
+        stream: slots.stream,
     })
 }
 
@@ -689,6 +694,24 @@ mod tests {
             let m = model(input).unwrap_or_else(|e| panic!("{ty}: {e}"));
             assert!(matches!(m.dtype, DtypeSource::Element(_)));
         }
+    }
+
+    #[test]
+    fn stream_field_and_duplicate_stream() {
+        let m = model(parse_quote! {
+            struct T { #[dlpack(data)] d: Vec<f32>, #[dlpack(shape)] s: Vec<usize>, #[dlpack(stream)] pending: Option<u64> }
+        })
+        .unwrap();
+        assert_eq!(m.stream.unwrap().name(), "pending");
+        let m = model(parse_quote! { struct T { #[dlpack(data)] d: Vec<f32>, #[dlpack(shape)] s: Vec<usize> } }).unwrap();
+        assert!(m.stream.is_none());
+        let e = model(parse_quote! {
+            struct T { #[dlpack(data)] d: Vec<f32>, #[dlpack(shape)] s: Vec<usize>,
+                       #[dlpack(stream)] a: Option<u64>, #[dlpack(stream)] b: Option<u64> }
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("stream"), "{e}");
     }
 
     #[test]

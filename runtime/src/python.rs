@@ -20,6 +20,7 @@ use pyo3::PyClass;
 
 use crate::device::Device;
 use crate::error::DlpackError;
+use crate::exchange::FromManagedTensor;
 use crate::export::request::EXPORT_VERSION;
 use crate::export::{DLPackSource, ExportRequest, export_to_capsule};
 use crate::failure::FailureKind;
@@ -221,6 +222,9 @@ unsafe extern "C" {
 
 struct Names {
     dlpack: Py<PyString>,
+    /// `from_dlpack`'s keywords (`device`, `copy`), from the generated protocol names.
+    kw_from_device: Py<PyString>,
+    kw_from_copy: Py<PyString>,
     kw_stream: Py<PyString>,
     kw_max_version: Py<PyString>,
     kw_dl_device: Py<PyString>,
@@ -239,6 +243,8 @@ fn names(py: Python<'_>) -> &Names {
         let kw_max_version = s(protocol::KW_MAX_VERSION);
         Names {
             dlpack: s(protocol::DLPACK_METHOD),
+            kw_from_device: s(protocol::FROM_DLPACK_KW_DEVICE),
+            kw_from_copy: s(protocol::FROM_DLPACK_KW_COPY),
             kw_stream: s(protocol::KW_STREAM),
             kw_dl_device: s(protocol::KW_DL_DEVICE),
             kw_copy: s(protocol::KW_COPY),
@@ -669,4 +675,206 @@ where
         ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
         ml_doc: doc.as_ptr(),
     })))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fast consumer entry point: a raw METH_FASTCALL | METH_KEYWORDS `from_dlpack` building `T`.
+// ---------------------------------------------------------------------------------------------
+
+/// Imports `x` as a new `T` object (a new reference): [`FromManagedTensor::share_from`] when `x`
+/// is exactly a `T` (what `T`'s own exchange table would give, without the managed-tensor round
+/// trip), else [`from_dlpack`] and [`FromManagedTensor::from_managed`].
+#[inline(always)]
+fn import_as<T>(py: Python<'_>, x: &Bound<'_, PyAny>, device: Option<Device>, copy: Option<bool>) -> PyResult<*mut ffi::PyObject>
+where
+    T: PyClass + FromManagedTensor + Into<pyo3::PyClassInitializer<T>>,
+{
+    if device.is_none() && copy != Some(true) {
+        // SAFETY: reading the type of a live object.
+        if unsafe { ffi::Py_TYPE(x.as_ptr()) } == T::type_object_raw(py) {
+            // SAFETY: the exact type was checked just above.
+            let src = unsafe { x.cast_unchecked::<T>() };
+            if let Some(v) = T::share_from(src) {
+                let obj = Bound::new(py, v?)?;
+                crate::exchange::note_exchange_import();
+                return Ok(obj.into_ptr());
+            }
+        }
+    }
+    let t = from_dlpack(x, device, copy)?;
+    Ok(Bound::new(py, T::from_managed(py, t)?)?.into_ptr())
+}
+
+/// Parses `(x, /, *, device=None, copy=None)` from vectorcall arguments (keyword names by
+/// identity with the interned generated names first, then by value) and validates `device` /
+/// `copy` ([`parse_device_arg`], [`parse_copy_arg`]).
+///
+/// # Safety
+/// `args` holds `nargs + len(kwnames)` live objects; `kwnames` is NULL or a tuple of str.
+unsafe fn parse_from_dlpack_args<'py>(
+    py: Python<'py>,
+    fname: &str,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> PyResult<(Bound<'py, PyAny>, Option<Device>, Option<bool>)> {
+    if nargs > 1 {
+        return Err(PyTypeError::new_err(format!("{fname}() takes 1 positional argument but {nargs} were given")));
+    }
+    let n = names(py);
+    let mut vals: [Option<Borrowed<'_, 'py, PyAny>>; 2] = [None, None];
+    // SAFETY: caller contract (kwnames is NULL or a tuple; values follow the positional args).
+    unsafe {
+        if !kwnames.is_null() {
+            let order = [&n.kw_from_device, &n.kw_from_copy];
+            for i in 0..ffi::PyTuple_GET_SIZE(kwnames) {
+                let name = ffi::PyTuple_GET_ITEM(kwnames, i);
+                let mut slot = order.iter().position(|s| s.as_ptr() == name);
+                if slot.is_none() {
+                    slot = order.iter().position(|s| ffi::PyUnicode_Compare(name, s.as_ptr()) == 0);
+                    if !ffi::PyErr_Occurred().is_null() {
+                        ffi::PyErr_Clear();
+                    }
+                }
+                let Some(j) = slot else {
+                    let name = Borrowed::from_ptr(py, name).str().map(|s| s.to_string()).unwrap_or_default();
+                    return Err(PyTypeError::new_err(if name == "x" {
+                        format!("{fname}() got some positional-only arguments passed as keyword arguments: 'x'")
+                    } else {
+                        format!("{fname}() got an unexpected keyword argument '{name}'")
+                    }));
+                };
+                if vals[j].is_some() {
+                    return Err(PyTypeError::new_err(format!("{fname}() got multiple values for argument '{}'", order[j])));
+                }
+                vals[j] = Some(Borrowed::from_ptr(py, *args.offset(nargs + i)));
+            }
+        }
+        if nargs == 0 {
+            return Err(PyTypeError::new_err(format!("{fname}() missing required positional argument: 'x'")));
+        }
+        let x = Borrowed::from_ptr(py, *args).to_owned();
+        let device = parse_device_arg(vals[0].as_deref())?;
+        let copy = parse_copy_arg(vals[1].as_deref())?;
+        Ok((x, device, copy))
+    }
+}
+
+/// A raw `METH_FASTCALL | METH_KEYWORDS` implementation of
+/// `from_dlpack(x, /, *, device=None, copy=None) -> T` (keyword names from the generated
+/// `protocol` module); semantics of [`from_dlpack_py`] followed by
+/// [`FromManagedTensor::from_managed`]. The common call — one positional argument, no keywords —
+/// skips all argument parsing, and when `x` is exactly a `T` the result is built by
+/// [`FromManagedTensor::share_from`] (no DLPack round trip). Installed by
+/// [`add_from_dlpack_function`] / [`install_from_dlpack_staticmethod`].
+///
+/// # Safety
+/// Called by CPython through a builtin function object (any `self`, ignored), GIL held.
+pub unsafe extern "C" fn from_dlpack_fastcall<T>(
+    _slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargsf: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject
+where
+    T: PyClass + FromManagedTensor + Into<pyo3::PyClassInitializer<T>>,
+{
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: CPython holds the GIL for us and passes `nargs + len(kwnames)` live arguments.
+        unsafe {
+            let py = Python::assume_attached();
+            let nargs = ffi::PyVectorcall_NARGS(nargsf as usize);
+            let res = if nargs == 1 && (kwnames.is_null() || ffi::PyTuple_GET_SIZE(kwnames) == 0) {
+                // `x` is borrowed from the caller's argument array for the whole call.
+                let x = Borrowed::from_ptr(py, *args);
+                import_as::<T>(py, &x, None, None)
+            } else {
+                parse_from_dlpack_args(py, FROM_DLPACK_NAME, args, nargs, kwnames)
+                    .and_then(|(x, device, copy)| import_as::<T>(py, &x, device, copy))
+            };
+            match res {
+                Ok(o) => o,
+                Err(e) => {
+                    e.restore(py);
+                    ptr::null_mut()
+                }
+            }
+        }
+    }));
+    r.unwrap_or_else(|_| {
+        // SAFETY: GIL held; report the panic as a Python exception.
+        unsafe {
+            let py = Python::assume_attached();
+            pyo3::exceptions::PySystemError::new_err("panic in from_dlpack").restore(py);
+        }
+        ptr::null_mut()
+    })
+}
+
+/// The Python name of the functions [`add_from_dlpack_function`] and
+/// [`install_from_dlpack_staticmethod`] install (the array API's name).
+pub const FROM_DLPACK_NAME: &str = "from_dlpack";
+
+/// A leaked `PyMethodDef` for [`from_dlpack_fastcall::<T>`] named [`FROM_DLPACK_NAME`], with a
+/// text signature (`inspect.signature` works) from the generated keyword names.
+fn from_dlpack_method_def<T>(doc: &str) -> PyResult<&'static mut ffi::PyMethodDef>
+where
+    T: PyClass + FromManagedTensor + Into<pyo3::PyClassInitializer<T>>,
+{
+    let leak = |s: String| std::ffi::CString::new(s).map(|c| &*Box::leak(c.into_boxed_c_str()));
+    let name = leak(FROM_DLPACK_NAME.to_string())?;
+    let doc = leak(format!(
+        "{FROM_DLPACK_NAME}(x, /, *, {}=None, {}=None)\n--\n\n{doc}",
+        protocol::FROM_DLPACK_KW_DEVICE,
+        protocol::FROM_DLPACK_KW_COPY
+    ))?;
+    Ok(Box::leak(Box::new(ffi::PyMethodDef {
+        ml_name: name.as_ptr(),
+        ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: from_dlpack_fastcall::<T> },
+        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+        ml_doc: doc.as_ptr(),
+    })))
+}
+
+/// Adds `module.from_dlpack(x, /, *, device=None, copy=None) -> T` backed by
+/// [`from_dlpack_fastcall::<T>`] (a builtin function with the module as `__module__`).
+pub fn add_from_dlpack_function<T>(module: &Bound<'_, pyo3::types::PyModule>, doc: &str) -> PyResult<()>
+where
+    T: PyClass + FromManagedTensor + Into<pyo3::PyClassInitializer<T>>,
+{
+    let py = module.py();
+    let def = from_dlpack_method_def::<T>(doc)?;
+    let modname = module.name()?;
+    // SAFETY: `def` lives for the rest of the process; module and name are live objects.
+    let f = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyCMethod_New(def, module.as_ptr(), modname.as_ptr(), ptr::null_mut()))? };
+    module.add(FROM_DLPACK_NAME, f)
+}
+
+/// Sets `T.from_dlpack` to a static method backed by [`from_dlpack_fastcall::<T>`] (replacing,
+/// e.g., a PyO3 `#[staticmethod]` of that name). Call it once at module init after the class is
+/// added.
+pub fn install_from_dlpack_staticmethod<T>(py: Python<'_>, doc: &str) -> PyResult<()>
+where
+    T: PyClass + FromManagedTensor + Into<pyo3::PyClassInitializer<T>>,
+{
+    let ty = T::type_object(py);
+    let def = from_dlpack_method_def::<T>(doc)?;
+    // SAFETY: `def` lives for the rest of the process; the type object is live. The type's dict
+    // is updated directly (PyO3 types are immutable to setattr) and the method cache invalidated
+    // with `PyType_Modified`, as in `install_fast_dlpack`.
+    unsafe {
+        let f = Bound::from_owned_ptr_or_err(py, ffi::PyCMethod_New(def, ptr::null_mut(), ptr::null_mut(), ptr::null_mut()))?;
+        let sm = Bound::from_owned_ptr_or_err(py, ffi::PyStaticMethod_New(f.as_ptr()))?;
+        let tp = ty.as_type_ptr();
+        let dict = (*tp).tp_dict;
+        if dict.is_null() {
+            return Err(pyo3::exceptions::PySystemError::new_err("type has no __dict__"));
+        }
+        let key = PyString::intern(py, FROM_DLPACK_NAME);
+        if ffi::PyDict_SetItem(dict, key.as_ptr(), sm.as_ptr()) != 0 {
+            return Err(PyErr::fetch(py));
+        }
+        ffi::PyType_Modified(tp);
+    }
+    Ok(())
 }

@@ -1,8 +1,11 @@
-//! [`Buffer`]: storage for an array type: an owned aligned host buffer or imported foreign
-//! memory (kept alive by the owning [`ImportedTensor`]).
+//! [`Buffer`]: storage for an array type: an owned aligned host buffer, imported foreign
+//! memory (kept alive by the owning [`ImportedTensor`]) or a view of another Python object's
+//! memory (kept alive by a strong reference to that object).
 
 use std::ffi::c_void;
 use std::sync::Arc;
+
+use pyo3::prelude::*;
 
 use crate::alloc::AlignedBuffer;
 use crate::device::Device;
@@ -19,6 +22,42 @@ pub enum Buffer {
     Imported(ImportedTensor),
     /// Memory of an imported tensor shared with other buffers.
     Shared(Arc<ImportedTensor>),
+    /// Memory owned by another Python object (e.g. the array a view or a same-type import was
+    /// taken from), kept alive by a strong reference to it: no allocation, no DLPack round trip.
+    View(PyView),
+}
+
+/// The [`Buffer::View`] payload: element 0 of memory that `owner` keeps alive.
+pub struct PyView {
+    owner: Py<PyAny>,
+    data: *mut c_void,
+    device: Device,
+    readonly: bool,
+}
+
+// SAFETY: `data` is only an address (never dereferenced through `&self` here); the memory it
+// points to is owned by `owner`, a `Py<PyAny>` (Send + Sync), and is kept alive by it.
+unsafe impl Send for PyView {}
+// SAFETY: as above; `&PyView` gives out the address and the owner, both shareable.
+unsafe impl Sync for PyView {}
+
+impl PyView {
+    /// The Python object that owns the memory.
+    #[inline]
+    pub fn owner(&self) -> &Py<PyAny> {
+        &self.owner
+    }
+}
+
+impl std::fmt::Debug for PyView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PyView")
+            .field("owner", &self.owner.as_ptr())
+            .field("data", &self.data)
+            .field("device", &self.device)
+            .field("readonly", &self.readonly)
+            .finish()
+    }
 }
 
 impl Buffer {
@@ -39,13 +78,42 @@ impl Buffer {
         Buffer::Imported(t)
     }
 
-    /// Address of the first byte (element 0 for imported tensors).
+    /// A view of memory owned by the Python object `owner` (no allocation, no copy): element 0
+    /// is `data`, on `device`, writable unless `readonly`. `owner` stays alive as long as the
+    /// buffer (and any buffer cloned from it with [`Buffer::share_view`]).
+    ///
+    /// # Safety
+    /// Every byte the buffer's user will address from `data` must belong to memory that `owner`
+    /// keeps valid (and unmoved) for as long as `owner` is alive.
+    #[inline]
+    pub unsafe fn view(owner: Py<PyAny>, data: *mut c_void, device: Device, readonly: bool) -> Buffer {
+        Buffer::View(PyView { owner, data, device, readonly })
+    }
+
+    /// A view of this buffer's memory with element 0 at `data`, kept alive by `holder` — the
+    /// Python object that owns `self` — or, when `self` is itself a view, by that view's owner
+    /// (so chains of views do not chain owners). `readonly` is or-ed with this buffer's own.
+    ///
+    /// # Safety
+    /// `holder` must own `self` (keep it alive and unmodified while `holder` lives), and the
+    /// bytes addressed from `data` must lie in memory reachable from `self`.
+    #[inline]
+    pub unsafe fn share_view(&self, py: Python<'_>, holder: &Bound<'_, PyAny>, data: *mut c_void, device: Device, readonly: bool) -> Buffer {
+        let (owner, ro) = match self {
+            Buffer::View(v) => (v.owner.clone_ref(py), v.readonly),
+            _ => (holder.clone().unbind(), self.readonly()),
+        };
+        Buffer::View(PyView { owner, data, device, readonly: readonly || ro })
+    }
+
+    /// Address of the first byte (element 0 for imported tensors and views).
     #[inline]
     pub fn data_ptr(&self) -> *mut c_void {
         match self {
             Buffer::Owned(b) => b.as_mut_ptr().cast::<c_void>(),
             Buffer::Imported(t) => t.data_ptr(),
             Buffer::Shared(t) => t.data_ptr(),
+            Buffer::View(v) => v.data,
         }
     }
 
@@ -53,7 +121,7 @@ impl Buffer {
     #[inline]
     pub fn imported(&self) -> Option<&ImportedTensor> {
         match self {
-            Buffer::Owned(_) => None,
+            Buffer::Owned(_) | Buffer::View(_) => None,
             Buffer::Imported(t) => Some(t),
             Buffer::Shared(t) => Some(t),
         }
@@ -62,13 +130,19 @@ impl Buffer {
     /// Where the memory is (owned buffers are host memory).
     #[inline]
     pub fn device(&self) -> Device {
-        self.imported().map_or(Device::CPU, ImportedTensor::device)
+        match self {
+            Buffer::View(v) => v.device,
+            _ => self.imported().map_or(Device::CPU, ImportedTensor::device),
+        }
     }
 
-    /// Whether the memory must not be written (imported read-only tensors).
+    /// Whether the memory must not be written (imported read-only tensors, read-only views).
     #[inline]
     pub fn readonly(&self) -> bool {
-        self.imported().is_some_and(ImportedTensor::readonly)
+        match self {
+            Buffer::View(v) => v.readonly,
+            _ => self.imported().is_some_and(ImportedTensor::readonly),
+        }
     }
 
     /// Byte length of an owned buffer (`None` for imported memory).
@@ -104,12 +178,14 @@ impl std::fmt::Debug for Buffer {
             Buffer::Owned(b) => f.debug_struct("Buffer::Owned").field("len", &b.len()).finish(),
             Buffer::Imported(t) => f.debug_tuple("Buffer::Imported").field(t).finish(),
             Buffer::Shared(t) => f.debug_tuple("Buffer::Shared").field(t).finish(),
+            Buffer::View(v) => f.debug_tuple("Buffer::View").field(v).finish(),
         }
     }
 }
 
-// SAFETY: the pointer is valid while the buffer lives: owned memory is freed only on drop, and
-// imported memory only when the owning `ImportedTensor` drops. No dtype: untyped bytes.
+// SAFETY: the pointer is valid while the buffer lives: owned memory is freed only on drop,
+// imported memory only when the owning `ImportedTensor` drops, and a view's memory is kept
+// alive by its owner reference (the `Buffer::view` contract). No dtype: untyped bytes.
 unsafe impl DataSource for Buffer {
     #[inline]
     fn data_ptr(&self) -> *mut c_void {

@@ -219,24 +219,17 @@ impl Tensor {
             .checked_mul(eb as i64)
             .and_then(|b| isize::try_from(b).ok())
             .ok_or_else(|| PyValueError::new_err("offset overflows"))?;
-        let owner = slf.clone().into_any().unbind();
         let data = this
             .ptr()
             .wrapping_offset(byte_offset)
             .cast::<std::ffi::c_void>();
         // SAFETY: `data` with `shape`/`strides` addresses elements of `this` (the offset and
-        // strides come from in-bounds indices of `this`), and `owner` keeps them alive.
+        // strides come from in-bounds indices of `this`), whose storage `slf` owns (or, for a
+        // view, the owner `share_view` takes instead).
         let buf = unsafe {
-            view::share(
-                owner,
-                data,
-                this.dtype,
-                &shape,
-                &strides,
-                this.device,
-                readonly,
-            )
-        }?;
+            this.buf
+                .share_view(slf.py(), slf.as_any(), data, this.device, readonly)
+        };
         Ok(Tensor {
             buf,
             dtype: this.dtype,
@@ -394,17 +387,6 @@ impl Tensor {
         let mut buf = alloc_zeroed(nbytes)?;
         buf.as_mut_slice().copy_from_slice(data);
         Ok(Tensor::owned(buf, shape, info.dtype, readonly))
-    }
-
-    /// Import any DLPack producer as a zero-copy `Tensor` view where possible.
-    #[staticmethod]
-    #[pyo3(name = "from_dlpack", signature = (x, /, *, device = None, copy = None))]
-    fn from_dlpack_static(
-        x: &Bound<'_, PyAny>,
-        device: Option<&Bound<'_, PyAny>>,
-        copy: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Tensor> {
-        import(x, device, copy)
     }
 
     #[getter]
@@ -586,33 +568,41 @@ impl Tensor {
 
 /// Lets the C exchange table (`Tensor.__dlpack_c_exchange_api__`) build `Tensor`s: its
 /// `managed_tensor_allocator` and `managed_tensor_to_py_object_no_sync` entries use this.
+/// `dlbind_demo.from_dlpack` and `Tensor.from_dlpack` are dlbind's raw fastcall
+/// `from_dlpack_fastcall::<Tensor>` (installed in the module init below), built on this impl.
 impl FromManagedTensor for Tensor {
     fn from_managed(_py: Python<'_>, tensor: ImportedTensor) -> PyResult<Self> {
         Ok(Tensor::from_imported(tensor))
     }
+
+    /// `from_dlpack(t)` of a `Tensor`: a view of the same storage (same pointer, shape, strides,
+    /// dtype, device and read-only flag; `t`'s storage kept alive), exactly what `t`'s exchange
+    /// table would give, without allocating.
+    #[inline]
+    fn share_from(source: &Bound<'_, Self>) -> Option<PyResult<Self>> {
+        let this = source.get();
+        // SAFETY: element 0 of `this` with its own shape/strides, storage owned by `source`.
+        let buf = unsafe {
+            this.buf.share_view(
+                source.py(),
+                source.as_any(),
+                this.buf.data_ptr(),
+                this.device,
+                this.readonly,
+            )
+        };
+        Some(Ok(Tensor {
+            buf,
+            dtype: this.dtype,
+            shape: this.shape.clone(),
+            strides: this.strides.clone(),
+            device: this.device,
+            readonly: this.readonly,
+        }))
+    }
 }
 
-fn import(
-    x: &Bound<'_, PyAny>,
-    device: Option<&Bound<'_, PyAny>>,
-    copy: Option<&Bound<'_, PyAny>>,
-) -> PyResult<Tensor> {
-    let device = dlbind::python::parse_device_arg(device)?;
-    let copy = dlbind::python::parse_copy_arg(copy)?;
-    let imported = dlbind::python::from_dlpack(x, device, copy)?;
-    Ok(Tensor::from_imported(imported))
-}
-
-/// Import any DLPack producer as a zero-copy `Tensor` view where possible.
-#[pyfunction]
-#[pyo3(signature = (x, /, *, device = None, copy = None))]
-fn from_dlpack(
-    x: &Bound<'_, PyAny>,
-    device: Option<&Bound<'_, PyAny>>,
-    copy: Option<&Bound<'_, PyAny>>,
-) -> PyResult<Tensor> {
-    import(x, device, copy)
-}
+const FROM_DLPACK_DOC: &str = "Import any DLPack producer as a zero-copy `Tensor` view where possible.";
 
 /// How many managed tensors this module exported whose deleter has not run yet.
 #[pyfunction]
@@ -640,7 +630,8 @@ fn exchange_imports() -> u64 {
 #[pymodule]
 fn dlbind_demo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Tensor>()?;
-    m.add_function(wrap_pyfunction!(from_dlpack, m)?)?;
+    dlbind::python::add_from_dlpack_function::<Tensor>(m, FROM_DLPACK_DOC)?;
+    dlbind::python::install_from_dlpack_staticmethod::<Tensor>(m.py(), FROM_DLPACK_DOC)?;
     m.add_function(wrap_pyfunction!(live_exports, m)?)?;
     m.add_function(wrap_pyfunction!(exchange_imports, m)?)?;
     m.add_function(wrap_pyfunction!(set_copy_pool_limit, m)?)?;
@@ -681,5 +672,12 @@ mod tests {
         assert_eq!(packed_nbytes(&[2, 3], f6).unwrap(), 5);
         assert_eq!(c_strides(&[2, 3, 4]), vec![12, 4, 1]);
         assert_eq!(c_strides(&[]), Vec::<i64>::new());
+    }
+}
+#[cfg(test)]
+mod size_probe {
+    #[test]
+    fn sizes() {
+        eprintln!("Tensor {} Buffer {} Imported {} Dims {} PyView {}", std::mem::size_of::<super::Tensor>(), std::mem::size_of::<super::Buffer>(), std::mem::size_of::<super::ImportedTensor>(), std::mem::size_of::<super::Dims>(), std::mem::size_of::<dlbind::storage::PyView>());
     }
 }

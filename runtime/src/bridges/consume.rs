@@ -14,12 +14,17 @@
 //! two cases the bytes are held as a `Py_buffer`, `offset` (bytes) applies and the described
 //! extent is checked against the buffer's length.
 //!
-//! CUDA array interface: the view is tagged `kDLCUDA` (device 0: the interface carries no
-//! ordinal) and is never read on the host (the runtime refuses host access to non-host memory).
-//! `stream` (v3): absent / `None` → no synchronisation; `0` → ValueError (disallowed by the CAI
-//! specification); any other int → the stream is synchronised through [`crate::gpu`] when a GPU
-//! runtime is present (without a driver nothing can be pending that this process could see, and
-//! the view is never dereferenced on the host).
+//! CUDA array interface: the interface carries no device ordinal, so the CUDA driver is asked
+//! which device owns the pointer ([`cuda_pointer_device`]: `cuPointerGetAttribute` memory type,
+//! managed flag and device ordinal) — `kDLCUDA` with the owning device's ordinal, `kDLCUDAHost`
+//! for page-locked host memory, `kDLCUDAManaged` for managed memory. When no driver can answer
+//! (no `cuda` feature, no driver or no GPU in this process, or a pointer the driver does not
+//! know) the view is tagged `kDLCUDA` device 0: a process without a driver cannot touch the
+//! memory anyway, and the view is never read on the host (the runtime refuses host access to
+//! non-host memory). `stream` (v3): absent / `None` → no synchronisation; `0` → ValueError
+//! (disallowed by the CAI specification); any other int → the stream is synchronised through
+//! [`crate::gpu`] on the resolved device when a GPU runtime is present (without a driver nothing
+//! can be pending that this process could see, and the view is never dereferenced on the host).
 
 use std::ffi::{CStr, c_void};
 use std::ptr::{self, NonNull};
@@ -265,8 +270,9 @@ pub fn import_interface_dict(owner: &Bound<'_, PyAny>, iface: &Bound<'_, PyAny>,
     let device = match kind {
         InterfaceKind::Numpy => Device::CPU,
         InterfaceKind::Cuda => {
-            honour_cai_stream(d)?;
-            Device::cuda(0)
+            let device = cuda_pointer_device(data_ptr as usize).unwrap_or(CAI_DEVICE_WITHOUT_DRIVER);
+            honour_cai_stream(d, device)?;
+            device
         }
         InterfaceKind::SyclUsm => {
             let version: i64 = opt_field(d, "version")?.map(|v| v.extract()).transpose()?.unwrap_or(1);
@@ -314,8 +320,73 @@ fn check_extent(shape: &[i64], strides: &[i64], item: usize, offset: i64, len: u
     Ok(())
 }
 
-/// The CAI v3 `stream` key (see the module docs).
-fn honour_cai_stream(d: &Bound<'_, PyDict>) -> PyResult<()> {
+/// The device a CUDA-array-interface view reports when no CUDA driver can say which device owns
+/// the pointer (see the module docs): `kDLCUDA`, device 0.
+pub const CAI_DEVICE_WITHOUT_DRIVER: Device = Device::cuda(0);
+
+/// Which device owns `ptr`, according to the CUDA driver: `kDLCUDA` with the owning device's
+/// ordinal, `kDLCUDAHost` (page-locked host memory, e.g. `cudaMallocHost`) or `kDLCUDAManaged`
+/// (`cudaMallocManaged`). `None` when no runtime can answer: dlbind built without the `cuda`
+/// feature, no driver or no GPU in this process, or a pointer the driver does not know (e.g.
+/// ordinary host memory). Never panics and never raises.
+///
+/// The [`crate::gpu::DeviceRuntime`] trait has no pointer-attribute query yet, so with the
+/// `cuda` feature the driver is asked directly, and only after the shared runtime initialised it
+/// ([`crate::gpu::default_runtime`] succeeded: the library is loaded and `cuInit` ran).
+pub fn cuda_pointer_device(ptr: usize) -> Option<Device> {
+    #[cfg(feature = "cuda")]
+    {
+        if ptr == 0 || crate::gpu::default_runtime().is_err() {
+            return None;
+        }
+        std::panic::catch_unwind(|| cuda_query_pointer(ptr as u64)).ok().flatten()
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = ptr;
+        None
+    }
+}
+
+/// The driver's answer for `ptr` (see [`cuda_pointer_device`]); the driver is initialised.
+#[cfg(feature = "cuda")]
+fn cuda_query_pointer(ptr: u64) -> Option<Device> {
+    use cudarc::driver::sys::{self, CUpointer_attribute as A, CUresult};
+
+    use crate::ffi::DLDeviceType;
+
+    let mut memory_type: u32 = 0;
+    let mut is_managed: u32 = 0;
+    let mut ordinal: i32 = -1;
+    // SAFETY: each call writes one value of the attribute's documented type (unsigned int for
+    // the memory type and the managed flag, int for the ordinal) into a live local; the driver
+    // is loaded and initialised (the caller checked the shared runtime).
+    unsafe {
+        let q = |out: *mut c_void, a: A| sys::cuPointerGetAttribute(out, a, ptr) == CUresult::CUDA_SUCCESS;
+        if !q((&raw mut memory_type).cast(), A::CU_POINTER_ATTRIBUTE_MEMORY_TYPE) {
+            return None; // not a pointer the driver knows
+        }
+        if !q((&raw mut is_managed).cast(), A::CU_POINTER_ATTRIBUTE_IS_MANAGED) {
+            is_managed = 0;
+        }
+        if !q((&raw mut ordinal).cast(), A::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL) {
+            ordinal = -1;
+        }
+    }
+    let id = ordinal.max(0);
+    const HOST: u32 = sys::CUmemorytype::CU_MEMORYTYPE_HOST as u32;
+    const DEVICE: u32 = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32;
+    const UNIFIED: u32 = sys::CUmemorytype::CU_MEMORYTYPE_UNIFIED as u32;
+    match memory_type {
+        _ if is_managed != 0 => Some(Device::new(DLDeviceType::kDLCUDAManaged, id)),
+        HOST => Some(Device::new(DLDeviceType::kDLCUDAHost, id)),
+        DEVICE | UNIFIED => Some(Device::new(DLDeviceType::kDLCUDA, id)),
+        _ => None,
+    }
+}
+
+/// The CAI v3 `stream` key (see the module docs), synchronised on `device`.
+fn honour_cai_stream(d: &Bound<'_, PyDict>, device: Device) -> PyResult<()> {
     let Some(s) = opt_field(d, "stream")? else { return Ok(()) };
     let v: i64 = s.extract().map_err(|_| {
         DlpackError::new(FailureKind::InvalidStream, "__cuda_array_interface__: 'stream' must be None or an int")
@@ -331,7 +402,7 @@ fn honour_cai_stream(d: &Bound<'_, PyDict>) -> PyResult<()> {
         .into());
     }
     if let Ok(rt) = crate::gpu::default_runtime() {
-        rt.synchronize_stream(Device::cuda(0), crate::gpu::StreamHandle(v as u64))?;
+        rt.synchronize_stream(device, crate::gpu::StreamHandle(v as u64))?;
     }
     Ok(())
 }

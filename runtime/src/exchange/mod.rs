@@ -52,6 +52,21 @@ pub type Constructor = for<'py> fn(Python<'py>, ImportedTensor) -> PyResult<Boun
 pub trait FromManagedTensor: Sized {
     /// The value wrapping `tensor` (zero-copy).
     fn from_managed(py: Python<'_>, tensor: ImportedTensor) -> PyResult<Self>;
+
+    /// A new value sharing `source`'s memory: what importing `source` (an object of this very
+    /// type) through the type's own exchange table would give — same data pointer, shape,
+    /// strides, dtype and device, read-only when `source` is, `source`'s memory kept alive —
+    /// built directly, without the managed-tensor round trip (allocation of a manager, copies of
+    /// shape and strides, deleter). Used by [`crate::python::from_dlpack_fastcall`] when the
+    /// argument's type is exactly `Self`. `None` (the default): go through the table.
+    #[inline]
+    fn share_from(source: &Bound<'_, Self>) -> Option<PyResult<Self>>
+    where
+        Self: PyClass,
+    {
+        let _ = source;
+        None
+    }
 }
 
 /// What the derive tells the exchange table about a type (implemented by
@@ -143,6 +158,18 @@ unsafe extern "C" {
 }
 
 static ATTR_NAME: PyOnceLock<Py<PyString>> = PyOnceLock::new();
+static LEGACY_ATTR_NAME: PyOnceLock<Py<PyString>> = PyOnceLock::new();
+
+/// The name older producers publish the table under (torch < 2.15 through the
+/// `torch-c-dlpack-ext` addon, early tvm-ffi releases), looked up after the standard
+/// [`DLPACK_EXCHANGE_API_ATTR`]. Its value is a capsule named
+/// [`DLPACK_EXCHANGE_API_CAPSULE_NAME`] or the table's address as a Python `int`. Source:
+/// apache-tvm-ffi 0.1.15, `python/tvm_ffi/_optional_torch_c_dlpack.py`
+/// (`_check_and_update_dlpack_c_exchange_api`), which maps this name to the standard one.
+/// Private and hand-written because `spec/dlpack.yaml` has one attribute name under
+/// `exchange_api.attribute` and no place for legacy aliases; the spec addition that would
+/// generate it is described in docs (a `legacy_attributes` list under `exchange_api`).
+const LEGACY_EXCHANGE_API_ATTR: &str = "__c_dlpack_exchange_api__";
 
 thread_local! {
     /// Last `(type, tp_version_tag, table or 0)` this thread resolved. A valid version tag is
@@ -155,9 +182,17 @@ thread_local! {
 }
 
 /// How many tensors this thread imported through a producer's C exchange table (tests and
-/// diagnostics: shows whether `from_dlpack` took the table path).
+/// diagnostics: shows whether `from_dlpack` took the table path). Imports of a type's own
+/// instances that [`FromManagedTensor::share_from`] served count too: they are what the type's
+/// own table would have produced.
 pub fn exchange_imports() -> u64 {
     IMPORTS.with(Cell::get)
+}
+
+/// Counts one import in [`exchange_imports`].
+#[inline(always)]
+pub(crate) fn note_exchange_import() {
+    IMPORTS.with(|c| c.set(c.get().wrapping_add(1)));
 }
 
 /// The first table in the `prev_api` chain whose major version is ours (NULL if none).
@@ -180,12 +215,41 @@ unsafe fn supported_table(mut h: *const DLPackExchangeAPIHeader) -> *const DLPac
     ptr::null()
 }
 
-/// `type(obj).__dlpack_c_exchange_api__` resolved to a table we can use (NULL when the type has
-/// none, the attribute is not a capsule with the generated name, or no table in the chain has
-/// our major version). Never raises; cached per type.
+/// A table pointer from a capsule named [`DLPACK_EXCHANGE_API_CAPSULE_NAME`] (any other object,
+/// or another name: NULL). Never raises.
 ///
 /// # Safety
-/// GIL held; `o` is a live object.
+/// GIL held; `attr` is a live object.
+unsafe fn table_from_capsule(attr: *mut ffi::PyObject) -> *const DLPackExchangeAPIHeader {
+    // SAFETY: caller contract; `PyCapsule_GetName` never raises on an exact capsule and the
+    // pointer is fetched with that very name (an error is cleared, not left set).
+    unsafe {
+        if ffi::PyCapsule_CheckExact(attr) == 0 {
+            return ptr::null();
+        }
+        let cname = ffi::PyCapsule_GetName(attr);
+        let named = cname == DLPACK_EXCHANGE_API_CAPSULE_NAME.as_ptr()
+            || (!cname.is_null() && libc::strcmp(cname, DLPACK_EXCHANGE_API_CAPSULE_NAME.as_ptr()) == 0);
+        if !named {
+            return ptr::null();
+        }
+        let p = ffi::PyCapsule_GetPointer(attr, cname);
+        if p.is_null() {
+            ffi::PyErr_Clear();
+        }
+        p.cast::<DLPackExchangeAPIHeader>()
+    }
+}
+
+/// `type(obj).__dlpack_c_exchange_api__` resolved to a table we can use — or, when the type has
+/// no usable table under that name, the legacy `__c_dlpack_exchange_api__` (a capsule, or the
+/// table's address as an exact `int`, as older producers publish it). NULL when neither gives a
+/// table whose `prev_api` chain has our major version. Never raises; cached per type (one entry
+/// per thread, keyed by the type and its version tag).
+///
+/// # Safety
+/// GIL held; `o` is a live object. A legacy `int` value is trusted to be the address of a
+/// process-lifetime table, as every consumer of that legacy protocol (tvm-ffi) trusts it.
 #[inline]
 pub unsafe fn lookup_exchange_api(py: Python<'_>, o: *mut ffi::PyObject) -> *const DLPackExchangeAPI {
     // SAFETY: caller contract; type fields are plain reads; `_PyType_Lookup` never raises and
@@ -202,18 +266,21 @@ pub unsafe fn lookup_exchange_api(py: Python<'_>, o: *mut ffi::PyObject) -> *con
         }
         let name = ATTR_NAME.get_or_init(py, || PyString::intern(py, DLPACK_EXCHANGE_API_ATTR).unbind());
         let attr = _PyType_Lookup(tp, name.as_ptr());
-        let mut table = ptr::null();
-        if !attr.is_null() && ffi::PyCapsule_CheckExact(attr) != 0 {
-            let cname = ffi::PyCapsule_GetName(attr);
-            let named = cname == DLPACK_EXCHANGE_API_CAPSULE_NAME.as_ptr()
-                || (!cname.is_null() && libc::strcmp(cname, DLPACK_EXCHANGE_API_CAPSULE_NAME.as_ptr()) == 0);
-            if named {
-                let p = ffi::PyCapsule_GetPointer(attr, cname);
-                if p.is_null() {
-                    ffi::PyErr_Clear();
+        let mut table = if attr.is_null() { ptr::null() } else { supported_table(table_from_capsule(attr)) };
+        if table.is_null() {
+            let legacy = LEGACY_ATTR_NAME.get_or_init(py, || PyString::intern(py, LEGACY_EXCHANGE_API_ATTR).unbind());
+            let attr = _PyType_Lookup(tp, legacy.as_ptr());
+            if !attr.is_null() {
+                let header = if ffi::PyLong_CheckExact(attr) != 0 {
+                    let p = ffi::PyLong_AsVoidPtr(attr);
+                    if p.is_null() {
+                        ffi::PyErr_Clear();
+                    }
+                    p.cast::<DLPackExchangeAPIHeader>().cast_const()
                 } else {
-                    table = supported_table(p.cast::<DLPackExchangeAPIHeader>());
-                }
+                    table_from_capsule(attr)
+                };
+                table = supported_table(header);
             }
         }
         let valid = ffi::PyType_HasFeature(tp, ffi::Py_TPFLAGS_VALID_VERSION_TAG) != 0;
@@ -251,7 +318,7 @@ pub fn import_via_exchange_api(obj: &Bound<'_, PyAny>) -> PyResult<Option<Import
     };
     // SAFETY: on success we own `m` (the producer transferred it).
     let t = unsafe { ImportedTensor::from_managed_versioned(m) }?;
-    IMPORTS.with(|c| c.set(c.get().wrapping_add(1)));
+    note_exchange_import();
     Ok(Some(t))
 }
 

@@ -1,13 +1,18 @@
 //! The managed tensor dlbind exports and the capsule around it.
 //!
 //! One heap allocation per export holds everything:
-//! `[ DLManagedTensor | DLManagedTensorVersioned ][ owner ][ copy buffer ][ ndim ][ shape.. ][ strides.. ]`,
+//! `[ DLManagedTensor | DLManagedTensorVersioned ][ owner ][ copy buffer ][ device copy ][ ndim ][ shape.. ][ strides.. ]`,
 //! made with `PyMem_Malloc` (pymalloc: the fastest allocator for these ~100-byte blocks, as
 //! numpy does). `manager_ctx` points at the allocation itself. The deleter (`extern "C"`,
 //! callable from any thread, with or without the GIL) takes the GIL with `PyGILState_Ensure`,
 //! drops the strong reference to the Python owner and frees the allocation — or, when the
 //! interpreter is gone (`Py_IsInitialized() == 0`), frees only the Rust-owned copy buffer and
 //! leaks the rest. The capsule destructor runs with the GIL held and skips `PyGILState_*`.
+//!
+//! Exports that involve a GPU (a non-CPU source, a non-CPU `dl_device`, or a source that
+//! reports a producer stream) go through the GPU planner ([`crate::gpu::plan_export`]): it
+//! orders the producer's and the consumer's streams and, for copies, fills a buffer allocated
+//! through the [`DeviceRuntime`] that the tensor then owns.
 //! Panics never cross the C boundary.
 
 use std::alloc::Layout;
@@ -20,7 +25,10 @@ use pyo3::prelude::*;
 
 use super::request::{EXPORT_VERSION, ExportPlan, ExportRequest, SourceInfo, plan_export};
 use super::{DLPackSource, c_contiguous_strides};
+use std::sync::Arc;
+
 use crate::alloc::AlignedBuffer;
+use crate::gpu::{self, DeviceRuntime, OwnedAllocation, TensorLayout};
 use crate::copy::{contiguous_nbytes, copy_to_contiguous};
 use crate::dtype_table::elem_size;
 use crate::error::DlpackError;
@@ -88,6 +96,9 @@ struct Header<M> {
     /// Strong reference to the Python owner (NULL for copies, which own their data).
     owner: *mut ffi::PyObject,
     copy: Option<AlignedBuffer>,
+    /// A buffer a GPU runtime allocated for this export (device-to-host, same-device or
+    /// host-to-device copies); frees itself through its runtime.
+    device_copy: Option<Box<OwnedAllocation>>,
     ndim: usize,
 }
 
@@ -126,9 +137,11 @@ unsafe fn release<M: ManagedKind>(p: *mut M, gil_held: bool) {
     let hdr = p.cast::<Header<M>>();
     // SAFETY: `hdr` is the live header of an allocation made by `build_managed`; the copy
     // buffer is moved out exactly once (the deleter runs once per tensor by the DLPack rules).
-    let (owner, copy) = unsafe { ((*hdr).owner, ptr::read(&raw const (*hdr).copy)) };
+    let (owner, copy, device_copy) =
+        unsafe { ((*hdr).owner, ptr::read(&raw const (*hdr).copy), ptr::read(&raw const (*hdr).device_copy)) };
     // Rust-owned memory needs no interpreter.
     drop(copy);
+    drop(device_copy);
     // SAFETY: plain C API calls. The allocation (pymalloc) is freed and the owner reference
     // dropped only while the interpreter is alive and with the GIL held (taken here unless the
     // caller holds it). After finalization both are leaked on purpose.
@@ -184,12 +197,14 @@ unsafe extern "C" fn capsule_destructor<M: ManagedKind>(capsule: *mut ffi::PyObj
 ///
 /// # Safety
 /// `owner` is a live Python object that keeps `src`'s memory alive (it gets a new strong
-/// reference unless the plan copies); the GIL is held.
+/// reference unless the data was copied on the host); the GIL is held. `runtime`: the GPU
+/// runtime for device steps (`None`: [`gpu::default_runtime`], fetched only if needed).
 #[inline]
 pub(crate) unsafe fn build_managed<M: ManagedKind, S: DLPackSource + ?Sized>(
     owner: *mut ffi::PyObject,
     src: &S,
     plan: &ExportPlan,
+    runtime: Option<&Arc<dyn DeviceRuntime>>,
 ) -> Result<NonNull<M>, DlpackError> {
     let ndim = src.dlpack_ndim();
     let dtype: DLDataType = src.dlpack_dtype();
@@ -222,38 +237,55 @@ pub(crate) unsafe fn build_managed<M: ManagedKind, S: DLPackSource + ?Sized>(
         c_contiguous_strides(shape, strides);
     }
 
+    // SAFETY: `raw` was allocated above (GIL held) and nothing else refers to it; every error
+    // return below goes through `fail` exactly once.
+    let fail = |e: DlpackError| unsafe {
+        ffi::PyMem_Free(raw.cast::<c_void>());
+        e
+    };
     let mut copy = None;
-    if plan.copy && !(src.dlpack_device().is_host_accessible() && plan.device == crate::device::Device::CPU) {
-        // Device copies go through a device runtime (issue 4); only host copies are built here.
-        // SAFETY: `raw` was allocated above (GIL held) and is not referenced elsewhere.
-        unsafe { ffi::PyMem_Free(raw.cast::<c_void>()) };
-        return Err(DlpackError::new(FailureKind::UnsupportedDevice, "device-to-device copies are not supported yet"));
+    let mut device_copy = None;
+    let mut device = plan.device;
+    let mut host_copy = plan.copy;
+    let mut data = src.dlpack_data_ptr();
+    let src_device = src.dlpack_device();
+    let producer_stream = src.dlpack_stream();
+    if !(src_device.is_cpu() && plan.device.is_cpu()) || producer_stream.is_some() {
+        // A GPU is involved: the GPU planner orders the streams and makes device copies.
+        let out = run_device_plan(src, shape, strides, dtype, plan, runtime).map_err(fail)?;
+        if out.is_copied != plan.copy {
+            return Err(fail(DlpackError::new(
+                FailureKind::BadArgumentValue,
+                "dlbind internal error: the GPU planner and the negotiation disagree about a copy",
+            )));
+        }
+        device = out.target;
+        host_copy = out.needs_host_copy;
+        if let Some(a) = out.allocation {
+            data = a.ptr() as usize as *mut c_void;
+            c_contiguous_strides(shape, strides);
+            device_copy = Some(Box::new(a));
+        }
     }
-    let data = if plan.copy {
-        // SAFETY: `raw` was allocated above (GIL held) and nothing else refers to it.
-        let fail = |e: DlpackError| unsafe {
-            ffi::PyMem_Free(raw.cast::<c_void>());
-            e
-        };
+    if host_copy {
         let elem = elem_size(dtype).map_err(fail)?;
         let nbytes = contiguous_nbytes(shape, elem).map_err(|e| fail(e.into()))?;
         let buf = AlignedBuffer::uninit(nbytes).map_err(|e| fail(e.into()))?;
-        // SAFETY: the plan only copies host-accessible memory; `src`'s contract makes every
-        // element reachable from its data pointer with these shape/strides readable; `buf` is
-        // a fresh allocation of `nbytes` bytes (no overlap).
-        unsafe {
-            copy_to_contiguous(src.dlpack_data_ptr().cast::<u8>(), shape, strides, elem, buf.as_mut_ptr(), nbytes)
-        }
-        .map_err(|e| fail(e.into()))?;
+        // SAFETY: host copies are only planned for host-accessible memory (made ready for the
+        // host by the GPU plan's steps, if any); `src`'s contract makes every element reachable
+        // from its data pointer with these shape/strides readable; `buf` is a fresh allocation
+        // of `nbytes` bytes (no overlap).
+        unsafe { copy_to_contiguous(data.cast::<u8>(), shape, strides, elem, buf.as_mut_ptr(), nbytes) }
+            .map_err(|e| fail(e.into()))?;
         c_contiguous_strides(shape, strides);
-        let p = buf.as_mut_ptr().cast::<c_void>();
+        data = buf.as_mut_ptr().cast::<c_void>();
         copy = Some(buf);
-        p
-    } else {
-        src.dlpack_data_ptr()
-    };
+    }
 
-    let owner = if plan.copy || owner.is_null() {
+    // A host copy is finished and owns its data. Anything else keeps the owner alive: its
+    // memory (zero-copy), or the source of a device copy that may still be in flight on the
+    // consumer's stream.
+    let owner = if host_copy || owner.is_null() {
         ptr::null_mut()
     } else {
         // SAFETY: `owner` is live and the GIL is held (caller contract).
@@ -264,7 +296,7 @@ pub(crate) unsafe fn build_managed<M: ManagedKind, S: DLPackSource + ?Sized>(
         if ndim == 0 { (ptr::null_mut(), ptr::null_mut()) } else { (shape.as_mut_ptr(), strides.as_mut_ptr()) };
     let tensor = DLTensor {
         data,
-        device: plan.device.to_dl(),
+        device: device.to_dl(),
         ndim: ndim as i32,
         dtype,
         shape: shape_ptr,
@@ -277,6 +309,7 @@ pub(crate) unsafe fn build_managed<M: ManagedKind, S: DLPackSource + ?Sized>(
         (&raw mut (*hdr).managed).write(M::new(tensor, raw.cast::<c_void>(), plan.flags));
         (&raw mut (*hdr).owner).write(owner);
         (&raw mut (*hdr).copy).write(copy);
+        (&raw mut (*hdr).device_copy).write(device_copy);
         (&raw mut (*hdr).ndim).write(ndim);
     }
     LIVE_EXPORTS.fetch_add(1, Ordering::Relaxed);
@@ -303,6 +336,52 @@ unsafe fn wrap_capsule<M: ManagedKind>(py: Python<'_>, m: NonNull<M>) -> PyResul
     Ok(unsafe { Bound::from_owned_ptr(py, cap) }.unbind())
 }
 
+/// Plans and runs the device side of an export (GPU planner + runtime): stream ordering and,
+/// for device copies, a fresh buffer. `shape` / `strides` are the source's (elements).
+fn run_device_plan<S: DLPackSource + ?Sized>(
+    src: &S,
+    shape: &[i64],
+    strides: &[i64],
+    dtype: DLDataType,
+    plan: &ExportPlan,
+    runtime: Option<&Arc<dyn DeviceRuntime>>,
+) -> Result<gpu::ExportOutcome, DlpackError> {
+    let contiguous = gpu::plan::is_c_contiguous(shape, Some(strides));
+    // Sub-byte dtypes move as whole bytes, which only a C-contiguous layout allows.
+    let (flat, layout) = match elem_size(dtype)? {
+        crate::copy::ElemSize::Bytes(b) => (None, TensorLayout { shape, strides: Some(strides), elem_bytes: b }),
+        elem @ crate::copy::ElemSize::SubByte { .. } => {
+            if !contiguous {
+                return Err(DlpackError::new(
+                    FailureKind::UnsupportedLayout,
+                    format!("a non-contiguous {} tensor cannot be copied by a device runtime (sub-byte elements)", crate::dtype_table::describe(dtype)),
+                ));
+            }
+            let n = contiguous_nbytes(shape, elem)? as i64;
+            (Some([n]), TensorLayout { shape: &[], strides: None, elem_bytes: 1 })
+        }
+    };
+    let layout = match &flat {
+        Some(n) => TensorLayout { shape: &n[..], ..layout },
+        None => layout,
+    };
+    let req = gpu::ExportRequest {
+        device: src.dlpack_device(),
+        producer_stream: src.dlpack_stream(),
+        dl_device: Some(plan.device),
+        stream: plan.request.stream,
+        copy: Some(plan.copy),
+        contiguous,
+        bytes: layout.nbytes(),
+    };
+    let gplan = gpu::plan_export(&req)?;
+    let ptr = src.dlpack_data_ptr() as usize as gpu::DevicePtr;
+    match runtime {
+        Some(rt) if gplan.needs_runtime() => gpu::execute_export(rt, &gplan, ptr, &layout),
+        _ => gpu::run_export(&gplan, ptr, &layout),
+    }
+}
+
 /// Negotiates `req` for `src` and returns the capsule (`"dltensor"` or
 /// `"dltensor_versioned"`). `owner` is the Python object that keeps `src`'s memory alive; the
 /// capsule's tensor holds a strong reference to it (none when the data was copied).
@@ -319,14 +398,36 @@ pub fn export_to_capsule<S: DLPackSource + ?Sized>(
 /// Builds the capsule for an already negotiated plan.
 #[inline]
 pub fn export_planned<S: DLPackSource + ?Sized>(owner: &Bound<'_, PyAny>, src: &S, plan: &ExportPlan) -> PyResult<Py<PyAny>> {
+    export_planned_on(owner, src, plan, None)
+}
+
+/// [`export_to_capsule`] with an explicit GPU runtime for the device steps (copies, stream
+/// ordering) instead of [`gpu::default_runtime`]: for tests with
+/// [`gpu::fake::FakeRuntime`], or for a runtime of your own.
+pub fn export_to_capsule_on<S: DLPackSource + ?Sized>(
+    owner: &Bound<'_, PyAny>,
+    src: &S,
+    req: &ExportRequest,
+    runtime: &Arc<dyn DeviceRuntime>,
+) -> PyResult<Py<PyAny>> {
+    let plan = plan_export(req, SourceInfo { device: src.dlpack_device(), readonly: src.dlpack_readonly() })?;
+    export_planned_on(owner, src, &plan, Some(runtime))
+}
+
+fn export_planned_on<S: DLPackSource + ?Sized>(
+    owner: &Bound<'_, PyAny>,
+    src: &S,
+    plan: &ExportPlan,
+    runtime: Option<&Arc<dyn DeviceRuntime>>,
+) -> PyResult<Py<PyAny>> {
     let py = owner.py();
     // SAFETY: `owner` is a live object (bound to the GIL token `py`) that owns `src`.
     unsafe {
         if plan.versioned {
-            let m = build_managed::<DLManagedTensorVersioned, S>(owner.as_ptr(), src, plan)?;
+            let m = build_managed::<DLManagedTensorVersioned, S>(owner.as_ptr(), src, plan, runtime)?;
             wrap_capsule(py, m)
         } else {
-            let m = build_managed::<DLManagedTensor, S>(owner.as_ptr(), src, plan)?;
+            let m = build_managed::<DLManagedTensor, S>(owner.as_ptr(), src, plan, runtime)?;
             wrap_capsule(py, m)
         }
     }
@@ -345,5 +446,5 @@ pub fn export_versioned_managed<S: DLPackSource + ?Sized>(
     }
     let plan = plan_export(&req, SourceInfo { device: src.dlpack_device(), readonly: src.dlpack_readonly() })?;
     // SAFETY: `owner` is live and bound to the GIL.
-    unsafe { build_managed::<DLManagedTensorVersioned, S>(owner.as_ptr(), src, &plan) }
+    unsafe { build_managed::<DLManagedTensorVersioned, S>(owner.as_ptr(), src, &plan, None) }
 }

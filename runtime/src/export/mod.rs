@@ -7,8 +7,8 @@ pub mod request;
 use std::ffi::c_void;
 use std::sync::Arc;
 
-pub use managed::{export_to_capsule, live_exports};
-pub use request::{DeviceRuntime, ExportPlan, ExportRequest, HostOnly, SourceInfo, plan_export, plan_export_with};
+pub use managed::{export_to_capsule, export_to_capsule_on, live_exports};
+pub use request::{ExportPlan, ExportRequest, SourceInfo, plan_export};
 
 use crate::device::Device;
 use crate::element::DLPackElement;
@@ -46,6 +46,13 @@ pub unsafe trait DLPackSource {
     /// Whether consumers must not write (default: writable).
     fn dlpack_readonly(&self) -> bool {
         false
+    }
+    /// The stream (raw `CUstream` / `hipStream_t`) on which work that writes this tensor may
+    /// still be pending, or `None` when nothing is pending (the default; host data). When the
+    /// consumer asks for another stream, the export records an event on this one and makes
+    /// the consumer's stream wait for it (no device-wide synchronisation).
+    fn dlpack_stream(&self) -> Option<crate::gpu::StreamHandle> {
+        None
     }
 }
 

@@ -6,7 +6,8 @@
 //!   the generated `DLPACK_MAJOR_VERSION.DLPACK_MINOR_VERSION`.
 //! * `dl_device`: the source's own device, or `(kDLCPU, 0)` for host-accessible memory
 //!   (CUDAHost / CUDAManaged / ROCMHost) without a copy; anything else needs a cross-device copy,
-//!   which goes through [`DeviceRuntime`] (none installed yet → `UnsupportedDevice`).
+//!   which the GPU planner ([`crate::gpu::plan_export`]) must be able to serve (else
+//!   `UnsupportedDevice`); `export::managed` runs it.
 //! * `stream`: validated with the generated `resolve_stream` for the **target** device.
 //! * `copy=True` → a real copy (IS_COPIED when versioned; a legacy capsule carries no flags,
 //!   so a legacy copy is made without one, as numpy does); `copy=False` when a copy would be
@@ -71,36 +72,18 @@ pub struct ExportPlan {
     pub device: Device,
     /// What the stream argument asks for on the target device.
     pub stream: StreamAction,
+    /// The request this plan answers (the GPU planner needs its `stream`, `copy` and
+    /// `dl_device` again).
+    pub request: ExportRequest,
 }
 
-/// A cross-device copy seam (issue 4). The default host-only runtime has none, so every
-/// cross-device request is refused with `UnsupportedDevice`.
-pub trait DeviceRuntime {
-    /// Whether this runtime can copy memory from `from` to `to`.
-    fn can_copy(&self, from: Device, to: Device) -> bool;
-}
-
-/// The runtime used when nothing else is installed: host memory only.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct HostOnly;
-
-impl DeviceRuntime for HostOnly {
-    fn can_copy(&self, from: Device, to: Device) -> bool {
-        // Host memory can be copied into plain host memory (`(kDLCPU, 0)`) only: pinned or
-        // managed targets, and other CPU ordinals, need a device runtime.
-        from.is_host_accessible() && to == Device::CPU
-    }
-}
-
-/// Decides how to serve `req` for a source described by `src` (host-only runtime).
+/// Decides how to serve `req` for a source described by `src`.
+///
+/// Which device pairs can be served with a copy is answered by the GPU planner
+/// ([`crate::gpu::can_copy`]), the one place that knows the device runtimes; whether a driver
+/// is actually present is only known when the copy runs (`DeviceUnavailable`, BufferError).
 #[inline]
 pub fn plan_export(req: &ExportRequest, src: SourceInfo) -> Result<ExportPlan, DlpackError> {
-    plan_export_with(req, src, &HostOnly)
-}
-
-/// [`plan_export`] with an explicit [`DeviceRuntime`].
-#[inline]
-pub fn plan_export_with<R: DeviceRuntime + ?Sized>(req: &ExportRequest, src: SourceInfo, rt: &R) -> Result<ExportPlan, DlpackError> {
     let versioned = req.wants_versioned();
     let target = req.dl_device.unwrap_or(src.device);
 
@@ -108,13 +91,13 @@ pub fn plan_export_with<R: DeviceRuntime + ?Sized>(req: &ExportRequest, src: Sou
     let same_memory = target == src.device || (target == Device::CPU && src.device.is_host_accessible());
     let cross_device = !same_memory;
     if cross_device {
-        if req.copy == Some(false) && rt.can_copy(src.device, target) {
+        if req.copy == Some(false) && crate::gpu::can_copy(src.device, target) {
             return Err(DlpackError::new(
                 FailureKind::CopyRequired,
                 format!("exporting from device {} to {target} requires a copy, but copy=False", src.device),
             ));
         }
-        if !rt.can_copy(src.device, target) {
+        if !crate::gpu::can_copy(src.device, target) {
             return Err(DlpackError::new(
                 FailureKind::UnsupportedDevice,
                 format!("unsupported device requested: cannot export from device {} to {target}", src.device),
@@ -129,7 +112,7 @@ pub fn plan_export_with<R: DeviceRuntime + ?Sized>(req: &ExportRequest, src: Sou
     if copy && !cross_device {
         // A same-device copy (copy=True): fine into plain host memory; pinned/managed/device
         // memory needs a device runtime that can allocate there (issue 4).
-        if !rt.can_copy(src.device, target) {
+        if !crate::gpu::can_copy(src.device, target) {
             return Err(DlpackError::new(
                 FailureKind::UnsupportedDevice,
                 format!("copy=True is not supported for memory on device {}", src.device),
@@ -155,7 +138,7 @@ pub fn plan_export_with<R: DeviceRuntime + ?Sized>(req: &ExportRequest, src: Sou
         flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
     }
 
-    Ok(ExportPlan { versioned, copy, flags, device: target, stream })
+    Ok(ExportPlan { versioned, copy, flags, device: target, stream, request: *req })
 }
 
 #[cfg(test)]
@@ -223,14 +206,19 @@ mod tests {
             let p = plan_export(&req(None, None, d, None), CPU_RW).unwrap();
             assert_eq!(p.device, Device::CPU);
         }
-        // Foreign devices are refused with BufferError (UnsupportedDevice), whatever copy says.
-        for d in [Device::cuda(0), Device::new(DLDeviceType(9), 0), Device::new(DLDeviceType::kDLCPU, 1 << 30)] {
+        // Devices no runtime can copy to are refused with BufferError (UnsupportedDevice),
+        // whatever copy says.
+        for d in [Device::new(DLDeviceType(9), 0), Device::new(DLDeviceType::kDLCPU, 1 << 30), Device::rocm(0), Device::oneapi(0)] {
             for c in [None, Some(true), Some(false)] {
                 let k = kind(plan_export(&req(Some((1, 0)), c, Some(d), None), CPU_RW));
                 assert_eq!(k, FailureKind::UnsupportedDevice, "{d:?} {c:?}");
                 assert_eq!(k.exception(), crate::failure::PyExceptionKind::BufferError);
             }
         }
+        // Host → CUDA is a host-to-device copy (the GPU planner serves it); copy=False refuses.
+        let p = plan_export(&req(Some((1, 0)), None, Some(Device::cuda(0)), Some(1)), CPU_RW).unwrap();
+        assert!(p.copy && p.flags == DLPACK_FLAG_BITMASK_IS_COPIED && p.device == Device::cuda(0));
+        assert_eq!(kind(plan_export(&req(Some((1, 0)), Some(false), Some(Device::cuda(0)), Some(1)), CPU_RW)), FailureKind::CopyRequired);
         // Host-accessible memory is exported to CPU without a copy, even with copy=False.
         for src in [Device::CUDA_HOST, Device::CUDA_MANAGED, Device::ROCM_HOST] {
             let s = SourceInfo { device: src, readonly: false };
@@ -241,29 +229,45 @@ mod tests {
             let p = plan_export(&req(Some((1, 0)), Some(true), Some(Device::CPU), None), s).unwrap();
             assert!(p.copy);
         }
-        // Device memory cannot be exported to CPU yet (issue 4 adds the copy).
+        // CUDA memory → CPU: a device-to-host copy, IS_COPIED; copy=False → CopyRequired.
         let s = SourceInfo { device: Device::cuda(0), readonly: false };
-        assert_eq!(kind(plan_export(&req(Some((1, 0)), None, Some(Device::CPU), None), s)), FailureKind::UnsupportedDevice);
-        // ... and same-device copies of device memory neither.
-        assert_eq!(kind(plan_export(&req(Some((1, 0)), Some(true), None, Some(1)), s)), FailureKind::UnsupportedDevice);
+        let p = plan_export(&req(Some((1, 0)), None, Some(Device::CPU), None), s).unwrap();
+        assert!(p.copy && p.flags == DLPACK_FLAG_BITMASK_IS_COPIED && p.device == Device::CPU);
+        assert_eq!(kind(plan_export(&req(Some((1, 0)), Some(false), Some(Device::CPU), None), s)), FailureKind::CopyRequired);
+        // Same-device copies of CUDA memory are served; ROCm ones are not (no runtime).
+        assert!(plan_export(&req(Some((1, 0)), Some(true), None, Some(1)), s).unwrap().copy);
+        let r = SourceInfo { device: Device::rocm(0), readonly: false };
+        assert_eq!(kind(plan_export(&req(Some((1, 0)), Some(true), None, Some(0)), r)), FailureKind::UnsupportedDevice);
+        // Another GPU is not served (no peer copies).
+        assert_eq!(kind(plan_export(&req(Some((1, 0)), None, Some(Device::cuda(1)), Some(1)), s)), FailureKind::UnsupportedDevice);
         // Zero-copy export of device memory on its own device is fine.
         let p = plan_export(&req(Some((1, 0)), None, None, Some(1)), s).unwrap();
         assert_eq!(p.device, Device::cuda(0));
+        assert!(!p.copy);
     }
 
     #[test]
-    fn copy_false_with_a_runtime_that_could_copy() {
-        struct Any;
-        impl DeviceRuntime for Any {
-            fn can_copy(&self, _: Device, _: Device) -> bool {
-                true
+    fn device_decisions_agree_with_the_gpu_planner() {
+        // One source of truth: for every pair, the negotiation layer serves a cross-device
+        // request exactly when the GPU planner can copy it.
+        let devices = [
+            Device::CPU,
+            Device::cuda(0),
+            Device::cuda(1),
+            Device::CUDA_HOST,
+            Device::CUDA_MANAGED,
+            Device::rocm(0),
+            Device::ROCM_HOST,
+            Device::oneapi(0),
+        ];
+        for from in devices {
+            for to in devices {
+                let s = SourceInfo { device: from, readonly: false };
+                let stream = crate::stream_rules::consumer_default_stream(to.device_type);
+                let ours = plan_export(&req(Some((1, 0)), Some(true), Some(to), stream), s);
+                assert_eq!(ours.is_ok(), crate::gpu::can_copy(from, to), "{from} -> {to}: {ours:?}");
             }
         }
-        let s = SourceInfo { device: Device::cuda(0), readonly: false };
-        let e = plan_export_with(&req(Some((1, 0)), Some(false), Some(Device::CPU), None), s, &Any).unwrap_err();
-        assert_eq!(e.kind(), FailureKind::CopyRequired);
-        let p = plan_export_with(&req(Some((1, 0)), None, Some(Device::CPU), None), s, &Any).unwrap();
-        assert!(p.copy && p.flags == DLPACK_FLAG_BITMASK_IS_COPIED && p.device == Device::CPU);
     }
 
     #[test]

@@ -1,0 +1,15 @@
+use dlbind::prelude::*;
+
+// `#[dlpack(stream)]` takes an `Option<u64>`: the raw stream with pending work, or None.
+#[pyclass]
+#[derive(DLPackExport)]
+struct Pending {
+    #[dlpack(data)]
+    pixels: Vec<u8>,
+    #[dlpack(shape)]
+    dims: Vec<usize>,
+    #[dlpack(stream)]
+    stream: u64,
+}
+
+fn main() {}
