@@ -38,8 +38,11 @@ def test_zeros_on_gpu_without_driver_is_buffererror(Tensor, dev):
 
 @pytest.mark.skipif(HAS_CUDA, reason="a CUDA driver is present")
 def test_export_to_cuda_without_driver_is_buffererror(Tensor):
-    with pytest.raises(BufferError):
-        Tensor.zeros((4,)).__dlpack__(max_version=(1, 3), dl_device=(CUDA, 0))
+    # The host-to-device copy is planned, then needs a driver: DeviceUnavailable (BufferError).
+    with pytest.raises(EXC("DeviceUnavailable"), match="not available"):
+        Tensor.zeros((4,)).__dlpack__(max_version=(1, 3), dl_device=(CUDA, 0), stream=1)
+    with pytest.raises(EXC("CopyRequired"), match="copy=False"):
+        Tensor.zeros((4,)).__dlpack__(max_version=(1, 3), dl_device=(CUDA, 0), stream=1, copy=False)
 
 
 @needs_gpu
@@ -73,3 +76,33 @@ def test_host_visible_memory_exports_to_cpu_without_copy(Tensor, kind):
     t = Tensor.zeros((8,), "float64", device=(kind, 0))
     info = H.inspect_capsule(t.__dlpack__(max_version=(1, 3), dl_device=(1, 0), copy=False))
     assert info.data == t.data_ptr and not info.flags & H.FLAG_IS_COPIED
+
+
+@needs_gpu
+def test_host_to_device_strided_device_to_host_round_trip(m):
+    # numpy → dlbind (CPU) → __dlpack__(dl_device=CUDA): a host-to-device copy on stream 1 →
+    # transposed CUDA view → from_dlpack(device=CPU): the NVRTC strided kernel + a D2H copy.
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    cpu = m.from_dlpack(a)
+    cap = cpu.__dlpack__(max_version=(1, 3), dl_device=(CUDA, 0), stream=1)
+    info = H.inspect_capsule(cap)
+    assert info.device == (CUDA, 0) and info.flags & H.FLAG_IS_COPIED
+    g = m.from_dlpack(cap)
+    assert tuple(g.device) == (CUDA, 0)
+    back = m.from_dlpack(g.transpose(), device=(1, 0))
+    assert tuple(back.device) == (1, 0)
+    np.testing.assert_array_equal(np.from_dlpack(back), a.T)
+    # A same-device copy is a new buffer with the same contents.
+    c = g.__dlpack__(max_version=(1, 3), copy=True, stream=1)
+    ci = H.inspect_capsule(c)
+    assert ci.device == (CUDA, 0) and ci.flags & H.FLAG_IS_COPIED and ci.data != g.data_ptr
+    np.testing.assert_array_equal(np.from_dlpack(m.from_dlpack(m.from_dlpack(c), device=(1, 0))), a)
+
+
+@needs_gpu
+def test_cuda_copy_false_and_foreign_gpu_are_buffererrors(m):
+    g = m.from_dlpack(m.from_dlpack(np.ones(4, np.int16)).__dlpack__(max_version=(1, 3), dl_device=(CUDA, 0), stream=1))
+    with pytest.raises(EXC("CopyRequired")):
+        g.__dlpack__(max_version=(1, 3), dl_device=(1, 0), copy=False)
+    with pytest.raises(BufferError):
+        g.__dlpack__(max_version=(1, 3), dl_device=(CUDA, 1 << 20), stream=1)
