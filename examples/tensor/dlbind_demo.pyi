@@ -97,13 +97,15 @@ class Tensor:
         """A read-only view of the same storage."""
 
 def from_dlpack(x: Any, /, *, device: Any | None = None, copy: bool | None = None) -> Tensor:
-    """Import any DLPack producer as a `Tensor`, zero-copy where possible."""
+    """Import any DLPack producer as a `Tensor`, zero-copy where possible. A `Tensor` argument
+    gives a new `Tensor` viewing the same storage (read-only flag kept, the storage kept alive)."""
 
 def live_exports() -> int:
     """How many managed tensors this module exported whose deleter has not run yet."""
 
 def exchange_imports() -> int:
-    """How many tensors this thread imported through a producer's C exchange table."""
+    """How many tensors this thread imported through a producer's C exchange table (a `Tensor`
+    imported as a direct view of another `Tensor` counts: it is what `Tensor`'s table gives)."""
 
 def set_copy_pool_limit(bytes: int) -> int:
     """Set the byte limit of dlbind's reuse pool for freed huge host buffers (0 disables it);

@@ -9,7 +9,12 @@ use pyo3::types::PyTuple;
 use crate::ffi::{DLDevice, DLDeviceType};
 
 /// A device: DLPack device type and ordinal.
+///
+/// Aligned to 8 bytes so that it moves as one 64-bit word (the export hot path copies it
+/// through several small structs; two 32-bit stores read back as one 64-bit load stall the
+/// store buffer).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+#[repr(C, align(8))]
 pub struct Device {
     pub device_type: DLDeviceType,
     pub device_id: i32,

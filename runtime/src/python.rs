@@ -332,7 +332,12 @@ unsafe fn call_method<'py>(
 /// otherwise BufferError. For devices with streams, the consumer's stream is passed
 /// (`gpu::consumer_stream_for`: the generated default unless a GPU runtime reports a current
 /// stream). No `__dlpack__` → AttributeError.
+#[inline]
 pub fn from_dlpack(obj: &Bound<'_, PyAny>, device: Option<Device>, copy: Option<bool>) -> PyResult<ImportedTensor> {
+    if device.is_none() && copy.is_none() {
+        // The common call: nothing to check afterwards (no move through `finish_import`).
+        return import_from_producer(obj, None, None);
+    }
     if copy == Some(true) && device.is_none_or(|d| d == Device::CPU) {
         // dlbind copies host memory itself (C-contiguous, aligned, parallel kernels), so the
         // producer is first asked for a zero-copy view; only memory the host cannot read is
@@ -348,6 +353,7 @@ pub fn from_dlpack(obj: &Bound<'_, PyAny>, device: Option<Device>, copy: Option<
 }
 
 /// Calls the producer's `__dlpack__` (or takes a raw capsule) and consumes the capsule.
+#[inline]
 fn import_from_producer(obj: &Bound<'_, PyAny>, device: Option<Device>, copy: Option<bool>) -> PyResult<ImportedTensor> {
     // The C exchange API first (`type(obj).__dlpack_c_exchange_api__`, cached per type): an
     // owning zero-copy export. Not for copy=True (the producer must copy: `__dlpack__`) nor when
@@ -431,6 +437,7 @@ pub fn from_dlpack_py(
 }
 
 /// Applies `device` / `copy` to a freshly imported tensor.
+#[inline]
 fn finish_import(tensor: ImportedTensor, device: Option<Device>, copy: Option<bool>) -> PyResult<ImportedTensor> {
     if let Some(d) = device {
         let here = tensor.device();

@@ -290,6 +290,8 @@ class Both(AI, CAI):
 
         for code in ["CAI()", "CAI(stream=None)", "Both()"] {
             let t = from_dlpack(&eval(py, code, &g), None, None).unwrap();
+            // A host pointer the CUDA driver does not know (or no driver): kDLCUDA device 0.
+            assert_eq!(t.device(), dlbind::bridges::CAI_DEVICE_WITHOUT_DRIVER, "{code}");
             assert_eq!(t.device(), Device::cuda(0), "{code}");
             assert_eq!(t.data_ptr() as usize, addr);
             assert!(t.as_slice::<f32>().is_err(), "never read on the host");
@@ -341,4 +343,27 @@ fn round_trip_numpy_when_available() {
         let t = from_dlpack(&eval(py, "memoryview(np.arange(6, dtype=np.int64).reshape(2, 3).T)", &g), None, None).unwrap();
         assert_eq!(t.strides(), &[1, 3]);
     });
+}
+
+#[test]
+fn cai_pointer_device_query() {
+    use dlbind::bridges::cuda_pointer_device;
+    // Ordinary host memory and NULL: no device, whether or not a driver is present (the driver
+    // does not know such pointers; without one nobody can answer).
+    let host = [0f32; 4];
+    assert_eq!(cuda_pointer_device(host.as_ptr() as usize), None);
+    assert_eq!(cuda_pointer_device(0), None);
+    #[cfg(feature = "cuda")]
+    {
+        use dlbind::gpu::{AllocKind, default_runtime};
+        let Ok(rt) = default_runtime() else {
+            eprintln!("skipping the driver half of cai_pointer_device_query: no CUDA driver/GPU");
+            return;
+        };
+        for kind in [AllocKind::Device, AllocKind::PinnedHost, AllocKind::Managed] {
+            let a = rt.alloc(kind, Device::cuda(0), 64).unwrap();
+            assert_eq!(cuda_pointer_device(a.ptr as usize), Some(a.dl_device()), "{kind:?}");
+            rt.free(&a).unwrap();
+        }
+    }
 }

@@ -298,3 +298,225 @@ fn consumer_uses_the_table_and_walks_prev_api() {
         assert!(PyErr::take(py).is_none());
     });
 }
+
+// --- the legacy attribute name ------------------------------------------------------------------
+
+/// An instance of a fresh Python class whose namespace is `items`.
+fn instance_of<'py>(py: Python<'py>, items: &[(&str, Bound<'py, PyAny>)]) -> Bound<'py, PyAny> {
+    let ns = dlbind::pyo3::types::PyDict::new(py);
+    for (k, v) in items {
+        ns.set_item(*k, v).unwrap();
+    }
+    let ty = py.import("builtins").unwrap().getattr("type").unwrap().call1(("L", (), ns)).unwrap();
+    ty.call0().unwrap()
+}
+
+const LEGACY: &str = "__c_dlpack_exchange_api__";
+
+#[test]
+fn legacy_attribute_name_is_looked_up_after_the_standard_one() {
+    let _g = common::serial();
+    Python::attach(|py| {
+        let p = Bound::new(py, Plain { data: vec![1.0; 3], shape: vec![3], strides: vec![1] }).unwrap().into_any();
+        let ours = exchange_api::<Plain>();
+        let cap = p.get_type().getattr(dlbind::ffi::DLPACK_EXCHANGE_API_ATTR).unwrap();
+        let addr = (ours as *const DLPackExchangeAPI as usize).into_pyobject(py).unwrap().into_any();
+        let foreign = p.call_method("__dlpack__", (), None).unwrap(); // a capsule with another name
+        let look = |x: &Bound<'_, PyAny>| {
+            // SAFETY: GIL held; live object.
+            unsafe { lookup_exchange_api(py, x.as_ptr()) }
+        };
+
+        // Only the legacy name: a capsule, or the table's address as an int.
+        assert!(ptr::eq(look(&instance_of(py, &[(LEGACY, cap.clone())])), ours));
+        assert!(ptr::eq(look(&instance_of(py, &[(LEGACY, addr.clone())])), ours));
+        // The standard name holds no usable table: the legacy one is used.
+        let both = instance_of(py, &[(dlbind::ffi::DLPACK_EXCHANGE_API_ATTR, foreign.clone()), (LEGACY, cap.clone())]);
+        assert!(ptr::eq(look(&both), ours));
+        // The standard name wins when usable (the legacy value is never read).
+        let std_first = instance_of(py, &[(dlbind::ffi::DLPACK_EXCHANGE_API_ATTR, cap.clone()), (LEGACY, foreign.clone())]);
+        assert!(ptr::eq(look(&std_first), ours));
+        // Unusable legacy values: a capsule with another name, a non-int object, a bool, 0, a
+        // negative int, a misaligned address, an int beyond 64 bits.
+        let int = |v: i128| v.into_pyobject(py).unwrap().into_any();
+        let misaligned = ours as *const DLPackExchangeAPI as i128 + 1;
+        for v in [foreign.clone(), "x".into_pyobject(py).unwrap().into_any(), true.into_pyobject(py).unwrap().to_owned().into_any(), int(0), int(-8), int(misaligned), int(1 << 70)] {
+            assert!(look(&instance_of(py, &[(LEGACY, v)])).is_null());
+        }
+        assert!(PyErr::take(py).is_none());
+
+        // `from_dlpack` goes through a legacy-named table: the table's own type check answers.
+        let x = instance_of(py, &[(LEGACY, cap)]);
+        let err = from_dlpack(&x, None, None).unwrap_err();
+        assert!(err.is_instance_of::<PyTypeError>(py), "{err}");
+        assert!(err.to_string().contains("expected a 'Plain' object"), "{err}");
+    });
+}
+
+// --- the raw fastcall `from_dlpack` ---------------------------------------------------------------
+
+/// Derived, with a constructor and `share_from` (same-type imports are direct views).
+#[pyclass(frozen)]
+#[derive(DLPackExport)]
+struct Viewed {
+    #[dlpack(data)]
+    buf: Buffer,
+    #[dlpack(dtype)]
+    dtype: DLDataType,
+    #[dlpack(shape)]
+    shape: Vec<i64>,
+    #[dlpack(strides)]
+    strides: Vec<i64>,
+    #[dlpack(readonly)]
+    readonly: bool,
+}
+
+impl FromManagedTensor for Viewed {
+    fn from_managed(_py: Python<'_>, t: ImportedTensor) -> PyResult<Self> {
+        let (shape, strides, dtype, readonly) = (t.shape().to_vec(), t.strides().to_vec(), t.dtype(), t.readonly());
+        Ok(Viewed { buf: Buffer::from(t), dtype, shape, strides, readonly })
+    }
+
+    fn share_from(source: &Bound<'_, Self>) -> Option<PyResult<Self>> {
+        let s = source.get();
+        // SAFETY: element 0 of `s` with its own layout; `source` owns `s.buf`.
+        let buf = unsafe { s.buf.share_view(source.py(), source.as_any(), s.buf.data_ptr(), s.buf.device(), s.readonly) };
+        Some(Ok(Viewed { buf, dtype: s.dtype, shape: s.shape.clone(), strides: s.strides.clone(), readonly: s.readonly }))
+    }
+}
+
+fn viewed(py: Python<'_>, n: usize, readonly: bool) -> Bound<'_, Viewed> {
+    let t = ImportedTensor::from_buffer(dlbind::alloc::AlignedBuffer::zeroed(4 * n).unwrap(), &[n as i64], <f32 as DLPackElement>::DTYPE);
+    let v = Viewed::from_managed(py, t).unwrap();
+    Bound::new(py, Viewed { readonly, ..v }).unwrap()
+}
+
+fn refcnt(o: &Bound<'_, Viewed>) -> isize {
+    // SAFETY: a live object.
+    unsafe { pyffi::Py_REFCNT(o.as_ptr()) }
+}
+
+fn fast_module<'py>(py: Python<'py>) -> Bound<'py, PyModule> {
+    let m = PyModule::new(py, "fastmod").unwrap();
+    let sub = PyModule::new(py, "owned").unwrap();
+    dlbind::python::add_from_dlpack_function::<Viewed>(&m, "Viewed import").unwrap();
+    dlbind::python::add_from_dlpack_function::<Owned>(&sub, "Owned import").unwrap();
+    m.add("owned", sub).unwrap();
+    m
+}
+
+#[test]
+fn fastcall_from_dlpack_same_type_is_a_view() {
+    let _g = common::serial();
+    Python::attach(|py| {
+        let m = fast_module(py);
+        let f = m.getattr("from_dlpack").unwrap();
+        let base = live_exports();
+        for readonly in [false, true] {
+            let src = viewed(py, 5, readonly);
+            let refs = refcnt(&src);
+            let n = exchange_imports();
+            let out = f.call1((&src,)).unwrap();
+            assert_eq!(exchange_imports(), n + 1);
+            let out = out.cast::<Viewed>().unwrap();
+            assert!(!out.is(&src));
+            let (a, b) = (src.get(), out.get());
+            assert_eq!(a.buf.data_ptr(), b.buf.data_ptr());
+            assert_eq!((&a.shape, &a.strides, a.dtype, a.readonly), (&b.shape, &b.strides, b.dtype, b.readonly));
+            assert!(matches!(b.buf, Buffer::View(_)) && b.buf.readonly() == readonly);
+            assert_eq!(refcnt(&src), refs + 1, "the view holds its source");
+            // A view of the view holds the original owner, not the intermediate view.
+            let out2 = f.call1((out,)).unwrap();
+            assert_eq!(refcnt(&src), refs + 2);
+            let Buffer::View(v) = &out2.cast::<Viewed>().unwrap().get().buf else { panic!("not a view") };
+            assert!(v.owner().bind(py).is(&src));
+            drop(out2);
+            assert_eq!(refcnt(&src), refs + 1);
+        }
+        assert_eq!(live_exports(), base, "no managed tensor on the direct path");
+    });
+}
+
+#[test]
+fn fastcall_from_dlpack_other_paths_and_arguments() {
+    let _g = common::serial();
+    Python::attach(|py| {
+        let m = fast_module(py);
+        let f = m.getattr("from_dlpack").unwrap();
+        assert_eq!(f.getattr("__module__").unwrap().extract::<String>().unwrap(), "fastmod");
+        let sig = py.import("inspect").unwrap().call_method1("signature", (&f,)).unwrap().str().unwrap().to_string();
+        assert_eq!(sig, "(x, /, *, device=None, copy=None)");
+
+        // A type without `share_from`: its own table (counted), then `from_managed`.
+        let g = m.getattr("owned").unwrap().getattr("from_dlpack").unwrap();
+        let o = Bound::new(py, Owned::from_managed(py, ImportedTensor::from_buffer(dlbind::alloc::AlignedBuffer::zeroed(24).unwrap(), &[2, 3], <f32 as DLPackElement>::DTYPE)).unwrap()).unwrap();
+        let n = exchange_imports();
+        let r = g.call1((&o,)).unwrap();
+        assert_eq!(exchange_imports(), n + 1);
+        assert_eq!(r.cast::<Owned>().unwrap().get().buf.data_ptr(), o.get().buf.data_ptr());
+        assert!(matches!(r.cast::<Owned>().unwrap().get().buf, Buffer::Imported(_)));
+        drop(r);
+
+        // Keywords take the full path; copy=True copies.
+        let src = viewed(py, 3, false);
+        let kw = dlbind::pyo3::types::PyDict::new(py);
+        kw.set_item("copy", true).unwrap();
+        let c = f.call((&src,), Some(&kw)).unwrap();
+        assert_ne!(c.cast::<Viewed>().unwrap().get().buf.data_ptr(), src.get().buf.data_ptr());
+        kw.set_item("copy", false).unwrap();
+        kw.set_item("device", "cpu").unwrap();
+        let v = f.call((&src,), Some(&kw)).unwrap();
+        assert_eq!(v.cast::<Viewed>().unwrap().get().buf.data_ptr(), src.get().buf.data_ptr());
+
+        // Argument errors (TypeError) and value errors, as a Python `(x, /, *, device, copy)`.
+        let call = |args: Bound<'_, dlbind::pyo3::types::PyTuple>, kw: Option<&Bound<'_, dlbind::pyo3::types::PyDict>>| f.call(args, kw).unwrap_err();
+        let empty = dlbind::pyo3::types::PyTuple::empty(py);
+        let e = call(empty.clone(), None);
+        assert!(e.is_instance_of::<PyTypeError>(py) && e.to_string().contains("missing required positional argument"), "{e}");
+        let e = call((&src, py.None()).into_pyobject(py).unwrap(), None);
+        assert!(e.is_instance_of::<PyTypeError>(py) && e.to_string().contains("takes 1 positional argument"), "{e}");
+        let kw = dlbind::pyo3::types::PyDict::new(py);
+        kw.set_item("x", &src).unwrap();
+        let e = call(empty.clone(), Some(&kw));
+        assert!(e.is_instance_of::<PyTypeError>(py) && e.to_string().contains("positional-only"), "{e}");
+        let kw = dlbind::pyo3::types::PyDict::new(py);
+        kw.set_item("bogus", 1).unwrap();
+        let e = call((&src,).into_pyobject(py).unwrap(), Some(&kw));
+        assert!(e.is_instance_of::<PyTypeError>(py) && e.to_string().contains("'bogus'"), "{e}");
+        let kw = dlbind::pyo3::types::PyDict::new(py);
+        kw.set_item("copy", 1).unwrap();
+        let e = call((&src,).into_pyobject(py).unwrap(), Some(&kw));
+        assert!(e.is_instance_of::<PyTypeError>(py), "{e}");
+        let kw = dlbind::pyo3::types::PyDict::new(py);
+        kw.set_item("device", "tpu").unwrap();
+        let e = call((&src,).into_pyobject(py).unwrap(), Some(&kw));
+        assert!(e.is_instance_of::<dlbind::pyo3::exceptions::PyValueError>(py), "{e}");
+        // Nothing importable: the spec's NoProtocol (AttributeError).
+        let e = f.call1((py.None(),)).unwrap_err();
+        assert!(e.is_instance_of::<dlbind::pyo3::exceptions::PyAttributeError>(py), "{e}");
+        assert!(PyErr::take(py).is_none());
+    });
+}
+
+/// What `from_dlpack(x)` costs beside CPython's own floors, in this embedded interpreter
+/// (prints only; timings are never asserted): `cargo test --release -p dlbind --test exchange_py
+/// -- --ignored --nocapture floors`.
+#[test]
+#[ignore]
+fn floors() {
+    Python::attach(|py| {
+        let m = fast_module(py);
+        let g = dlbind::pyo3::types::PyDict::new(py);
+        g.set_item("f", m.getattr("from_dlpack").unwrap()).unwrap();
+        g.set_item("v", viewed(py, 16, false)).unwrap();
+        g.set_item("timeit", py.import("timeit").unwrap()).unwrap();
+        py.run(
+            c"def noop(x=None): pass\n\
+def best(stmt):\n    t = timeit.Timer(stmt, globals=globals())\n    return min(t.timeit(200000) / 200000 for _ in range(15)) * 1e9\n\
+for s in ('pass', 'len(())', 'noop(v)', 'object()', 'slice(v)', 'f(v)'):\n    print(f'{best(s):7.1f} ns  {s}')\n",
+            Some(&g),
+            None,
+        )
+        .unwrap();
+    });
+}

@@ -548,7 +548,7 @@ impl Tensor {
 
 impl Tensor {
     /// A `Tensor` owning an imported DLPack tensor (zero-copy).
-    #[inline]
+    #[inline(always)]
     fn from_imported(imported: ImportedTensor) -> Tensor {
         let shape = Dims::from_slice(imported.shape());
         let strides = Dims::from_slice(imported.strides());
@@ -571,6 +571,7 @@ impl Tensor {
 /// `dlbind_demo.from_dlpack` and `Tensor.from_dlpack` are dlbind's raw fastcall
 /// `from_dlpack_fastcall::<Tensor>` (installed in the module init below), built on this impl.
 impl FromManagedTensor for Tensor {
+    #[inline(always)]
     fn from_managed(_py: Python<'_>, tensor: ImportedTensor) -> PyResult<Self> {
         Ok(Tensor::from_imported(tensor))
     }
@@ -578,7 +579,7 @@ impl FromManagedTensor for Tensor {
     /// `from_dlpack(t)` of a `Tensor`: a view of the same storage (same pointer, shape, strides,
     /// dtype, device and read-only flag; `t`'s storage kept alive), exactly what `t`'s exchange
     /// table would give, without allocating.
-    #[inline]
+    #[inline(always)]
     fn share_from(source: &Bound<'_, Self>) -> Option<PyResult<Self>> {
         let this = source.get();
         // SAFETY: element 0 of `this` with its own shape/strides, storage owned by `source`.
@@ -602,7 +603,8 @@ impl FromManagedTensor for Tensor {
     }
 }
 
-const FROM_DLPACK_DOC: &str = "Import any DLPack producer as a zero-copy `Tensor` view where possible.";
+const FROM_DLPACK_DOC: &str =
+    "Import any DLPack producer as a zero-copy `Tensor` view where possible.";
 
 /// How many managed tensors this module exported whose deleter has not run yet.
 #[pyfunction]
@@ -621,7 +623,8 @@ fn set_copy_pool_limit(bytes: usize) -> usize {
 }
 
 /// How many tensors this thread imported through a producer's C exchange table
-/// (`type(x).__dlpack_c_exchange_api__`) instead of `__dlpack__`.
+/// (`type(x).__dlpack_c_exchange_api__`) instead of `__dlpack__`; `from_dlpack(t)` of a `Tensor`
+/// counts too (it builds what `Tensor`'s own table gives, directly).
 #[pyfunction]
 fn exchange_imports() -> u64 {
     dlbind::exchange::exchange_imports()
@@ -672,12 +675,5 @@ mod tests {
         assert_eq!(packed_nbytes(&[2, 3], f6).unwrap(), 5);
         assert_eq!(c_strides(&[2, 3, 4]), vec![12, 4, 1]);
         assert_eq!(c_strides(&[]), Vec::<i64>::new());
-    }
-}
-#[cfg(test)]
-mod size_probe {
-    #[test]
-    fn sizes() {
-        eprintln!("Tensor {} Buffer {} Imported {} Dims {} PyView {}", std::mem::size_of::<super::Tensor>(), std::mem::size_of::<super::Buffer>(), std::mem::size_of::<super::ImportedTensor>(), std::mem::size_of::<super::Dims>(), std::mem::size_of::<dlbind::storage::PyView>());
     }
 }

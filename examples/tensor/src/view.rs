@@ -1,9 +1,10 @@
-//! Zero-copy views that share a Python owner's memory.
+//! Memory kept alive by an arbitrary Rust owner, as a `Buffer`.
 //!
-//! A view is wrapped as a DLPack managed tensor whose manager context holds a strong reference
-//! to the owner (the `Tensor` the view was taken from, numpy-`base` style) and which is imported
-//! back through the runtime's public [`ImportedTensor::from_managed_versioned`]: the owner stays
-//! alive exactly as long as the view's `Buffer`. Only public dlbind API is used.
+//! The memory is wrapped as a DLPack managed tensor whose manager context holds the owner (a GPU
+//! allocation for `Tensor.zeros(..., device=…)`) and which is imported back through the
+//! runtime's public [`ImportedTensor::from_managed_versioned`]: the owner stays alive exactly as
+//! long as the `Buffer`. Only public dlbind API is used. (Views of another `Tensor` need no
+//! manager: they use `Buffer::share_view`, a strong reference to the owning Python object.)
 
 use std::ffi::c_void;
 use std::ptr::{self, NonNull};

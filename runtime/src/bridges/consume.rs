@@ -326,7 +326,7 @@ pub const CAI_DEVICE_WITHOUT_DRIVER: Device = Device::cuda(0);
 
 /// Which device owns `ptr`, according to the CUDA driver: `kDLCUDA` with the owning device's
 /// ordinal, `kDLCUDAHost` (page-locked host memory, e.g. `cudaMallocHost`) or `kDLCUDAManaged`
-/// (`cudaMallocManaged`). `None` when no runtime can answer: dlbind built without the `cuda`
+/// (`cudaMallocManaged`), the last two with ordinal 0 as dlbind's own allocations report them. `None` when no runtime can answer: dlbind built without the `cuda`
 /// feature, no driver or no GPU in this process, or a pointer the driver does not know (e.g.
 /// ordinary host memory). Never panics and never raises.
 ///
@@ -353,7 +353,7 @@ pub fn cuda_pointer_device(ptr: usize) -> Option<Device> {
 fn cuda_query_pointer(ptr: u64) -> Option<Device> {
     use cudarc::driver::sys::{self, CUpointer_attribute as A, CUresult};
 
-    use crate::ffi::DLDeviceType;
+    use crate::gpu::AllocKind;
 
     let mut memory_type: u32 = 0;
     let mut is_managed: u32 = 0;
@@ -373,16 +373,18 @@ fn cuda_query_pointer(ptr: u64) -> Option<Device> {
             ordinal = -1;
         }
     }
-    let id = ordinal.max(0);
     const HOST: u32 = sys::CUmemorytype::CU_MEMORYTYPE_HOST as u32;
     const DEVICE: u32 = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32;
     const UNIFIED: u32 = sys::CUmemorytype::CU_MEMORYTYPE_UNIFIED as u32;
-    match memory_type {
-        _ if is_managed != 0 => Some(Device::new(DLDeviceType::kDLCUDAManaged, id)),
-        HOST => Some(Device::new(DLDeviceType::kDLCUDAHost, id)),
-        DEVICE | UNIFIED => Some(Device::new(DLDeviceType::kDLCUDA, id)),
-        _ => None,
-    }
+    // The same device tags dlbind's own GPU allocations report (`AllocKind::dl_device`: pinned
+    // host and managed memory are not tied to one GPU and report ordinal 0).
+    let kind = match memory_type {
+        _ if is_managed != 0 => AllocKind::Managed,
+        HOST => AllocKind::PinnedHost,
+        DEVICE | UNIFIED => AllocKind::Device,
+        _ => return None,
+    };
+    Some(kind.dl_device(ordinal.max(0)))
 }
 
 /// The CAI v3 `stream` key (see the module docs), synchronised on `device`.

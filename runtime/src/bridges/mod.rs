@@ -42,7 +42,9 @@ use crate::python::SourceAccess;
 
 pub use array_interface::array_interface;
 pub use buffer::{getbuffer, releasebuffer};
-pub use consume::{PROTOCOLS_TRIED, import_bridges, import_buffer, import_interface_dict, InterfaceKind};
+pub use consume::{
+    CAI_DEVICE_WITHOUT_DRIVER, PROTOCOLS_TRIED, cuda_pointer_device, import_bridges, import_buffer, import_interface_dict, InterfaceKind,
+};
 pub use cuda_array_interface::cuda_array_interface;
 pub use sycl::sycl_usm_array_interface;
 

@@ -7,9 +7,13 @@
 //!   `DLPACK_MAJOR_VERSION.DLPACK_MINOR_VERSION`, `prev_api` is NULL, and the functions are
 //!   [`producer`]'s generic `extern "C"` functions monomorphised for the type.
 //! * Consumer: [`import_via_exchange_api`] (called by [`crate::python::from_dlpack`]) looks the
-//!   table up on the type without raising (`_PyType_Lookup`), caches it per type, checks
-//!   `header.version.major` (walking `prev_api`), and imports through
-//!   `managed_tensor_from_py_object_no_sync`.
+//!   table up on the type without raising (`_PyType_Lookup`) — the standard name first, then the
+//!   legacy `__c_dlpack_exchange_api__` older producers use (a capsule or an `int` address) —
+//!   caches it per type, checks `header.version.major` (walking `prev_api`), and imports through
+//!   `managed_tensor_from_py_object_no_sync`. Derived types publish only the standard name: every
+//!   consumer that knows the legacy one (tvm-ffi) reads the standard one first.
+//! * [`crate::python::from_dlpack_fastcall`] short-cuts the table for an object whose type is
+//!   exactly the target type: [`FromManagedTensor::share_from`] builds the view directly.
 //!
 //! Building the user's type from a managed tensor (the allocator and `to_py_object` entries)
 //! goes through [`FromManagedTensor`]. The derive finds out whether a type implements it with
@@ -272,11 +276,18 @@ pub unsafe fn lookup_exchange_api(py: Python<'_>, o: *mut ffi::PyObject) -> *con
             let attr = _PyType_Lookup(tp, legacy.as_ptr());
             if !attr.is_null() {
                 let header = if ffi::PyLong_CheckExact(attr) != 0 {
-                    let p = ffi::PyLong_AsVoidPtr(attr);
-                    if p.is_null() {
+                    // Unsigned (a negative int raises OverflowError: cleared, no table), and a
+                    // misaligned address cannot be a table either.
+                    let v = ffi::PyLong_AsUnsignedLongLong(attr);
+                    if !ffi::PyErr_Occurred().is_null() {
                         ffi::PyErr_Clear();
                     }
-                    p.cast::<DLPackExchangeAPIHeader>().cast_const()
+                    match usize::try_from(v) {
+                        Ok(a) if a != 0 && a != usize::MAX && a % std::mem::align_of::<DLPackExchangeAPI>() == 0 => {
+                            a as *const DLPackExchangeAPIHeader
+                        }
+                        _ => ptr::null(),
+                    }
                 } else {
                     table_from_capsule(attr)
                 };

@@ -72,9 +72,6 @@ pub struct ExportPlan {
     pub device: Device,
     /// What the stream argument asks for on the target device.
     pub stream: StreamAction,
-    /// The request this plan answers (the GPU planner needs its `stream`, `copy` and
-    /// `dl_device` again).
-    pub request: ExportRequest,
 }
 
 /// Decides how to serve `req` for a source described by `src`.
@@ -82,7 +79,7 @@ pub struct ExportPlan {
 /// Which device pairs can be served with a copy is answered by the GPU planner
 /// ([`crate::gpu::can_copy`]), the one place that knows the device runtimes; whether a driver
 /// is actually present is only known when the copy runs (`DeviceUnavailable`, BufferError).
-#[inline]
+#[inline(always)]
 pub fn plan_export(req: &ExportRequest, src: SourceInfo) -> Result<ExportPlan, DlpackError> {
     let versioned = req.wants_versioned();
     let target = req.dl_device.unwrap_or(src.device);
@@ -138,7 +135,7 @@ pub fn plan_export(req: &ExportRequest, src: SourceInfo) -> Result<ExportPlan, D
         flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
     }
 
-    Ok(ExportPlan { versioned, copy, flags, device: target, stream, request: *req })
+    Ok(ExportPlan { versioned, copy, flags, device: target, stream })
 }
 
 #[cfg(test)]
