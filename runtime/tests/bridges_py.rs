@@ -367,3 +367,25 @@ fn cai_pointer_device_query() {
         }
     }
 }
+
+#[test]
+fn cai_pointer_device_mapping_with_a_fake_runtime() {
+    use dlbind::bridges::cuda_pointer_device_with;
+    use dlbind::gpu::fake::FakeRuntime;
+    use dlbind::gpu::{AllocKind, DeviceRuntime};
+    let rt = FakeRuntime::new();
+    let host = [0u8; 8];
+    assert_eq!(cuda_pointer_device_with(&rt, host.as_ptr() as usize), None, "unknown memory");
+    for (kind, gpu, want) in [
+        (AllocKind::Device, Device::cuda(1), Device::cuda(1)),
+        (AllocKind::PinnedHost, Device::cuda(1), Device::CUDA_HOST),
+        (AllocKind::Managed, Device::cuda(0), Device::CUDA_MANAGED),
+    ] {
+        let a = rt.alloc(kind, gpu, 64).unwrap();
+        assert_eq!(cuda_pointer_device_with(&rt, a.ptr as usize), Some(want), "{kind:?}");
+        assert_eq!(cuda_pointer_device_with(&rt, a.ptr as usize + 63), Some(want), "inside {kind:?}");
+        assert_eq!(cuda_pointer_device_with(&rt, a.ptr as usize + 64), None, "past the end of {kind:?}");
+        rt.free(&a).unwrap();
+        assert_eq!(cuda_pointer_device_with(&rt, a.ptr as usize), None, "freed {kind:?}");
+    }
+}

@@ -449,7 +449,15 @@ fn derived_stream_field_orders_streams() {
         let calls = rt.take_calls();
         assert!(matches!(calls[0], Call::RecordEvent { stream: StreamHandle(0x31), .. }), "{calls:?}");
         assert!(matches!(calls[1], Call::WaitEvent { stream: StreamHandle(0x99), .. }), "{calls:?}");
+        // The CUDA array interface reports the same stream (the null stream as 1: CAI forbids 0).
+        fn cai<'py>(o: &Bound<'py, Pending>) -> Bound<'py, PyAny> {
+            o.getattr("__cuda_array_interface__").unwrap().get_item("stream").unwrap()
+        }
+        assert_eq!(cai(&obj).extract::<u64>().unwrap(), 0x31);
+        let null = Bound::new(py, Pending { data: vec![0.0], shape: vec![1], device: gpu, stream: Some(0) }).unwrap();
+        assert_eq!(cai(&null).extract::<u64>().unwrap(), 1);
         let idle = Pending { data: vec![], shape: vec![0], device: gpu, stream: None };
         assert_eq!(idle.dlpack_stream(), None);
+        assert!(cai(&Bound::new(py, idle).unwrap()).is_none());
     });
 }

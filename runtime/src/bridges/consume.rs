@@ -324,67 +324,25 @@ fn check_extent(shape: &[i64], strides: &[i64], item: usize, offset: i64, len: u
 /// the pointer (see the module docs): `kDLCUDA`, device 0.
 pub const CAI_DEVICE_WITHOUT_DRIVER: Device = Device::cuda(0);
 
-/// Which device owns `ptr`, according to the CUDA driver: `kDLCUDA` with the owning device's
-/// ordinal, `kDLCUDAHost` (page-locked host memory, e.g. `cudaMallocHost`) or `kDLCUDAManaged`
-/// (`cudaMallocManaged`), the last two with ordinal 0 as dlbind's own allocations report them. `None` when no runtime can answer: dlbind built without the `cuda`
-/// feature, no driver or no GPU in this process, or a pointer the driver does not know (e.g.
-/// ordinary host memory). Never panics and never raises.
-///
-/// The [`crate::gpu::DeviceRuntime`] trait has no pointer-attribute query yet, so with the
-/// `cuda` feature the driver is asked directly, and only after the shared runtime initialised it
-/// ([`crate::gpu::default_runtime`] succeeded: the library is loaded and `cuInit` ran).
+/// Which device owns `ptr`, according to the process-wide GPU runtime
+/// ([`crate::gpu::default_runtime`], i.e. the CUDA driver): see [`cuda_pointer_device_with`].
+/// `None` when no runtime can answer: dlbind built without the `cuda` feature, no driver or no
+/// GPU in this process, or a pointer the driver does not know (e.g. ordinary host memory).
+/// Never panics and never raises.
 pub fn cuda_pointer_device(ptr: usize) -> Option<Device> {
-    #[cfg(feature = "cuda")]
-    {
-        if ptr == 0 || crate::gpu::default_runtime().is_err() {
-            return None;
-        }
-        std::panic::catch_unwind(|| cuda_query_pointer(ptr as u64)).ok().flatten()
+    if ptr == 0 {
+        return None;
     }
-    #[cfg(not(feature = "cuda"))]
-    {
-        let _ = ptr;
-        None
-    }
+    let rt = crate::gpu::default_runtime().ok()?;
+    cuda_pointer_device_with(rt.as_ref(), ptr)
 }
 
-/// The driver's answer for `ptr` (see [`cuda_pointer_device`]); the driver is initialised.
-#[cfg(feature = "cuda")]
-fn cuda_query_pointer(ptr: u64) -> Option<Device> {
-    use cudarc::driver::sys::{self, CUpointer_attribute as A, CUresult};
-
-    use crate::gpu::AllocKind;
-
-    let mut memory_type: u32 = 0;
-    let mut is_managed: u32 = 0;
-    let mut ordinal: i32 = -1;
-    // SAFETY: each call writes one value of the attribute's documented type (unsigned int for
-    // the memory type and the managed flag, int for the ordinal) into a live local; the driver
-    // is loaded and initialised (the caller checked the shared runtime).
-    unsafe {
-        let q = |out: *mut c_void, a: A| sys::cuPointerGetAttribute(out, a, ptr) == CUresult::CUDA_SUCCESS;
-        if !q((&raw mut memory_type).cast(), A::CU_POINTER_ATTRIBUTE_MEMORY_TYPE) {
-            return None; // not a pointer the driver knows
-        }
-        if !q((&raw mut is_managed).cast(), A::CU_POINTER_ATTRIBUTE_IS_MANAGED) {
-            is_managed = 0;
-        }
-        if !q((&raw mut ordinal).cast(), A::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL) {
-            ordinal = -1;
-        }
-    }
-    const HOST: u32 = sys::CUmemorytype::CU_MEMORYTYPE_HOST as u32;
-    const DEVICE: u32 = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32;
-    const UNIFIED: u32 = sys::CUmemorytype::CU_MEMORYTYPE_UNIFIED as u32;
-    // The same device tags dlbind's own GPU allocations report (`AllocKind::dl_device`: pinned
-    // host and managed memory are not tied to one GPU and report ordinal 0).
-    let kind = match memory_type {
-        _ if is_managed != 0 => AllocKind::Managed,
-        HOST => AllocKind::PinnedHost,
-        DEVICE | UNIFIED => AllocKind::Device,
-        _ => return None,
-    };
-    Some(kind.dl_device(ordinal.max(0)))
+/// [`cuda_pointer_device`] with an explicit runtime ([`crate::gpu::DeviceRuntime::pointer_device`]):
+/// `kDLCUDA` with the owning device's ordinal, `kDLCUDAHost` (page-locked host memory, e.g.
+/// `cudaMallocHost`) or `kDLCUDAManaged` (`cudaMallocManaged`), the last two with ordinal 0 as
+/// dlbind's own allocations report them. Errors count as "unknown".
+pub fn cuda_pointer_device_with(runtime: &dyn crate::gpu::DeviceRuntime, ptr: usize) -> Option<Device> {
+    runtime.pointer_device(ptr as u64).ok().flatten()
 }
 
 /// The CAI v3 `stream` key (see the module docs), synchronised on `device`.

@@ -1,12 +1,11 @@
 //! `__cuda_array_interface__` (version 3) export for `kDLCUDA` / `kDLCUDAManaged` data.
 //!
 //! Keys: `shape`, `typestr`, `data: (ptr, readonly)`, `strides` (bytes, `None` when
-//! C-contiguous), `version: 3`, and `stream`. **Stream choice:** `stream` is `None`, which the
-//! CAI v3 specification defines as "no synchronization needed": a [`DLPackSource`] describes
-//! memory that is ready (dlbind's own exports have no pending work on any stream it knows of;
-//! `__dlpack__` likewise exports without recording an event for such sources). A producer
-//! with pending work must expose `__dlpack__` (which negotiates the consumer's stream) — and
-//! CAI consumers that prefer DLPack use it first.
+//! C-contiguous), `version: 3`, and `stream`. **Stream choice:** the source's
+//! [`DLPackSource::dlpack_stream`] (`#[dlpack(stream)]` on the derive): the stream with pending
+//! work, which the CAI v3 consumer must synchronise on or wait for (the null stream is reported
+//! as `1`, the legacy default stream, since CAI disallows `0`); `None` when nothing is pending,
+//! which CAI v3 defines as "no synchronization needed".
 
 use pyo3::PyClass;
 use pyo3::prelude::*;
@@ -15,6 +14,7 @@ use super::array_interface::v3_dict;
 use super::{not_applicable, snapshot};
 use crate::export::DLPackSource;
 use crate::ffi::DLDeviceType;
+use crate::gpu::StreamHandle;
 use crate::python::SourceAccess;
 
 const ATTR: &str = "__cuda_array_interface__";
@@ -32,6 +32,10 @@ where
     }
     let py = slf.py();
     let d = v3_dict(py, &s, ATTR)?;
-    d.set_item("stream", py.None())?;
+    match s.stream {
+        // CAI v3 disallows 0; on CUDA the null stream is the legacy default stream (1).
+        Some(h) => d.set_item("stream", if h == StreamHandle::NULL { StreamHandle::LEGACY.0 } else { h.0 })?,
+        None => d.set_item("stream", py.None())?,
+    }
     Ok(d.into_any().unbind())
 }

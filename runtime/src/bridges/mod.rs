@@ -43,7 +43,7 @@ use crate::python::SourceAccess;
 pub use array_interface::array_interface;
 pub use buffer::{getbuffer, releasebuffer};
 pub use consume::{
-    CAI_DEVICE_WITHOUT_DRIVER, PROTOCOLS_TRIED, cuda_pointer_device, import_bridges, import_buffer, import_interface_dict, InterfaceKind,
+    CAI_DEVICE_WITHOUT_DRIVER, PROTOCOLS_TRIED, cuda_pointer_device, cuda_pointer_device_with, import_bridges, import_buffer, import_interface_dict, InterfaceKind,
 };
 pub use cuda_array_interface::cuda_array_interface;
 pub use sycl::sycl_usm_array_interface;
@@ -58,6 +58,8 @@ pub(crate) struct Snapshot {
     pub strides: Vec<i64>,
     pub device: Device,
     pub readonly: bool,
+    /// The stream with pending work on the data ([`DLPackSource::dlpack_stream`]).
+    pub stream: Option<crate::gpu::StreamHandle>,
 }
 
 impl Snapshot {
@@ -76,6 +78,7 @@ impl Snapshot {
             strides,
             device: src.dlpack_device(),
             readonly: src.dlpack_readonly(),
+            stream: src.dlpack_stream(),
         }
     }
 

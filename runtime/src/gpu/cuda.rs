@@ -549,6 +549,13 @@ impl DeviceRuntime for CudaRuntime {
         })
     }
 
+    fn pointer_device(&self, ptr: DevicePtr) -> Result<Option<Device>> {
+        if ptr == 0 {
+            return Ok(None);
+        }
+        guarded("pointer query", || Ok(query_pointer(ptr)))
+    }
+
     fn synchronize_stream(&self, device: Device, stream: StreamHandle) -> Result<()> {
         guarded("stream synchronisation", || {
             self.bind(device)?;
@@ -562,4 +569,40 @@ impl DeviceRuntime for CudaRuntime {
             })
         })
     }
+}
+
+/// `cuPointerGetAttribute` for `ptr` (memory type, managed flag, device ordinal) mapped to the
+/// DLPack device dlbind's own allocations of that kind report; `None` for a pointer the driver
+/// does not know. The driver is initialised (a `CudaRuntime` exists); with unified addressing
+/// no context needs to be current.
+fn query_pointer(ptr: DevicePtr) -> Option<Device> {
+    use sys::{CUpointer_attribute as A, CUresult};
+
+    let mut memory_type: u32 = 0;
+    let mut is_managed: u32 = 0;
+    let mut ordinal: i32 = -1;
+    // SAFETY: each call writes one value of the attribute's documented type (unsigned int for
+    // the memory type and the managed flag, int for the ordinal) into a live local.
+    unsafe {
+        let q = |out: *mut c_void, a: A| sys::cuPointerGetAttribute(out, a, ptr) == CUresult::CUDA_SUCCESS;
+        if !q((&raw mut memory_type).cast(), A::CU_POINTER_ATTRIBUTE_MEMORY_TYPE) {
+            return None; // not a pointer the driver knows
+        }
+        if !q((&raw mut is_managed).cast(), A::CU_POINTER_ATTRIBUTE_IS_MANAGED) {
+            is_managed = 0;
+        }
+        if !q((&raw mut ordinal).cast(), A::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL) {
+            ordinal = -1;
+        }
+    }
+    const HOST: u32 = sys::CUmemorytype::CU_MEMORYTYPE_HOST as u32;
+    const DEVICE: u32 = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32;
+    const UNIFIED: u32 = sys::CUmemorytype::CU_MEMORYTYPE_UNIFIED as u32;
+    let kind = match memory_type {
+        _ if is_managed != 0 => AllocKind::Managed,
+        HOST => AllocKind::PinnedHost,
+        DEVICE | UNIFIED => AllocKind::Device,
+        _ => return None,
+    };
+    Some(kind.dl_device(ordinal.max(0)))
 }

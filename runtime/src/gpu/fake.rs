@@ -332,4 +332,14 @@ impl DeviceRuntime for FakeRuntime {
         st.calls.push(Call::SynchronizeStream { device, stream });
         Ok(())
     }
+
+    /// Answers for its own live allocations (any address inside one); not logged.
+    fn pointer_device(&self, ptr: DevicePtr) -> Result<Option<Device>> {
+        let st = self.st();
+        Ok(st
+            .live_allocs
+            .values()
+            .find(|a| ptr >= a.ptr && ptr < a.ptr + a.bytes.max(1) as u64)
+            .map(|a| a.dl_device()))
+    }
 }

@@ -204,6 +204,15 @@ pub trait DeviceRuntime: fmt::Debug + Send + Sync {
     /// Blocks the host until all work queued on `stream` is done (one stream, never the whole
     /// device).
     fn synchronize_stream(&self, device: Device, stream: StreamHandle) -> Result<()>;
+    /// Which device owns `ptr`, as a DLPack device: device memory with its GPU's ordinal,
+    /// page-locked host memory, or managed memory (the last two with ordinal 0, as
+    /// [`AllocKind::dl_device`] reports them). `Ok(None)` for memory this runtime does not know
+    /// (e.g. ordinary host memory). Used to tag `__cuda_array_interface__` imports. The default
+    /// knows nothing.
+    fn pointer_device(&self, ptr: DevicePtr) -> Result<Option<Device>> {
+        let _ = ptr;
+        Ok(None)
+    }
 }
 
 /// An allocation that frees itself (through its runtime) when dropped. This is what a
