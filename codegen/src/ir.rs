@@ -26,6 +26,8 @@ pub struct Ir {
     pub capsules: Vec<NamedString>,
     /// `__dlpack_c_exchange_api__` (absent before DLPack 1.2/1.3).
     pub exchange_attribute: Option<NamedString>,
+    /// Older names of that attribute that consumers also look up, in order.
+    pub exchange_legacy_attributes: Vec<NamedString>,
     pub protocol: Protocol,
     /// Every C type, in declaration order.
     pub items: Vec<Item>,

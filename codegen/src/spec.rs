@@ -67,6 +67,9 @@ pub struct NamedString {
 #[serde(deny_unknown_fields)]
 pub struct ExchangeApi {
     pub attribute: NamedString,
+    /// Older attribute names consumers also look up (after `attribute`), e.g. tvm-ffi's.
+    #[serde(default)]
+    pub legacy_attributes: Vec<NamedString>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -260,13 +260,34 @@ impl Lower {
                 );
             }
         }
-        if let Some(x) = &s.exchange_api
-            && !consts.insert(x.attribute.name.clone())
-        {
-            self.err(
-                "exchange_api.attribute.name",
-                format!("duplicate constant name `{}`", x.attribute.name),
-            );
+        if let Some(x) = &s.exchange_api {
+            if !consts.insert(x.attribute.name.clone()) {
+                self.err(
+                    "exchange_api.attribute.name",
+                    format!("duplicate constant name `{}`", x.attribute.name),
+                );
+            }
+            let mut values = HashSet::from([x.attribute.value.as_str()]);
+            for (i, a) in x.legacy_attributes.iter().enumerate() {
+                if !consts.insert(a.name.clone()) {
+                    self.err(
+                        format!("exchange_api.legacy_attributes[{i}].name"),
+                        format!("duplicate constant name `{}`", a.name),
+                    );
+                }
+                if !values.insert(a.value.as_str()) {
+                    self.err(
+                        format!("exchange_api.legacy_attributes[{i}].value"),
+                        format!("attribute `{}` is listed twice", a.value),
+                    );
+                }
+                if a.value.is_empty() || !a.value.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') || a.value.starts_with(|c: char| c.is_ascii_digit()) {
+                    self.err(
+                        format!("exchange_api.legacy_attributes[{i}].value"),
+                        format!("`{}` is not a Python attribute name", a.value),
+                    );
+                }
+            }
         }
 
         // 4. protocol
@@ -418,6 +439,11 @@ impl Lower {
             },
             capsules: s.capsules.iter().map(named).collect(),
             exchange_attribute: s.exchange_api.as_ref().map(|x| named(&x.attribute)),
+            exchange_legacy_attributes: s
+                .exchange_api
+                .as_ref()
+                .map(|x| x.legacy_attributes.iter().map(named).collect())
+                .unwrap_or_default(),
             protocol,
             items,
             dtype_code_enum: s.dtype_code_enum.clone(),

@@ -103,6 +103,7 @@ DLPACK_VERSIONED_CAPSULE_NAME: Final = "dltensor_versioned"
 DLPACK_VERSIONED_USED_CAPSULE_NAME: Final = "used_dltensor_versioned"
 DLPACK_EXCHANGE_API_CAPSULE_NAME: Final = "dlpack_exchange_api"
 DLPACK_EXCHANGE_API_ATTR: Final = "__dlpack_c_exchange_api__"
+DLPACK_EXCHANGE_API_ATTR_LEGACY: Final = "__c_dlpack_exchange_api__"
 
 DTypeName: TypeAlias = Literal["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64", "complex64", "complex128", "bfloat16", "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn"]
 """Python names of the dtypes in the DLPack dtype table."""

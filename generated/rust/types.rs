@@ -325,6 +325,14 @@ pub const DLPACK_EXCHANGE_API_CAPSULE_NAME: &core::ffi::CStr = c"dlpack_exchange
 /// instance. Consumers may cache it per type.
 pub const DLPACK_EXCHANGE_API_ATTR: &str = "__dlpack_c_exchange_api__";
 
+/// The name tvm-ffi's torch addon (for torch < 2.15) publishes the table under (a capsule or an
+/// int address); consumers look it up after the standard name. Not part of DLPack; source:
+/// apache-tvm-ffi 0.1.15 `python/tvm_ffi/_optional_torch_c_dlpack.py`.
+pub const DLPACK_EXCHANGE_API_ATTR_LEGACY: &str = "__c_dlpack_exchange_api__";
+
+/// Every legacy name of the exchange attribute, in lookup order (after the standard one).
+pub const DLPACK_EXCHANGE_API_LEGACY_ATTRS: &[&str] = &[DLPACK_EXCHANGE_API_ATTR_LEGACY];
+
 // Layout assertions: size, alignment and every field offset, as computed from the spec.
 const _: () = {
     assert!(core::mem::size_of::<DLPackVersion>() == 8);

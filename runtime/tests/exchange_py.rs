@@ -311,7 +311,7 @@ fn instance_of<'py>(py: Python<'py>, items: &[(&str, Bound<'py, PyAny>)]) -> Bou
     ty.call0().unwrap()
 }
 
-const LEGACY: &str = "__c_dlpack_exchange_api__";
+const LEGACY: &str = dlbind::ffi::DLPACK_EXCHANGE_API_ATTR_LEGACY;
 
 #[test]
 fn legacy_attribute_name_is_looked_up_after_the_standard_one() {

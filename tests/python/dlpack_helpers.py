@@ -125,6 +125,12 @@ class Spec:
             "versioned_used": names.get("DLPACK_VERSIONED_USED_CAPSULE_NAME", "used_dltensor_versioned"),
         }
 
+    @property
+    def exchange_legacy_attrs(self) -> list[str]:
+        """Legacy names of the exchange-table attribute (``exchange_api.legacy_attributes``)."""
+        x = self.raw.get("exchange_api") or {}
+        return [a["value"] for a in x.get("legacy_attributes", []) or []]
+
     # -- queries
     def exc(self, kind: str) -> type:
         """The exception class the spec maps a failure kind to (e.g. "InvalidStream")."""

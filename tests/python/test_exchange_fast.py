@@ -15,6 +15,7 @@ import weakref
 import numpy as np
 import pytest
 
+import dlpack_helpers as H
 import dlbind_demo as m
 from dlbind_demo import Tensor
 
@@ -135,19 +136,27 @@ def test_other_producers_still_work():
 
 # --- the legacy attribute name ----------------------------------------------------------------
 
-def _legacy_class(value, **extra):
-    ns = {"__c_dlpack_exchange_api__": value,
+LEGACY_ATTRS = H.SPEC.exchange_legacy_attrs
+
+
+def _legacy_class(value, name=None, **extra):
+    ns = {name or LEGACY_ATTRS[0]: value,
           "__dlpack__": lambda self, **kw: (_ for _ in ()).throw(RuntimeError("the __dlpack__ path was taken")),
           "__dlpack_device__": lambda self: (1, 0)}
     ns.update(extra)
     return type("Legacy", (), ns)
 
 
+def test_spec_lists_a_legacy_name():
+    assert LEGACY_ATTRS, "spec/dlpack.yaml exchange_api.legacy_attributes is empty"
+
+
+@pytest.mark.parametrize("name", LEGACY_ATTRS)
 @pytest.mark.parametrize("kind", ["capsule", "int"])
-def test_legacy_attribute_name_is_used(kind):
+def test_legacy_attribute_name_is_used(kind, name):
     cap = Tensor.__dlpack_c_exchange_api__
     value = cap if kind == "capsule" else _get_pointer(cap, b"dlpack_exchange_api")
-    Legacy = _legacy_class(value)
+    Legacy = _legacy_class(value, name)
     # The table's from_py_object refuses a foreign type: that error proves the table was used
     # (the class's own __dlpack__ would raise RuntimeError).
     with pytest.raises(TypeError, match="expected a 'Tensor' object"):
@@ -164,8 +173,6 @@ def test_standard_name_wins_and_unusable_standard_falls_back_to_legacy():
 
 def test_unusable_legacy_value_falls_back_to_dunder():
     class Other:
-        __c_dlpack_exchange_api__ = "not a table"
-
         def __init__(self):
             self.a = np.arange(4.0)
 
@@ -175,6 +182,8 @@ def test_unusable_legacy_value_falls_back_to_dunder():
         def __dlpack_device__(self):
             return (1, 0)
 
+    for name in LEGACY_ATTRS:
+        setattr(Other, name, "not a table")
     n = m.exchange_imports()
     assert m.from_dlpack(Other()).shape == (4,)
     assert m.exchange_imports() == n
@@ -182,4 +191,5 @@ def test_unusable_legacy_value_falls_back_to_dunder():
 
 def test_derived_types_publish_only_the_standard_name():
     assert hasattr(Tensor, "__dlpack_c_exchange_api__")
-    assert not hasattr(Tensor, "__c_dlpack_exchange_api__")
+    for name in LEGACY_ATTRS:
+        assert not hasattr(Tensor, name)

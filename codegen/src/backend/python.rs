@@ -17,6 +17,7 @@ struct PyiView {
     flags: Vec<ConstView>,
     capsules: Vec<ConstView>,
     attribute: Option<ConstView>,
+    legacy_attributes: Vec<ConstView>,
     dlpack: MethodView,
     dlpack_device: MethodView,
     from_dlpack: MethodView,
@@ -104,6 +105,11 @@ pub fn render(ir: &Ir, source: &str) -> Result<Vec<Output>> {
             value: format!("{:?}", a.value),
             doc: doc_lines(&a.doc),
         }),
+        legacy_attributes: ir
+            .exchange_legacy_attributes
+            .iter()
+            .map(|a| ConstView { name: a.name.clone(), value: format!("{:?}", a.value), doc: doc_lines(&a.doc) })
+            .collect(),
         dlpack: method(&ir.protocol.dlpack, "PyCapsule"),
         dlpack_device: method(&ir.protocol.dlpack_device, "tuple[int, int]"),
         from_dlpack: method(&ir.protocol.from_dlpack, "Any"),

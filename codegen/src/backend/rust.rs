@@ -63,6 +63,7 @@ struct TypesView {
     items: Vec<ItemView>,
     capsules: Vec<ConstView>,
     attribute: Option<ConstView>,
+    legacy_attributes: Vec<ConstView>,
     structs: Vec<StructView>,
 }
 
@@ -215,6 +216,11 @@ fn types_view(ir: &Ir, source: &str) -> TypesView {
             value: format!("{:?}", a.value),
             doc: doc_lines(&a.doc),
         }),
+        legacy_attributes: ir
+            .exchange_legacy_attributes
+            .iter()
+            .map(|a| ConstView { name: a.name.clone(), value: format!("{:?}", a.value), doc: doc_lines(&a.doc) })
+            .collect(),
         structs,
     }
 }

@@ -39,7 +39,7 @@ use pyo3::PyClass;
 
 use crate::export::DLPackSource;
 use crate::ffi::{
-    DLManagedTensorVersioned, DLPACK_EXCHANGE_API_ATTR, DLPACK_EXCHANGE_API_CAPSULE_NAME, DLPACK_MAJOR_VERSION,
+    DLManagedTensorVersioned, DLPACK_EXCHANGE_API_ATTR, DLPACK_EXCHANGE_API_LEGACY_ATTRS, DLPACK_EXCHANGE_API_CAPSULE_NAME, DLPACK_MAJOR_VERSION,
     DLPACK_MINOR_VERSION, DLPackExchangeAPI, DLPackExchangeAPIHeader, DLPackVersion,
 };
 use crate::import::ImportedTensor;
@@ -162,18 +162,13 @@ unsafe extern "C" {
 }
 
 static ATTR_NAME: PyOnceLock<Py<PyString>> = PyOnceLock::new();
-static LEGACY_ATTR_NAME: PyOnceLock<Py<PyString>> = PyOnceLock::new();
+static LEGACY_ATTR_NAMES: PyOnceLock<Vec<Py<PyString>>> = PyOnceLock::new();
 
-/// The name older producers publish the table under (torch < 2.15 through the
-/// `torch-c-dlpack-ext` addon, early tvm-ffi releases), looked up after the standard
-/// [`DLPACK_EXCHANGE_API_ATTR`]. Its value is a capsule named
-/// [`DLPACK_EXCHANGE_API_CAPSULE_NAME`] or the table's address as a Python `int`. Source:
-/// apache-tvm-ffi 0.1.15, `python/tvm_ffi/_optional_torch_c_dlpack.py`
-/// (`_check_and_update_dlpack_c_exchange_api`), which maps this name to the standard one.
-/// Private and hand-written because `spec/dlpack.yaml` has one attribute name under
-/// `exchange_api.attribute` and no place for legacy aliases; the spec addition that would
-/// generate it is described in docs (a `legacy_attributes` list under `exchange_api`).
-const LEGACY_EXCHANGE_API_ATTR: &str = "__c_dlpack_exchange_api__";
+// The names older producers publish the table under (torch < 2.15 through tvm-ffi's
+// `torch-c-dlpack-ext` addon, early tvm-ffi releases) come from the spec
+// (`exchange_api.legacy_attributes` → the generated `DLPACK_EXCHANGE_API_LEGACY_ATTRS`) and are
+// looked up after the standard [`DLPACK_EXCHANGE_API_ATTR`], in order. Their value is a capsule
+// named [`DLPACK_EXCHANGE_API_CAPSULE_NAME`] or the table's address as a Python `int`.
 
 thread_local! {
     /// Last `(type, tp_version_tag, table or 0)` this thread resolved. A valid version tag is
@@ -271,8 +266,12 @@ pub unsafe fn lookup_exchange_api(py: Python<'_>, o: *mut ffi::PyObject) -> *con
         let name = ATTR_NAME.get_or_init(py, || PyString::intern(py, DLPACK_EXCHANGE_API_ATTR).unbind());
         let attr = _PyType_Lookup(tp, name.as_ptr());
         let mut table = if attr.is_null() { ptr::null() } else { supported_table(table_from_capsule(attr)) };
-        if table.is_null() {
-            let legacy = LEGACY_ATTR_NAME.get_or_init(py, || PyString::intern(py, LEGACY_EXCHANGE_API_ATTR).unbind());
+        let legacy = LEGACY_ATTR_NAMES
+            .get_or_init(py, || DLPACK_EXCHANGE_API_LEGACY_ATTRS.iter().map(|n| PyString::intern(py, n).unbind()).collect());
+        for legacy in legacy {
+            if !table.is_null() {
+                break;
+            }
             let attr = _PyType_Lookup(tp, legacy.as_ptr());
             if !attr.is_null() {
                 let header = if ffi::PyLong_CheckExact(attr) != 0 {
