@@ -748,3 +748,38 @@ fn peers_jax_and_pyarrow() {
         assert_eq!(live_exports(), base);
     });
 }
+
+/// A freed small manager block is kept and reused by the next export of the same kind; a
+/// large one (more dimensions) is not. Only Rust runs between the calls, so the GIL is never
+/// released and no other thread can take the spare block in between.
+#[test]
+fn freed_small_blocks_are_reused() {
+    use dlbind::export::{ExportRequest, export_to_capsule};
+    Python::attach(|py| {
+        let a = arr(py, &[2, 3], false);
+        let legacy = ExportRequest::DEFAULT;
+        let versioned = ExportRequest { max_version: Some((1, 3)), ..ExportRequest::DEFAULT };
+        let c1 = export_to_capsule(a.as_any(), a.get(), &legacy).unwrap().into_bound(py);
+        let p1 = legacy_ptr(&c1) as usize;
+        drop(c1); // unconsumed: the destructor frees the tensor, keeping its block
+        let v = export_to_capsule(a.as_any(), a.get(), &versioned).unwrap().into_bound(py);
+        assert_ne!(versioned_ptr(&v) as usize, p1, "the versioned kind has its own spare");
+        let c2 = export_to_capsule(a.as_any(), a.get(), &legacy).unwrap().into_bound(py);
+        assert_eq!(legacy_ptr(&c2) as usize, p1, "the spare block is reused");
+        // SAFETY: `c2` is live; its tensor is dlbind's, with 2 dimensions.
+        unsafe {
+            let t = &(*legacy_ptr(&c2)).dl_tensor;
+            assert_eq!(std::slice::from_raw_parts(t.shape, 2), &[2, 3]);
+            assert_eq!(std::slice::from_raw_parts(t.strides, 2), &[3, 1]);
+        }
+        drop(c2);
+        let big = arr(py, &[1, 1, 1, 1, 2], false);
+        let c3 = export_to_capsule(big.as_any(), big.get(), &legacy).unwrap().into_bound(py);
+        assert_ne!(legacy_ptr(&c3) as usize, p1, "a 5-d tensor needs a larger block");
+        // SAFETY: as above, 5 dimensions.
+        unsafe {
+            let t = &(*legacy_ptr(&c3)).dl_tensor;
+            assert_eq!(std::slice::from_raw_parts(t.shape, 5), &[1, 1, 1, 1, 2]);
+        }
+    });
+}

@@ -3,7 +3,8 @@
 //! One heap allocation per export holds everything:
 //! `[ DLManagedTensor | DLManagedTensorVersioned ][ owner ][ copy buffer ][ device copy ][ ndim ][ shape.. ][ strides.. ]`,
 //! made with `PyMem_Malloc` (pymalloc: the fastest allocator for these ~100-byte blocks, as
-//! numpy does). `manager_ctx` points at the allocation itself. The deleter (`extern "C"`,
+//! numpy does); the last freed small block of each kind is kept and reused by the next export
+//! (one allocator round trip less in export-then-free loops). `manager_ctx` points at the allocation itself. The deleter (`extern "C"`,
 //! callable from any thread, with or without the GIL) takes the GIL with `PyGILState_Ensure`,
 //! drops the strong reference to the Python owner and frees the allocation — or, when the
 //! interpreter is gone (`Py_IsInitialized() == 0`), frees only the Rust-owned copy buffer and
@@ -18,7 +19,7 @@
 use std::alloc::Layout;
 use std::ffi::{CStr, c_void};
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -65,6 +66,47 @@ pub(crate) trait ManagedKind: Sized + 'static {
     /// # Safety
     /// `p` points to a live struct of this kind.
     unsafe fn deleter_of(p: *mut Self) -> Option<unsafe extern "C" fn(*mut Self)>;
+    /// One freed small block of this kind kept for the next export (see [`take_block`]).
+    fn spare() -> &'static AtomicPtr<c_void>;
+}
+
+static SPARE_LEGACY: AtomicPtr<c_void> = AtomicPtr::new(ptr::null_mut());
+static SPARE_VERSIONED: AtomicPtr<c_void> = AtomicPtr::new(ptr::null_mut());
+
+/// A block for a tensor of kind `M` with `ndim` dimensions: the spare one when it fits
+/// (exports of up to `SMALL_DIMS / 2` dimensions all have the same size), else `PyMem_Malloc`.
+/// Export-then-free loops (every `np.from_dlpack(t)`) then skip one allocator round trip.
+///
+/// # Safety
+/// The GIL is held: it orders every access to the spare slots (plain load + store, no locked
+/// instruction), as for the live-export counter.
+#[inline(always)]
+unsafe fn take_block<M: ManagedKind>(ndim: usize, size: usize) -> *mut u8 {
+    if 2 * ndim <= SMALL_DIMS {
+        let spare = M::spare().load(Ordering::Relaxed);
+        if !spare.is_null() {
+            M::spare().store(ptr::null_mut(), Ordering::Relaxed);
+            return spare.cast::<u8>();
+        }
+    }
+    // SAFETY: the GIL is held (caller contract).
+    unsafe { ffi::PyMem_Malloc(size) }.cast::<u8>()
+}
+
+/// Gives a block back: kept as the spare when it is a small one and the slot is empty, else
+/// freed.
+///
+/// # Safety
+/// The GIL is held; `block` came from [`take_block`] for kind `M` and `ndim`, and nothing
+/// refers to it any more.
+#[inline(always)]
+unsafe fn give_block<M: ManagedKind>(block: *mut c_void, ndim: usize) {
+    if 2 * ndim <= SMALL_DIMS && M::spare().load(Ordering::Relaxed).is_null() {
+        M::spare().store(block, Ordering::Relaxed);
+    } else {
+        // SAFETY: caller contract (a PyMem block, GIL held).
+        unsafe { ffi::PyMem_Free(block) };
+    }
 }
 
 impl ManagedKind for DLManagedTensor {
@@ -77,6 +119,10 @@ impl ManagedKind for DLManagedTensor {
     unsafe fn deleter_of(p: *mut Self) -> Option<unsafe extern "C" fn(*mut Self)> {
         // SAFETY: the caller guarantees `p` is live.
         unsafe { (*p).deleter }
+    }
+    #[inline(always)]
+    fn spare() -> &'static AtomicPtr<c_void> {
+        &SPARE_LEGACY
     }
 }
 
@@ -96,6 +142,10 @@ impl ManagedKind for DLManagedTensorVersioned {
     unsafe fn deleter_of(p: *mut Self) -> Option<unsafe extern "C" fn(*mut Self)> {
         // SAFETY: the caller guarantees `p` is live. `deleter` is in the ABI-stable prefix.
         unsafe { (*p).deleter }
+    }
+    #[inline(always)]
+    fn spare() -> &'static AtomicPtr<c_void> {
+        &SPARE_VERSIONED
     }
 }
 
@@ -148,8 +198,9 @@ unsafe fn release<M: ManagedKind>(p: *mut M, gil_held: bool) {
     let hdr = p.cast::<Header<M>>();
     // SAFETY: `hdr` is the live header of an allocation made by `build_managed`; the copy
     // buffer is moved out exactly once (the deleter runs once per tensor by the DLPack rules).
-    let (owner, copy, device_copy) =
-        unsafe { ((*hdr).owner, ptr::read(&raw const (*hdr).copy), ptr::read(&raw const (*hdr).device_copy)) };
+    let (owner, copy, device_copy, ndim) = unsafe {
+        ((*hdr).owner, ptr::read(&raw const (*hdr).copy), ptr::read(&raw const (*hdr).device_copy), (*hdr).ndim)
+    };
     // Rust-owned memory needs no interpreter.
     drop(copy);
     drop(device_copy);
@@ -158,14 +209,14 @@ unsafe fn release<M: ManagedKind>(p: *mut M, gil_held: bool) {
     // caller holds it). After finalization both are leaked on purpose.
     unsafe {
         if gil_held {
-            ffi::PyMem_Free(hdr.cast::<c_void>());
+            give_block::<M>(hdr.cast::<c_void>(), ndim);
             if !owner.is_null() {
                 ffi::Py_DECREF(owner);
             }
             count_exports(-1);
         } else if ffi::Py_IsInitialized() != 0 {
             let gil = ffi::PyGILState_Ensure();
-            ffi::PyMem_Free(hdr.cast::<c_void>());
+            give_block::<M>(hdr.cast::<c_void>(), ndim);
             if !owner.is_null() {
                 ffi::Py_DECREF(owner);
             }
@@ -230,7 +281,7 @@ pub(crate) unsafe fn build_managed<M: ManagedKind, S: DLPackSource + ?Sized>(
     const { assert!(std::mem::align_of::<Header<M>>() <= 8) };
     // SAFETY: the GIL is held (caller contract); pymalloc returns 8-byte (or better) aligned
     // blocks, enough for the header and the i64 dims.
-    let raw = unsafe { ffi::PyMem_Malloc(l.size()) }.cast::<u8>();
+    let raw = unsafe { take_block::<M>(ndim, l.size()) };
     if raw.is_null() {
         return Err(DlpackError::new(FailureKind::OutOfMemory, "out of memory allocating a DLPack tensor"));
     }
@@ -259,8 +310,8 @@ pub(crate) unsafe fn build_managed<M: ManagedKind, S: DLPackSource + ?Sized>(
         match prepare_data(src, shape, strides, dtype, plan, stream, runtime) {
             Ok(p) => p,
             Err(e) => {
-                // SAFETY: `raw` was allocated above (GIL held) and nothing else refers to it.
-                unsafe { ffi::PyMem_Free(raw.cast::<c_void>()) };
+                // SAFETY: `raw` was taken above (GIL held) and nothing else refers to it.
+                unsafe { give_block::<M>(raw.cast::<c_void>(), ndim) };
                 return Err(e);
             }
         }
