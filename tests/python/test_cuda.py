@@ -106,3 +106,21 @@ def test_cuda_copy_false_and_foreign_gpu_are_buffererrors(m):
         g.__dlpack__(max_version=(1, 3), dl_device=(1, 0), copy=False)
     with pytest.raises(BufferError):
         g.__dlpack__(max_version=(1, 3), dl_device=(CUDA, 1 << 20), stream=1)
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="a CUDA driver is present")
+def test_from_dlpack_to_cuda_without_driver_is_buffererror(m):
+    # from_dlpack asks the producer (a dlbind Tensor) for dl_device=CUDA with stream 1: the
+    # producer plans a host-to-device copy, which needs a driver.
+    with pytest.raises(EXC("DeviceUnavailable"), match="not available"):
+        m.from_dlpack(m.from_dlpack(np.arange(3.0)), device=(CUDA, 0))
+
+
+@needs_gpu
+def test_from_dlpack_to_cuda_and_back(m):
+    a = np.arange(6, dtype=np.int64).reshape(2, 3)
+    g = m.from_dlpack(m.from_dlpack(a), device=(CUDA, 0))
+    assert tuple(g.device) == (CUDA, 0)
+    np.testing.assert_array_equal(np.from_dlpack(m.from_dlpack(g, device=(1, 0))), a)
+    with pytest.raises(EXC("CopyRequired")):
+        m.from_dlpack(m.from_dlpack(a), device=(CUDA, 0), copy=False)
