@@ -27,6 +27,9 @@ pub const KW_COPY: &str = "copy";
 /// Return `(device_type, device_id)` of the array's data.
 pub const DLPACK_DEVICE_METHOD: &str = "__dlpack_device__";
 
+/// Create an array from an object that implements `__dlpack__`.
+pub const FROM_DLPACK_FUNCTION: &str = "from_dlpack";
+
 /// Keyword `device` of `from_dlpack`.
 /// The device of the result; None keeps the producer's device.
 pub const FROM_DLPACK_KW_DEVICE: &str = "device";

@@ -819,8 +819,8 @@ where
 }
 
 /// The Python name of the functions [`add_from_dlpack_function`] and
-/// [`install_from_dlpack_staticmethod`] install (the array API's name).
-pub const FROM_DLPACK_NAME: &str = "from_dlpack";
+/// [`install_from_dlpack_staticmethod`] install (the spec's `protocol.from_dlpack.name`).
+pub const FROM_DLPACK_NAME: &str = protocol::FROM_DLPACK_FUNCTION;
 
 /// A leaked `PyMethodDef` for [`from_dlpack_fastcall::<T>`] named [`FROM_DLPACK_NAME`], with a
 /// text signature (`inspect.signature` works) from the generated keyword names.
