@@ -576,12 +576,11 @@ where
     T: PyClass + DLPackSource,
     T::Frozen: SourceAccess<T>,
 {
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        // SAFETY: CPython holds the GIL for us; the descriptor checked `slf`'s type.
-        unsafe {
-            let py = Python::assume_attached();
+    // SAFETY: CPython holds the GIL for us and passes `nargs + len(kwnames)` live arguments.
+    unsafe {
+        at_c_boundary(format_args!("{}", protocol::DLPACK_METHOD), ptr::null_mut(), |py| {
             let nargs = ffi::PyVectorcall_NARGS(nargsf as usize);
-            let res = parse_fastcall_kwargs(py, args, nargs, kwnames).and_then(|[s, mv, dd, c]| {
+            parse_fastcall_kwargs(py, args, nargs, kwnames).and_then(|[s, mv, dd, c]| {
                 // The descriptor may be bound to `object` (see `dlpack_descriptor`): check the type.
                 if ffi::PyObject_TypeCheck(slf, T::type_object_raw(py)) == 0 {
                     return Err(PyTypeError::new_err(format!(
@@ -591,25 +590,75 @@ where
                     )));
                 }
                 let slf = Borrowed::from_ptr(py, slf).cast_unchecked::<T>();
-                dlpack_method(&slf, s.as_deref(), mv.as_deref(), dd.as_deref(), c.as_deref())
-            });
-            match res {
-                Ok(o) => o.into_ptr(),
-                Err(e) => {
-                    e.restore(py);
-                    ptr::null_mut()
-                }
-            }
+                dlpack_method(&slf, s.as_deref(), mv.as_deref(), dd.as_deref(), c.as_deref()).map(Py::into_ptr)
+            })
+        })
+    }
+}
+
+/// The body of a C entry point CPython (or a C consumer) calls with the GIL held: runs `f`; a
+/// `PyErr` is restored and a panic becomes a `SystemError` ("panic in {what}"), and `failed` is
+/// returned then. Panics never cross the C boundary.
+///
+/// # Safety
+/// The calling thread holds the GIL.
+#[inline(always)]
+pub(crate) unsafe fn at_c_boundary<R>(
+    what: std::fmt::Arguments<'_>,
+    failed: R,
+    f: impl FnOnce(Python<'_>) -> PyResult<R>,
+) -> R {
+    // SAFETY: caller contract (GIL held).
+    let py = unsafe { Python::assume_attached() };
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(py))) {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => {
+            e.restore(py);
+            failed
         }
-    }));
-    r.unwrap_or_else(|_| {
-        // SAFETY: GIL held; report the panic as a Python exception.
-        unsafe {
-            let py = Python::assume_attached();
-            pyo3::exceptions::PySystemError::new_err("panic in __dlpack__").restore(py);
+        Err(_) => {
+            pyo3::exceptions::PySystemError::new_err(format!("panic in {what}")).restore(py);
+            failed
         }
-        ptr::null_mut()
-    })
+    }
+}
+
+/// A leaked `METH_FASTCALL | METH_KEYWORDS` `PyMethodDef` named `name`, whose docstring is
+/// `doc` (starting with the text signature). Callers create one per installed function.
+fn leaked_fastcall_def(
+    name: &str,
+    doc: String,
+    meth: ffi::PyCFunctionFastWithKeywords,
+) -> PyResult<&'static mut ffi::PyMethodDef> {
+    let leak = |s: String| std::ffi::CString::new(s).map(|c| &*Box::leak(c.into_boxed_c_str()));
+    let name = leak(name.to_string())?;
+    let doc = leak(doc)?;
+    Ok(Box::leak(Box::new(ffi::PyMethodDef {
+        ml_name: name.as_ptr(),
+        ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: meth },
+        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+        ml_doc: doc.as_ptr(),
+    })))
+}
+
+/// Sets `key` in the type's own dict and invalidates the method cache (`PyType_Modified`):
+/// PyO3 types may be immutable to `setattr`.
+///
+/// # Safety
+/// The GIL is held; `tp` is a live, ready type object.
+unsafe fn set_type_dict_item(py: Python<'_>, tp: *mut ffi::PyTypeObject, key: &Bound<'_, PyString>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+    // SAFETY: caller contract.
+    unsafe {
+        let dict = (*tp).tp_dict;
+        if dict.is_null() {
+            return Err(pyo3::exceptions::PySystemError::new_err("type has no __dict__"));
+        }
+        if ffi::PyDict_SetItem(dict, key.as_ptr(), value.as_ptr()) != 0 {
+            return Err(PyErr::fetch(py));
+        }
+        ffi::PyType_Modified(tp);
+    }
+    Ok(())
 }
 
 /// Replaces `T.__dlpack__` (e.g. the one `#[derive(DLPackExport)]` generated) by
@@ -624,22 +673,12 @@ where
     let ty = T::type_object(py);
     let n = names(py);
     let def = fast_method_def::<T>()?;
-    // SAFETY: `def` lives for the rest of the process; the type object is live. The type's
-    // dict is updated directly (PyO3 types may be immutable to setattr) and the method cache
-    // invalidated with `PyType_Modified`.
+    // SAFETY: `def` lives for the rest of the process; the type object is live and ready.
     unsafe {
         let tp = ty.as_type_ptr();
         let descr = Bound::from_owned_ptr_or_err(py, ffi::PyDescr_NewMethod(tp, def))?;
-        let dict = (*tp).tp_dict;
-        if dict.is_null() {
-            return Err(pyo3::exceptions::PySystemError::new_err("type has no __dict__"));
-        }
-        if ffi::PyDict_SetItem(dict, n.dlpack.as_ptr(), descr.as_ptr()) != 0 {
-            return Err(PyErr::fetch(py));
-        }
-        ffi::PyType_Modified(tp);
+        set_type_dict_item(py, tp, n.dlpack.bind(py), &descr)
     }
-    Ok(())
 }
 
 /// A method descriptor for `T.__dlpack__` backed by [`dlpack_fastcall::<T>`], to be placed in
@@ -666,22 +705,15 @@ where
     T::Frozen: SourceAccess<T>,
 {
     // Name and signature text from the generated protocol names (leaked once per install).
-    let leak = |s: String| std::ffi::CString::new(s).map(|c| &*Box::leak(c.into_boxed_c_str()));
-    let name = leak(protocol::DLPACK_METHOD.to_string())?;
-    let doc = leak(format!(
+    let doc = format!(
         "{}($self, /, *, {}=None, {}=None, {}=None, {}=None)\n--\n\nExport as a DLPack capsule (dlbind).",
         protocol::DLPACK_METHOD,
         protocol::KW_STREAM,
         protocol::KW_MAX_VERSION,
         protocol::KW_DL_DEVICE,
         protocol::KW_COPY
-    ))?;
-    Ok(Box::leak(Box::new(ffi::PyMethodDef {
-        ml_name: name.as_ptr(),
-        ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: dlpack_fastcall::<T> },
-        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-        ml_doc: doc.as_ptr(),
-    })))
+    );
+    leaked_fastcall_def(protocol::DLPACK_METHOD, doc, dlpack_fastcall::<T>)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -786,36 +818,20 @@ pub unsafe extern "C" fn from_dlpack_fastcall<T>(
 where
     T: PyClass + FromManagedTensor + Into<pyo3::PyClassInitializer<T>>,
 {
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        // SAFETY: CPython holds the GIL for us and passes `nargs + len(kwnames)` live arguments.
-        unsafe {
-            let py = Python::assume_attached();
+    // SAFETY: CPython holds the GIL for us and passes `nargs + len(kwnames)` live arguments.
+    unsafe {
+        at_c_boundary(format_args!("{FROM_DLPACK_NAME}"), ptr::null_mut(), |py| {
             let nargs = ffi::PyVectorcall_NARGS(nargsf as usize);
-            let res = if nargs == 1 && (kwnames.is_null() || ffi::PyTuple_GET_SIZE(kwnames) == 0) {
+            if nargs == 1 && (kwnames.is_null() || ffi::PyTuple_GET_SIZE(kwnames) == 0) {
                 // `x` is borrowed from the caller's argument array for the whole call.
                 let x = Borrowed::from_ptr(py, *args);
                 import_as::<T>(py, &x, None, None)
             } else {
                 parse_from_dlpack_args(py, FROM_DLPACK_NAME, args, nargs, kwnames)
                     .and_then(|(x, device, copy)| import_as::<T>(py, &x, device, copy))
-            };
-            match res {
-                Ok(o) => o,
-                Err(e) => {
-                    e.restore(py);
-                    ptr::null_mut()
-                }
             }
-        }
-    }));
-    r.unwrap_or_else(|_| {
-        // SAFETY: GIL held; report the panic as a Python exception.
-        unsafe {
-            let py = Python::assume_attached();
-            pyo3::exceptions::PySystemError::new_err("panic in from_dlpack").restore(py);
-        }
-        ptr::null_mut()
-    })
+        })
+    }
 }
 
 /// The Python name of the functions [`add_from_dlpack_function`] and
@@ -828,19 +844,12 @@ fn from_dlpack_method_def<T>(doc: &str) -> PyResult<&'static mut ffi::PyMethodDe
 where
     T: PyClass + FromManagedTensor + Into<pyo3::PyClassInitializer<T>>,
 {
-    let leak = |s: String| std::ffi::CString::new(s).map(|c| &*Box::leak(c.into_boxed_c_str()));
-    let name = leak(FROM_DLPACK_NAME.to_string())?;
-    let doc = leak(format!(
+    let doc = format!(
         "{FROM_DLPACK_NAME}(x, /, *, {}=None, {}=None)\n--\n\n{doc}",
         protocol::FROM_DLPACK_KW_DEVICE,
         protocol::FROM_DLPACK_KW_COPY
-    ))?;
-    Ok(Box::leak(Box::new(ffi::PyMethodDef {
-        ml_name: name.as_ptr(),
-        ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: from_dlpack_fastcall::<T> },
-        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-        ml_doc: doc.as_ptr(),
-    })))
+    );
+    leaked_fastcall_def(FROM_DLPACK_NAME, doc, from_dlpack_fastcall::<T>)
 }
 
 /// Adds `module.from_dlpack(x, /, *, device=None, copy=None) -> T` backed by
@@ -866,22 +875,10 @@ where
 {
     let ty = T::type_object(py);
     let def = from_dlpack_method_def::<T>(doc)?;
-    // SAFETY: `def` lives for the rest of the process; the type object is live. The type's dict
-    // is updated directly (PyO3 types are immutable to setattr) and the method cache invalidated
-    // with `PyType_Modified`, as in `install_fast_dlpack`.
+    // SAFETY: `def` lives for the rest of the process; the type object is live and ready.
     unsafe {
         let f = Bound::from_owned_ptr_or_err(py, ffi::PyCMethod_New(def, ptr::null_mut(), ptr::null_mut(), ptr::null_mut()))?;
         let sm = Bound::from_owned_ptr_or_err(py, ffi::PyStaticMethod_New(f.as_ptr()))?;
-        let tp = ty.as_type_ptr();
-        let dict = (*tp).tp_dict;
-        if dict.is_null() {
-            return Err(pyo3::exceptions::PySystemError::new_err("type has no __dict__"));
-        }
-        let key = PyString::intern(py, FROM_DLPACK_NAME);
-        if ffi::PyDict_SetItem(dict, key.as_ptr(), sm.as_ptr()) != 0 {
-            return Err(PyErr::fetch(py));
-        }
-        ffi::PyType_Modified(tp);
+        set_type_dict_item(py, ty.as_type_ptr(), &PyString::intern(py, FROM_DLPACK_NAME), &sm)
     }
-    Ok(())
 }

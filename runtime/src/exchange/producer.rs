@@ -44,18 +44,7 @@ const OWNING_REQUEST: ExportRequest = ExportRequest {
 #[inline(always)]
 unsafe fn with_gil_held(what: &'static str, f: impl FnOnce(Python<'_>) -> PyResult<()>) -> c_int {
     // SAFETY: caller contract (GIL held).
-    let py = unsafe { Python::assume_attached() };
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(py))) {
-        Ok(Ok(())) => 0,
-        Ok(Err(e)) => {
-            e.restore(py);
-            -1
-        }
-        Err(_) => {
-            PySystemError::new_err(format!("panic in the DLPack exchange API ({what})")).restore(py);
-            -1
-        }
-    }
+    unsafe { crate::python::at_c_boundary(format_args!("the DLPack exchange API ({what})"), -1, |py| f(py).map(|()| 0)) }
 }
 
 /// `obj` as a `T` (exact type, or a subclass: same Rust layout), else TypeError.
