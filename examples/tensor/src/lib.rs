@@ -196,6 +196,7 @@ impl Tensor {
 
     /// A view sharing this tensor's storage (it keeps `slf` alive), with element 0 moved by
     /// `elem_offset` elements.
+    #[inline(always)]
     fn view(
         slf: &Bound<'_, Self>,
         elem_offset: i64,
@@ -582,24 +583,7 @@ impl FromManagedTensor for Tensor {
     #[inline(always)]
     fn share_from(source: &Bound<'_, Self>) -> Option<PyResult<Self>> {
         let this = source.get();
-        // SAFETY: element 0 of `this` with its own shape/strides, storage owned by `source`.
-        let buf = unsafe {
-            this.buf.share_view(
-                source.py(),
-                source.as_any(),
-                this.buf.data_ptr(),
-                this.device,
-                this.readonly,
-            )
-        };
-        Some(Ok(Tensor {
-            buf,
-            dtype: this.dtype,
-            shape: this.shape.clone(),
-            strides: this.strides.clone(),
-            device: this.device,
-            readonly: this.readonly,
-        }))
+        Some(Tensor::view(source, 0, this.shape.clone(), this.strides.clone(), this.readonly))
     }
 }
 
