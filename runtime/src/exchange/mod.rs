@@ -240,6 +240,27 @@ unsafe fn table_from_capsule(attr: *mut ffi::PyObject) -> *const DLPackExchangeA
     }
 }
 
+/// A table pointer from an exact `int` holding its address, as legacy producers publish it:
+/// NULL for a negative, zero, `usize::MAX` or misaligned value (none can be a table). Never
+/// raises (an OverflowError is cleared).
+///
+/// # Safety
+/// GIL held; `attr` is a live exact `int`.
+unsafe fn table_from_int(attr: *mut ffi::PyObject) -> *const DLPackExchangeAPIHeader {
+    // SAFETY: caller contract.
+    let v = unsafe { ffi::PyLong_AsUnsignedLongLong(attr) };
+    // SAFETY: GIL held.
+    unsafe {
+        if !ffi::PyErr_Occurred().is_null() {
+            ffi::PyErr_Clear();
+        }
+    }
+    match usize::try_from(v) {
+        Ok(a) if a != 0 && a != usize::MAX && a % std::mem::align_of::<DLPackExchangeAPI>() == 0 => a as *const DLPackExchangeAPIHeader,
+        _ => ptr::null(),
+    }
+}
+
 /// `type(obj).__dlpack_c_exchange_api__` resolved to a table we can use — or, when the type has
 /// no usable table under that name, the legacy `__c_dlpack_exchange_api__` (a capsule, or the
 /// table's address as an exact `int`, as older producers publish it). NULL when neither gives a
@@ -274,22 +295,7 @@ pub unsafe fn lookup_exchange_api(py: Python<'_>, o: *mut ffi::PyObject) -> *con
             }
             let attr = _PyType_Lookup(tp, legacy.as_ptr());
             if !attr.is_null() {
-                let header = if ffi::PyLong_CheckExact(attr) != 0 {
-                    // Unsigned (a negative int raises OverflowError: cleared, no table), and a
-                    // misaligned address cannot be a table either.
-                    let v = ffi::PyLong_AsUnsignedLongLong(attr);
-                    if !ffi::PyErr_Occurred().is_null() {
-                        ffi::PyErr_Clear();
-                    }
-                    match usize::try_from(v) {
-                        Ok(a) if a != 0 && a != usize::MAX && a % std::mem::align_of::<DLPackExchangeAPI>() == 0 => {
-                            a as *const DLPackExchangeAPIHeader
-                        }
-                        _ => ptr::null(),
-                    }
-                } else {
-                    table_from_capsule(attr)
-                };
+                let header = if ffi::PyLong_CheckExact(attr) != 0 { table_from_int(attr) } else { table_from_capsule(attr) };
                 table = supported_table(header);
             }
         }

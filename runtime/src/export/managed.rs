@@ -302,8 +302,7 @@ pub(crate) unsafe fn build_managed<M: ManagedKind, S: DLPackSource + ?Sized>(
         c_contiguous_strides(shape, strides);
     }
 
-    let src_device = src.dlpack_device();
-    let prepared = if !plan.copy && src_device.is_cpu() && plan.device.is_cpu() && src.dlpack_stream().is_none() {
+    let prepared = if !plan.copy && !gpu_involved(src, plan) {
         // The hot path: host memory exported as it is.
         Prepared { data: src.dlpack_data_ptr(), device: plan.device, copy: None, device_copy: None, host_copied: false }
     } else {
@@ -384,6 +383,13 @@ struct Prepared {
     host_copied: bool,
 }
 
+/// Whether an export needs the GPU planner: a non-CPU source or target, or a source that
+/// reports a stream with pending work.
+#[inline(always)]
+fn gpu_involved<S: DLPackSource + ?Sized>(src: &S, plan: &ExportPlan) -> bool {
+    !(src.dlpack_device().is_cpu() && plan.device.is_cpu()) || src.dlpack_stream().is_some()
+}
+
 /// Copies and device work for an export (everything but "host memory as it is"): the GPU
 /// planner when a GPU is involved (a device source or target, or a pending producer stream),
 /// then the CPU copy kernels for host copies. Rewrites `strides` to C-contiguous after a copy.
@@ -399,7 +405,7 @@ fn prepare_data<S: DLPackSource + ?Sized>(
     runtime: Option<&Arc<dyn DeviceRuntime>>,
 ) -> Result<Prepared, DlpackError> {
     let mut out = Prepared { data: src.dlpack_data_ptr(), device: plan.device, copy: None, device_copy: None, host_copied: plan.copy };
-    if !(src.dlpack_device().is_cpu() && plan.device.is_cpu()) || src.dlpack_stream().is_some() {
+    if gpu_involved(src, plan) {
         let done = run_device_plan(src, shape, strides, dtype, plan, stream, runtime)?;
         if done.is_copied != plan.copy {
             return Err(DlpackError::new(
