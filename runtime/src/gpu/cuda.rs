@@ -251,29 +251,6 @@ impl CudaRuntime {
             Ok(LoadedKernel { module: module as usize, function: function as usize })
         })
     }
-
-    fn memory_type(&self, ptr: DevicePtr) -> Option<sys::CUmemorytype> {
-        let mut value: u32 = 0;
-        // SAFETY: CU_POINTER_ATTRIBUTE_MEMORY_TYPE writes one `unsigned int` (a CUmemorytype)
-        // to `data`, which points to a live u32.
-        let r = unsafe {
-            sys::cuPointerGetAttribute(
-                (&mut value as *mut u32).cast::<c_void>(),
-                sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                ptr,
-            )
-        };
-        if r != sys::CUresult::CUDA_SUCCESS {
-            return None;
-        }
-        match value {
-            1 => Some(sys::CUmemorytype::CU_MEMORYTYPE_HOST),
-            2 => Some(sys::CUmemorytype::CU_MEMORYTYPE_DEVICE),
-            3 => Some(sys::CUmemorytype::CU_MEMORYTYPE_ARRAY),
-            4 => Some(sys::CUmemorytype::CU_MEMORYTYPE_UNIFIED),
-            _ => None,
-        }
-    }
 }
 
 impl Drop for CudaRuntime {
@@ -489,7 +466,7 @@ impl DeviceRuntime for CudaRuntime {
         }
         guarded("memset", || {
             self.bind(device)?;
-            if self.memory_type(ptr) == Some(sys::CUmemorytype::CU_MEMORYTYPE_HOST) {
+            if memory_type(ptr) == Some(sys::CUmemorytype::CU_MEMORYTYPE_HOST) {
                 // Pinned host memory: clear it from the host, after work queued on `stream`.
                 self.synchronize_stream(device, stream)?;
                 // SAFETY: `ptr` is a pinned host allocation of this runtime covering `bytes`
@@ -571,37 +548,42 @@ impl DeviceRuntime for CudaRuntime {
     }
 }
 
-/// `cuPointerGetAttribute` for `ptr` (memory type, managed flag, device ordinal) mapped to the
-/// DLPack device dlbind's own allocations of that kind report; `None` for a pointer the driver
-/// does not know. The driver is initialised (a `CudaRuntime` exists); with unified addressing
-/// no context needs to be current.
-fn query_pointer(ptr: DevicePtr) -> Option<Device> {
-    use sys::{CUpointer_attribute as A, CUresult};
+/// A 32-bit attribute (`unsigned int` or `int`) of `ptr` from `cuPointerGetAttribute`; `None`
+/// when the driver does not know the pointer (or the attribute).
+fn pointer_attribute<T: Copy + Default>(ptr: DevicePtr, attribute: sys::CUpointer_attribute) -> Option<T> {
+    const { assert!(std::mem::size_of::<T>() == 4) };
+    let mut value = T::default();
+    // SAFETY: the attributes asked for here (memory type, managed flag, device ordinal) each
+    // write one 32-bit value to `data`, which points to a live 4-byte `T` (u32 or i32).
+    let r = unsafe { sys::cuPointerGetAttribute((&raw mut value).cast::<c_void>(), attribute, ptr) };
+    (r == sys::CUresult::CUDA_SUCCESS).then_some(value)
+}
 
-    let mut memory_type: u32 = 0;
-    let mut is_managed: u32 = 0;
-    let mut ordinal: i32 = -1;
-    // SAFETY: each call writes one value of the attribute's documented type (unsigned int for
-    // the memory type and the managed flag, int for the ordinal) into a live local.
-    unsafe {
-        let q = |out: *mut c_void, a: A| sys::cuPointerGetAttribute(out, a, ptr) == CUresult::CUDA_SUCCESS;
-        if !q((&raw mut memory_type).cast(), A::CU_POINTER_ATTRIBUTE_MEMORY_TYPE) {
-            return None; // not a pointer the driver knows
-        }
-        if !q((&raw mut is_managed).cast(), A::CU_POINTER_ATTRIBUTE_IS_MANAGED) {
-            is_managed = 0;
-        }
-        if !q((&raw mut ordinal).cast(), A::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL) {
-            ordinal = -1;
-        }
+/// The driver's memory type for `ptr` (`None`: unknown pointer or value).
+fn memory_type(ptr: DevicePtr) -> Option<sys::CUmemorytype> {
+    use sys::CUmemorytype as M;
+    match pointer_attribute::<u32>(ptr, sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE)? {
+        1 => Some(M::CU_MEMORYTYPE_HOST),
+        2 => Some(M::CU_MEMORYTYPE_DEVICE),
+        3 => Some(M::CU_MEMORYTYPE_ARRAY),
+        4 => Some(M::CU_MEMORYTYPE_UNIFIED),
+        _ => None,
     }
-    const HOST: u32 = sys::CUmemorytype::CU_MEMORYTYPE_HOST as u32;
-    const DEVICE: u32 = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32;
-    const UNIFIED: u32 = sys::CUmemorytype::CU_MEMORYTYPE_UNIFIED as u32;
+}
+
+/// The DLPack device dlbind's own allocations of `ptr`'s kind report (memory type, managed
+/// flag and device ordinal from the driver); `None` for a pointer the driver does not know.
+/// The driver is initialised (a `CudaRuntime` exists); with unified addressing no context
+/// needs to be current.
+fn query_pointer(ptr: DevicePtr) -> Option<Device> {
+    use sys::{CUmemorytype as M, CUpointer_attribute as A};
+    let memory_type = memory_type(ptr)?;
+    let is_managed = pointer_attribute::<u32>(ptr, A::CU_POINTER_ATTRIBUTE_IS_MANAGED).unwrap_or(0) != 0;
+    let ordinal = pointer_attribute::<i32>(ptr, A::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL).unwrap_or(-1);
     let kind = match memory_type {
-        _ if is_managed != 0 => AllocKind::Managed,
-        HOST => AllocKind::PinnedHost,
-        DEVICE | UNIFIED => AllocKind::Device,
+        _ if is_managed => AllocKind::Managed,
+        M::CU_MEMORYTYPE_HOST => AllocKind::PinnedHost,
+        M::CU_MEMORYTYPE_DEVICE | M::CU_MEMORYTYPE_UNIFIED => AllocKind::Device,
         _ => return None,
     };
     Some(kind.dl_device(ordinal.max(0)))
