@@ -9,6 +9,9 @@ pub enum FailureKind {
     UnsupportedDtype,
     /// the memory layout (strides, byte order, alignment, lanes) is not supported
     UnsupportedLayout,
+    /// the producer's tensor is malformed (NULL data or shape, ndim, shape or strides out of range,
+    /// unknown device)
+    MalformedTensor,
     /// the requested dl_device is not supported
     UnsupportedDevice,
     /// copy=False was requested but a copy is required
@@ -55,6 +58,7 @@ impl FailureKind {
     pub const ALL: &'static [FailureKind] = &[
         FailureKind::UnsupportedDtype,
         FailureKind::UnsupportedLayout,
+        FailureKind::MalformedTensor,
         FailureKind::UnsupportedDevice,
         FailureKind::CopyRequired,
         FailureKind::ReadOnlyLegacy,
@@ -74,6 +78,7 @@ impl FailureKind {
         match self {
             FailureKind::UnsupportedDtype => PyExceptionKind::BufferError,
             FailureKind::UnsupportedLayout => PyExceptionKind::BufferError,
+            FailureKind::MalformedTensor => PyExceptionKind::BufferError,
             FailureKind::UnsupportedDevice => PyExceptionKind::BufferError,
             FailureKind::CopyRequired => PyExceptionKind::BufferError,
             FailureKind::ReadOnlyLegacy => PyExceptionKind::BufferError,
@@ -94,6 +99,7 @@ impl FailureKind {
         match self {
             FailureKind::UnsupportedDtype => "the dtype cannot be represented in DLPack (or by the consumer)",
             FailureKind::UnsupportedLayout => "the memory layout (strides, byte order, alignment, lanes) is not supported",
+            FailureKind::MalformedTensor => "the producer's tensor is malformed (NULL data or shape, ndim, shape or strides out of range, unknown device)",
             FailureKind::UnsupportedDevice => "the requested dl_device is not supported",
             FailureKind::CopyRequired => "copy=False was requested but a copy is required",
             FailureKind::ReadOnlyLegacy => "read-only data cannot be exported through a legacy (unversioned) capsule",
