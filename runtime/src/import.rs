@@ -82,29 +82,110 @@ impl std::fmt::Debug for ImportedTensor {
     }
 }
 
-/// Checks a producer's tensor before ownership is taken.
+/// The most dimensions an imported tensor may have (numpy 2's `NPY_MAXDIMS`). DLPack itself sets
+/// no limit; this is dlbind's guard against garbage `ndim` values.
+pub const MAX_NDIM: i32 = 64;
+
+fn malformed(msg: String) -> DlpackError {
+    DlpackError::new(FailureKind::MalformedTensor, msg)
+}
+
+/// Checks a producer's `DLTensor` before ownership is taken: every way the description can be
+/// inconsistent or unaddressable gives an error whose message starts with the field's name
+/// (`DLTensor.ndim: …`). The rules, in the order they are checked:
+///
+/// - `dtype`: [`validate_dtype`] ([`FailureKind::UnsupportedDtype`]);
+/// - `device`: a device type the spec does not know, or a negative `device_id`;
+/// - `ndim`: negative or above [`MAX_NDIM`];
+/// - `shape`: NULL with `ndim > 0`, a negative dimension, an element count that overflows
+///   `i64` (zero-size arrays included: the other dims must still multiply), or, with NULL
+///   strides, a C-contiguous byte size above `isize::MAX`;
+/// - `data`: NULL while the tensor has elements;
+/// - `byte_offset`: `data + byte_offset` wraps the address space (tensors with elements);
+/// - `strides`: the byte span from the lowest to the highest addressed element exceeds
+///   `isize::MAX`, or that range wraps the address space (tensors with elements).
+///
+/// Everything but `dtype` is [`FailureKind::MalformedTensor`]. `data` is never read.
 ///
 /// # Safety
-/// `t` is a live `DLTensor` whose `shape` (when `ndim > 0`) points to `ndim` values.
-unsafe fn validate_tensor(t: &DLTensor) -> Result<(), DlpackError> {
-    validate_dtype(t.dtype)?;
-    if t.ndim < 0 {
-        return Err(DlpackError::new(FailureKind::UnsupportedLayout, format!("negative ndim {}", t.ndim)));
+/// If `0 < t.ndim <= MAX_NDIM` and `t.shape` is non-NULL, it points to `ndim` readable `i64`;
+/// the same for `t.strides` when non-NULL.
+pub unsafe fn validate_dltensor(t: &DLTensor) -> Result<(), DlpackError> {
+    let elem = validate_dtype(t.dtype).map_err(|e| DlpackError::new(e.kind(), format!("DLTensor.dtype: {}", e.message())))?;
+    let bits: i128 = match elem {
+        ElemSize::Bytes(b) => 8 * b as i128,
+        ElemSize::SubByte { bits } => bits as i128,
+    };
+    if t.device.device_type.name().is_none() {
+        return Err(malformed(format!("DLTensor.device: unknown device type {}", t.device.device_type.0)));
     }
-    if t.ndim > 0 && t.shape.is_null() {
-        return Err(DlpackError::new(FailureKind::UnsupportedLayout, "NULL shape with ndim > 0"));
+    if t.device.device_id < 0 {
+        return Err(malformed(format!("DLTensor.device: negative device_id {}", t.device.device_id)));
     }
-    // SAFETY: caller contract.
-    let shape = unsafe { dims(t.shape, t.ndim as usize) };
-    let mut numel: usize = 1;
-    for &d in shape {
+    if !(0..=MAX_NDIM).contains(&t.ndim) {
+        return Err(malformed(format!("DLTensor.ndim: {} is outside 0..={MAX_NDIM}", t.ndim)));
+    }
+    let ndim = t.ndim as usize;
+    if ndim > 0 && t.shape.is_null() {
+        return Err(malformed(format!("DLTensor.shape: NULL with ndim = {ndim}")));
+    }
+    // SAFETY: ndim is in range and shape is non-NULL when ndim > 0 (caller contract).
+    let shape = unsafe { dims(t.shape, ndim) };
+    let mut numel: i64 = 1;
+    let mut empty = false;
+    for (i, &d) in shape.iter().enumerate() {
         if d < 0 {
-            return Err(DlpackError::new(FailureKind::UnsupportedLayout, format!("negative dimension in shape {shape:?}")));
+            return Err(malformed(format!("DLTensor.shape: dimension {i} is negative ({d}) in {shape:?}")));
         }
-        numel = numel.saturating_mul(d as usize);
+        if d == 0 {
+            empty = true;
+        } else {
+            numel = numel
+                .checked_mul(d)
+                .ok_or_else(|| malformed(format!("DLTensor.shape: element count of {shape:?} overflows i64")))?;
+        }
     }
-    if numel > isize::MAX as usize && !shape.contains(&0) {
-        return Err(DlpackError::new(FailureKind::UnsupportedLayout, format!("shape {shape:?} has too many elements")));
+    if empty {
+        // Nothing is ever addressed: data, byte_offset and strides are not looked at.
+        return Ok(());
+    }
+    if t.data.is_null() {
+        return Err(malformed(format!("DLTensor.data: NULL for a tensor of {numel} elements")));
+    }
+    let base = t.data as usize as i128 + t.byte_offset as i128;
+    if base > usize::MAX as i128 {
+        return Err(malformed(format!(
+            "DLTensor.byte_offset: data {:p} + byte_offset {} overflows the address space",
+            t.data, t.byte_offset
+        )));
+    }
+    // Lowest and highest element offsets, in elements (i128: no overflow for 64 dims of i64).
+    let (mut lo, mut hi) = (0i128, 0i128);
+    let field = if t.strides.is_null() {
+        hi = numel as i128 - 1;
+        "shape"
+    } else {
+        // SAFETY: ndim is in range and strides is non-NULL (caller contract).
+        let strides = unsafe { dims(t.strides, ndim) };
+        for (&d, &s) in shape.iter().zip(strides) {
+            let reach = (d as i128 - 1) * s as i128;
+            if reach < 0 { lo += reach } else { hi += reach }
+        }
+        "strides"
+    };
+    let span = ((hi - lo + 1) * bits + 7) / 8;
+    if span > isize::MAX as i128 {
+        return Err(malformed(format!(
+            "DLTensor.{field}: the tensor spans {span} bytes (more than isize::MAX)"
+        )));
+    }
+    let low = base + (lo * bits).div_euclid(8);
+    let high = base + ((hi + 1) * bits + 7) / 8 - 1;
+    if low < 0 || high > usize::MAX as i128 {
+        return Err(malformed(format!(
+            "DLTensor.{field}: the elements' addresses wrap the address space (data {:p}, byte_offset {})",
+            t.data, t.byte_offset
+        )));
     }
     Ok(())
 }
@@ -201,7 +282,7 @@ impl ImportedTensor {
             if !name.is_null() && libc::strcmp(name, DLPACK_CAPSULE_NAME.as_ptr()) == 0 {
                 let m = ffi::PyCapsule_GetPointer(cap, name).cast::<DLManagedTensor>();
                 let m = NonNull::new(m).ok_or_else(|| PyErr::fetch(capsule.py()))?;
-                validate_tensor(&(*m.as_ptr()).dl_tensor)?;
+                validate_dltensor(&(*m.as_ptr()).dl_tensor)?;
                 rename(capsule, DLPACK_USED_CAPSULE_NAME)?;
                 return Ok(Self::take_legacy_unchecked(m));
             }
@@ -242,7 +323,7 @@ impl ImportedTensor {
                     ),
                 ));
             }
-            validate_tensor(&(*m.as_ptr()).dl_tensor)
+            validate_dltensor(&(*m.as_ptr()).dl_tensor)
         }
     }
 
@@ -290,7 +371,7 @@ impl ImportedTensor {
     pub unsafe fn from_managed_legacy(m: NonNull<DLManagedTensor>) -> Result<ImportedTensor, DlpackError> {
         // SAFETY: caller contract.
         unsafe {
-            if let Err(e) = validate_tensor(&(*m.as_ptr()).dl_tensor) {
+            if let Err(e) = validate_dltensor(&(*m.as_ptr()).dl_tensor) {
                 if let Some(d) = (*m.as_ptr()).deleter {
                     d(m.as_ptr());
                 }
