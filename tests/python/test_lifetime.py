@@ -240,3 +240,38 @@ def test_leak_loop_10k(m, Tensor):
     gc.collect()
     assert m.live_exports() == live
     assert [sys.getrefcount(x) for x in srcs] == base
+
+
+@pytest.mark.parametrize("run", range(3))
+def test_exit_while_daemon_threads_export_and_import(run):
+    """Interpreter exit while daemon threads are mid-way through exports, imports and drops
+    (their deleters may run during finalisation or never): no crash, no hang, exit status 0."""
+    import conftest
+    code = textwrap.dedent(f"""
+        import threading, time, numpy as np
+        import {conftest.DEMO_MODULE} as m
+        started = threading.Barrier(3)
+        def loop(k):
+            t = m.Tensor.arange(100 + k)
+            a = np.arange(100.0 + k)
+            started.wait()
+            while True:
+                x = np.from_dlpack(t)
+                y = m.from_dlpack(a)
+                z = m.from_dlpack(t)
+                c = t.__dlpack__(max_version=(1, 3))
+                d = m.from_dlpack(a, copy=True)
+                del x, y, z, c, d
+        for k in range(2):
+            threading.Thread(target=loop, args=(k,), daemon=True).start()
+        started.wait()
+        time.sleep(0.05 * ({run} + 1))
+        KEEP = [m.from_dlpack(np.ones(4)), m.Tensor.zeros((2,)).__dlpack__()]
+        print("exiting", flush=True)
+    """)
+    import os
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(conftest.__file__)] + sys.path))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+    assert r.stdout.strip() == "exiting"
+    assert "Fatal" not in r.stderr and "panicked" not in r.stderr, r.stderr[-2000:]
