@@ -31,7 +31,7 @@ use std::ptr::{self, NonNull};
 
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyString};
 
 use super::typestr::{dtype_from_buffer_format, dtype_from_typestr};
 use crate::device::Device;
@@ -68,6 +68,15 @@ impl InterfaceKind {
             InterfaceKind::SyclUsm => "__sycl_usm_array_interface__",
             InterfaceKind::Numpy => "__array_interface__",
         }
+    }
+
+    /// The attribute name as an interned Python string (made once per process).
+    fn attr_name(self, py: Python<'_>) -> &Bound<'_, PyString> {
+        static NAMES: pyo3::sync::PyOnceLock<[Py<PyString>; 3]> = pyo3::sync::PyOnceLock::new();
+        let names = NAMES.get_or_init(py, || {
+            [InterfaceKind::Cuda, InterfaceKind::SyclUsm, InterfaceKind::Numpy].map(|k| PyString::intern(py, k.attr()).unbind())
+        });
+        names[self as usize].bind(py)
     }
 }
 
@@ -410,7 +419,7 @@ pub fn import_buffer(obj: &Bound<'_, PyAny>) -> PyResult<ImportedTensor> {
 /// with none → the generated `NoProtocol` failure (AttributeError) naming every protocol tried.
 pub fn import_bridges(obj: &Bound<'_, PyAny>) -> PyResult<ImportedTensor> {
     for kind in [InterfaceKind::Cuda, InterfaceKind::SyclUsm, InterfaceKind::Numpy] {
-        if let Some(iface) = obj.getattr_opt(kind.attr())?
+        if let Some(iface) = crate::python::getattr_optional(obj, kind.attr_name(obj.py()))?
             && let Some(t) = import_interface_dict(obj, &iface, kind)?
         {
             return Ok(t);
