@@ -298,3 +298,49 @@ def test_capsule_reuse_after_failure_is_still_safe():
     del t, cap
     gc.collect()
     assert fake.deleted == 1
+
+
+class Iface:
+    """An object exposing only an interface dict (`__array_interface__` by default)."""
+
+    def __init__(self, d, attr="__array_interface__"):
+        setattr(self, attr, d)
+
+
+def _ai(**kw):
+    d = dict(data=(4096, False), shape=(3,), typestr="<f4", version=3)
+    d.update(kw)
+    return d
+
+
+IFACE_CASES = [
+    ("null-data", _ai(data=(0, False)), "MalformedTensor", "DLTensor.data"),
+    ("negative-shape", _ai(shape=(-3,)), "MalformedTensor", "DLTensor.shape"),
+    ("numel-overflow", _ai(shape=(BIG, 4)), "MalformedTensor", "DLTensor.shape"),
+    ("ndim-100", _ai(shape=(1,) * 100), "MalformedTensor", "DLTensor.ndim"),
+    ("address-wrap", _ai(data=((1 << 64) - 8, False)), "MalformedTensor", "DLTensor.strides"),
+    ("unknown-typestr", _ai(typestr="<x9"), "UnsupportedDtype", "typestr"),
+    ("stride-not-multiple", _ai(strides=(3,)), "UnsupportedLayout", "stride"),
+    ("shape-not-tuple", _ai(shape=3), "BadArgumentValue", "shape"),
+    ("missing-typestr", {k: v for k, v in _ai().items() if k != "typestr"}, "BadArgumentValue", "typestr"),
+]
+
+
+# The CUDA array interface goes through the same dict reader; its stride rule is covered once.
+IFACE_PARAMS = [pytest.param(attr, *c[1:], id=f"{attr.strip('_')}-{c[0]}")
+                for attr in ("__array_interface__", "__cuda_array_interface__") for c in IFACE_CASES
+                if not (attr == "__cuda_array_interface__" and c[2] == "UnsupportedLayout")]
+
+
+@pytest.mark.parametrize("attr,d,kind,word", IFACE_PARAMS)
+def test_malformed_interface_dict(attr, d, kind, word):
+    """The bridges build a DLTensor from the dict and run the same validation: a clear error,
+    nothing dereferenced (the addresses above are never mapped)."""
+    with pytest.raises(EXC(kind)) as ei:
+        m.from_dlpack(Iface(d, attr))
+    assert word in str(ei.value), str(ei.value)
+
+
+def test_interface_not_a_dict():
+    with pytest.raises(EXC("BadArgumentType"), match="must be a dict"):
+        m.from_dlpack(Iface(5))
