@@ -15,6 +15,7 @@
 #   CARGO_TARGET_DIR=...     default: <repo>/target
 #   CARGO_BUILD_JOBS=N       passed through to cargo / maturin
 #   DLBIND_SKIP_RUST=1       skip steps 2-3 (codegen check, cargo test)
+#   DLBIND_SKIP_MEMCHECK=1   skip step 5b (valgrind memcheck subset, ~50 s; skipped anyway without valgrind)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -92,6 +93,10 @@ maturin develop --release -m "$ROOT/examples/tensor/Cargo.toml"
 # ---------------------------------------------------------------- 5. pytest
 step "5/5 pytest tests/python"
 check "pytest" "$PY" -m pytest "$ROOT/tests/python" -q -p no:cacheprovider -rfEs ${PYTEST_EXTRA[@]+"${PYTEST_EXTRA[@]}"}
+
+# ---------------------------------------------------------------- 5b. memcheck
+step "5b/5 valgrind memcheck subset (scripts/memcheck.sh; --full for the long run)"
+check "memcheck" env MEMCHECK_PYTHON="$PY" "$ROOT/scripts/memcheck.sh"
 
 if [[ ${#FAILED[@]} -gt 0 ]]; then
   step "FAILED after $((SECONDS - T0)) s: ${FAILED[*]}"

@@ -1,0 +1,258 @@
+"""Exercise every dlbind_demo export / import path a few hundred times, for valgrind (not pytest).
+
+    python tests/memcheck/driver.py [--cycles N] [--no-demo] [--no-tvm] [--inject leak|uaf]
+
+Run by scripts/memcheck.sh under `valgrind --tool=memcheck` with PYTHONMALLOC=malloc.
+--no-demo does the same numpy / Python work without importing dlbind_demo (a baseline run, used
+to generate suppressions for interpreter and numpy noise). --inject plants a known bug attributed
+to dlbind_demo's code, to show that the checker fails (scripts/memcheck.sh --self-test):
+  leak: a capsule whose destructor was removed -> our manager allocation is definitely lost;
+  uaf:  our deleter called twice through ctypes -> invalid read / free inside dlbind's deleter.
+The driver checks its own results (live_exports(), refcounts) and exits 1 on a mismatch.
+"""
+from __future__ import annotations
+
+import argparse
+import array
+import ctypes
+import gc
+import os
+import sys
+import threading
+
+import numpy as np
+
+P = argparse.ArgumentParser()
+P.add_argument("--cycles", type=int, default=int(os.environ.get("DLBIND_MEMCHECK_CYCLES", "200")))
+P.add_argument("--no-demo", action="store_true", help="baseline: do not import dlbind_demo")
+P.add_argument("--no-tvm", action="store_true", help="skip the tvm_ffi consumer")
+P.add_argument("--inject", choices=["leak", "uaf"], help="plant a bug in dlbind's memory (checker self-test)")
+ARGS = P.parse_args()
+N = ARGS.cycles
+
+if ARGS.no_demo:
+    m = None
+else:
+    import dlbind_demo as m  # noqa: E402
+
+tvm_ffi = None
+if not ARGS.no_tvm:
+    try:
+        import tvm_ffi  # noqa: E402
+    except ImportError:
+        print("driver: tvm_ffi not importable; skipping that consumer")
+
+COUNTS: dict[str, int] = {}
+
+
+def ok(name: str, n: int = 1) -> None:
+    COUNTS[name] = COUNTS.get(name, 0) + n
+
+
+def expect(exc, f, *a, **kw):
+    try:
+        f(*a, **kw)
+    except exc:
+        return True
+    raise AssertionError(f"{f!r}{a}{kw} did not raise {exc}")
+
+
+class W:
+    """Hands out one prepared capsule (a producer that is not a numpy array nor our Tensor)."""
+
+    def __init__(self, cap):
+        self.cap = cap
+
+    def __dlpack__(self, **kw):
+        return self.cap
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+class AI:
+    """Only __array_interface__ (the bridge for producers without DLPack)."""
+
+    def __init__(self, a):
+        self.base = a
+        self.__array_interface__ = a.__array_interface__
+
+
+# ------------------------------------------------------------------ sources
+NP = [np.arange(64, dtype=np.float32), np.arange(12.0).reshape(3, 4), np.zeros((0, 3)), np.array(1.5),
+      np.arange(12.0).reshape(3, 4).T, np.arange(12.0).reshape(3, 4)[::-1], np.arange(10, dtype=np.int8)[::2]]
+if m is not None:
+    T = m.Tensor
+    t2 = T.from_bytes(np.arange(12.0).tobytes(), (3, 4), "float64")
+    OURS = [T.arange(64, "float32"), t2, T.zeros((0, 3), "float64"), T.zeros((), "int64"),
+            t2.set_readonly() or t2, t2.reversed(0), t2.transpose(), T.arange(7, "bfloat16"), T.zeros((5,), "bool")]
+    RO = OURS[4]
+    assert RO.readonly
+else:
+    OURS, RO = [], None
+REFS0 = [sys.getrefcount(x) for x in NP + OURS]
+LIVE0 = m.live_exports() if m else 0
+
+
+def paths_numpy_only():
+    """The part a baseline run also does (numpy's own exports, capsules, buffers)."""
+    for a in NP:
+        np.from_dlpack(a)
+        np.from_dlpack(W(a.__dlpack__(max_version=(1, 3))))
+        a.__dlpack__()
+        memoryview(array.array("d", [1.0, 2.0]))
+    ok("numpy-only")
+
+
+def paths_demo():
+    for t in OURS:
+        # ours -> numpy, ours -> ours (C exchange table), ours -> ours (capsules), ours -> tvm_ffi
+        npok = t.dtype != "bfloat16"  # numpy has no bfloat16
+        x = np.from_dlpack(t) if npok else None
+        y = m.from_dlpack(t)
+        z = m.from_dlpack(W(t.__dlpack__(max_version=(1, 3))))
+        if not t.readonly:
+            z2 = m.from_dlpack(W(t.__dlpack__()))
+            del z2
+        if tvm_ffi is not None:
+            v = tvm_ffi.from_dlpack(t)
+            del v
+        del x, y, z
+        # copy=True imports
+        m.from_dlpack(t, copy=True)
+        if npok:
+            np.from_dlpack(t, copy=True)
+            # bridges out: __array_interface__ (numpy prefers it), buffer protocol
+            np.asarray(t)
+            memoryview(t)
+        ok("ours->*", 1)
+    for a in NP:
+        # numpy -> ours (exchange-less: __dlpack__ with max_version), legacy capsule, copy
+        u = m.from_dlpack(a)
+        u2 = m.from_dlpack(W(a.__dlpack__()))
+        u3 = m.from_dlpack(a, copy=True)
+        u4 = m.from_dlpack(AI(a))            # __array_interface__ bridge
+        del u, u2, u3, u4
+        ok("numpy->ours")
+    # buffer-protocol imports
+    for b in (b"abcdefgh", bytearray(b"12345678"), memoryview(b"xyzw" * 4), array.array("i", range(6)),
+              array.array("d"), memoryview(bytes(16)).cast("B", (4, 4))):
+        m.from_dlpack(b)
+        m.from_dlpack(b, copy=True)
+        ok("buffer->ours")
+
+
+def exports_every_flag():
+    """Every __dlpack__ flag combination on every source; capsules dropped unconsumed or consumed."""
+    n = 0
+    for t in OURS:
+        for mv in (None, (0, 9), (1, 0), (1, 3), (2, 0)):
+            for copy in (None, True, False):
+                for dev in (None, (1, 0), (2, 0), (3, 0)):
+                    for stream in (None, 5):
+                        try:
+                            cap = t.__dlpack__(max_version=mv, copy=copy, dl_device=dev, stream=stream)
+                        except (BufferError, ValueError, TypeError):
+                            ok("export refused")
+                            continue
+                        n += 1
+                        if n % 2:
+                            del cap  # unconsumed
+                        else:
+                            m.from_dlpack(W(cap))
+    ok("export combos", n)
+
+
+def error_paths():
+    t = OURS[1]
+    cap = t.__dlpack__(max_version=(1, 3))
+    w = W(cap)
+    u = m.from_dlpack(w)
+    expect(ValueError, m.from_dlpack, w)          # second consumption
+    expect(ValueError, np.from_dlpack, w)
+    del u, w, cap
+    expect(ValueError, t.__dlpack__, stream=5)    # CPU has no streams
+    expect(BufferError, RO.__dlpack__)            # legacy cannot carry READ_ONLY
+    expect(BufferError, t.__dlpack__, max_version=(1, 3), dl_device=(2, 0), copy=False)
+    expect(BufferError, m.from_dlpack, NP[1], device=(2, 0), copy=False)
+    expect(BufferError, m.from_dlpack, OURS[6], device=(2, 0), copy=False)
+    expect((AttributeError, TypeError), m.from_dlpack, object())
+    expect(Exception, m.from_dlpack, W("not a capsule"))
+    ok("error paths")
+
+
+def thread_drop():
+    holder = [m.from_dlpack(NP[0]), np.from_dlpack(OURS[0]), OURS[1].__dlpack__(max_version=(1, 3)),
+              tvm_ffi.from_dlpack(OURS[2]) if tvm_ffi is not None else None]
+
+    def run():
+        holder.clear()
+        gc.collect()
+    th = threading.Thread(target=run)
+    th.start()
+    th.join()
+    # and one created in the thread, dropped in the main thread
+    out = []
+    th = threading.Thread(target=lambda: out.append((m.from_dlpack(NP[1]), np.from_dlpack(OURS[1]))))
+    th.start()
+    th.join()
+    del out
+    ok("thread drop")
+
+
+def inject(kind: str) -> None:
+    """Plant a bug in memory dlbind allocated (checker self-test); ends the process at once."""
+    api = ctypes.pythonapi
+    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    api.PyCapsule_SetDestructor.argtypes = [ctypes.py_object, ctypes.c_void_p]
+    src = m.Tensor.arange(1000, "float64")
+    if kind == "leak":
+        for _ in range(3):
+            cap = src.__dlpack__(max_version=(1, 3), copy=True)
+            api.PyCapsule_SetDestructor(cap, None)  # nobody will ever call the deleter
+            del cap
+        del src
+        gc.collect()
+    else:
+        cap = src.__dlpack__(max_version=(1, 3))
+        p = api.PyCapsule_GetPointer(cap, b"dltensor_versioned")
+        # DLManagedTensorVersioned: {DLPackVersion (8 bytes), manager_ctx, deleter, ...}
+        deleter_addr = ctypes.c_void_p.from_address(p + 16).value
+        deleter = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(deleter_addr)
+        api.PyCapsule_SetDestructor(cap, None)
+        src = None  # noqa: F841  (the managed tensor holds the last reference)
+        deleter(p)
+        deleter(p)  # use after free (and double free) inside our deleter
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def main() -> int:
+    for i in range(N):
+        paths_numpy_only()
+        if m is not None:
+            paths_demo()
+            if i % 10 == 0:
+                exports_every_flag()
+            error_paths()
+            if i % 20 == 0:
+                thread_drop()
+    gc.collect()
+    bad = []
+    if m is not None:
+        if m.live_exports() != LIVE0:
+            bad.append(f"live_exports() {LIVE0} -> {m.live_exports()}")
+        refs = [sys.getrefcount(x) for x in NP + OURS]
+        if refs != REFS0:
+            bad.append(f"source refcounts {REFS0} -> {refs}")
+    print(f"driver: {N} cycles, demo={'yes' if m else 'no'}, tvm_ffi={'yes' if tvm_ffi else 'no'}, counts={COUNTS}")
+    if ARGS.inject:
+        inject(ARGS.inject)
+    for b in bad:
+        print("driver: FAIL", b)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
