@@ -159,7 +159,11 @@ pub unsafe fn validate_dltensor(t: &DLTensor) -> Result<(), DlpackError> {
             t.data, t.byte_offset
         )));
     }
-    // Lowest and highest element offsets, in elements (i128: no overflow for 64 dims of i64).
+    // Lowest and highest element offsets, in elements. One dim's reach fits in i128
+    // (|(d - 1) * s| < 2^126); the sums are capped: past `LIMIT` elements the span exceeds
+    // isize::MAX bytes whatever the element size (>= 1 bit), so the arithmetic below stays small.
+    const LIMIT: i128 = 8 * isize::MAX as i128 + 8;
+    let too_big = |field: &str| malformed(format!("DLTensor.{field}: the tensor spans more than isize::MAX bytes"));
     let (mut lo, mut hi) = (0i128, 0i128);
     let field = if t.strides.is_null() {
         hi = numel as i128 - 1;
@@ -170,6 +174,9 @@ pub unsafe fn validate_dltensor(t: &DLTensor) -> Result<(), DlpackError> {
         for (&d, &s) in shape.iter().zip(strides) {
             let reach = (d as i128 - 1) * s as i128;
             if reach < 0 { lo += reach } else { hi += reach }
+            if hi > LIMIT || lo < -LIMIT {
+                return Err(too_big("strides"));
+            }
         }
         "strides"
     };
