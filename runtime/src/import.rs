@@ -103,7 +103,8 @@ fn malformed(msg: String) -> DlpackError {
 /// - `data`: NULL while the tensor has elements;
 /// - `byte_offset`: `data + byte_offset` wraps the address space (tensors with elements);
 /// - `strides`: the byte span from the lowest to the highest addressed element exceeds
-///   `isize::MAX`, or that range wraps the address space (tensors with elements).
+///   `isize::MAX`, or that range wraps the address space (tensors with elements; with NULL
+///   strides the same two checks apply to the C-contiguous layout and name `shape`).
 ///
 /// Everything but `dtype` is [`FailureKind::MalformedTensor`]. `data` is never read.
 ///
