@@ -8,6 +8,8 @@
 #                                       # passes only if the checker reports both
 #   scripts/memcheck.sh --gen-supp      # regenerate tests/memcheck/python.supp from a baseline
 #                                       # run of the driver without dlbind_demo
+#   scripts/memcheck.sh --pytest [ARGS] # the pytest suite (default tests/python/test_hostile.py
+#                                       # tests/python/test_capsule.py; ~10 min) under memcheck
 #
 # Runs tests/memcheck/driver.py (not pytest) under valgrind --tool=memcheck with
 # PYTHONMALLOC=malloc, --leak-check=full --errors-for-leak-kinds=definite, the suppressions in
@@ -38,6 +40,7 @@ while [[ $# -gt 0 ]]; do
     --cycles=*) CYCLES="${1#*=}" ;;
     --self-test) MODE=selftest ;;
     --gen-supp) MODE=gensupp ;;
+    --pytest) MODE=pytest; shift; PYTEST_ARGS=("$@"); break ;;
     -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "memcheck: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -61,6 +64,7 @@ SUPP=()
 for f in "$HERE"/*.supp; do [[ -f "$f" ]] && SUPP+=("--suppressions=$f"); done
 
 # vg NAME [valgrind options] -- driver arguments: one driver run under memcheck, XML in $OUT/NAME.xml.
+# (PROGRAM overrides the driver: `PROGRAM="-m pytest" vg ...` runs pytest instead.)
 vg() {
   local name="$1"; shift
   local vgopts=()
@@ -71,7 +75,7 @@ vg() {
     --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite \
     --num-callers=40 --xml=yes --xml-file="$OUT/$name.xml" --log-file="$OUT/$name.log" \
     ${SUPP[@]+"${SUPP[@]}"} ${vgopts[@]+"${vgopts[@]}"} \
-    "$PY" "$HERE/driver.py" "$@" >"$OUT/$name.out" 2>&1 || rc=$?
+    "$PY" ${PROGRAM:-"$HERE/driver.py"} "$@" >"$OUT/$name.out" 2>&1 || rc=$?
   echo "memcheck: [$name] driver $* -> exit $rc in $((SECONDS - t0)) s ($OUT/$name.{xml,log,out})"
   sed 's/^/    /' "$OUT/$name.out" | tail -n 20
   return "$rc"
@@ -99,6 +103,17 @@ case "$MODE" in
     done
     [[ $ok == 1 ]] && { echo "memcheck: self-test PASSED"; exit 0; }
     echo "memcheck: self-test FAILED"; exit 1
+    ;;
+  pytest)
+    T0=$SECONDS
+    [[ ${#PYTEST_ARGS[@]} -gt 0 ]] || PYTEST_ARGS=("$ROOT/tests/python/test_hostile.py" "$ROOT/tests/python/test_capsule.py")
+    drc=0; PROGRAM="-m pytest" vg pytest -- -q -p no:cacheprovider -x "${PYTEST_ARGS[@]}" || drc=$?
+    crc=0; "$PY" "$HERE/check.py" "$OUT/pytest.xml" || crc=$?
+    if [[ $crc != 0 || $drc != 0 ]]; then
+      echo "memcheck: FAILED (pytest exit $drc, checker exit $crc) after $((SECONDS - T0)) s; XML and log in $OUT"
+      exit 1
+    fi
+    echo "memcheck: PASSED (pytest ${PYTEST_ARGS[*]}) in $((SECONDS - T0)) s"
     ;;
   run)
     T0=$SECONDS
