@@ -16,11 +16,20 @@ pub struct Diagnostic {
 
 impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}:{}:{}: {}",
-            self.file, self.line, self.col, self.message
-        )
+        write!(f, "{}:{}:{}: ", self.file, self.line, self.col)?;
+        // one diagnostic per line: line breaks and control characters the message
+        // quotes from the spec (e.g. a key `"a\nb"`) are shown escaped
+        for c in self.message.chars() {
+            match c {
+                '\n' => f.write_str("\\n")?,
+                '\r' => f.write_str("\\r")?,
+                c if c != '\t' && (c.is_control() || c == '\u{2028}' || c == '\u{2029}') => {
+                    write!(f, "{}", c.escape_unicode())?
+                }
+                c => write!(f, "{c}")?,
+            }
+        }
+        Ok(())
     }
 }
 

@@ -443,19 +443,21 @@ impl Ir {
 
     /// The embedded default spec, or its validation error.
     pub fn try_embedded() -> Result<&'static Ir> {
-        static IR: OnceLock<std::result::Result<Ir, String>> = OnceLock::new();
+        use crate::error::{Diagnostic, Diagnostics, Error};
+        static IR: OnceLock<std::result::Result<Ir, Diagnostics>> = OnceLock::new();
         IR.get_or_init(|| {
-            Ir::from_yaml(EMBEDDED_SPEC, EMBEDDED_SPEC_PATH).map_err(|e| e.to_string())
+            Ir::from_yaml(EMBEDDED_SPEC, EMBEDDED_SPEC_PATH).map_err(|e| match e {
+                Error::Spec(d) => d,
+                other => Diagnostics(vec![Diagnostic {
+                    file: EMBEDDED_SPEC_PATH.to_string(),
+                    line: 1,
+                    col: 1,
+                    message: other.to_string(),
+                }]),
+            })
         })
         .as_ref()
-        .map_err(|e| {
-            crate::error::Error::Spec(crate::error::Diagnostics(vec![crate::error::Diagnostic {
-                file: EMBEDDED_SPEC_PATH.to_string(),
-                line: 0,
-                col: 0,
-                message: e.clone(),
-            }]))
-        })
+        .map_err(|d| Error::Spec(d.clone()))
     }
 
     pub fn structs(&self) -> impl Iterator<Item = &Struct> {

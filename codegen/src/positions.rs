@@ -10,6 +10,9 @@ use std::collections::HashMap;
 
 use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, YamlData};
 
+/// How many repaired texts [`Positions::parse`] tries when `saphyr` rejects one.
+const MAX_RETRIES: usize = 16;
+
 /// Path → (line, col), both 1-based.
 #[derive(Debug, Default, Clone)]
 pub struct Positions {
@@ -18,12 +21,45 @@ pub struct Positions {
 
 impl Positions {
     /// Parse `text` and record node positions; an unparsable text gives an empty map.
+    ///
+    /// `saphyr` is stricter than libyaml (which `serde_yaml` uses) in places, so it
+    /// can reject a text `serde_yaml` accepted: a byte order mark inside the document,
+    /// a flow collection continued on a less indented line, ... Then a non-ASCII
+    /// character at the rejected spot is read as a space (columns count characters, so
+    /// positions stay the same), otherwise the positions come from the longest prefix
+    /// (cut at a line break before the rejected spot) that it accepts; paths beyond
+    /// the cut fall back to their closest recorded ancestor.
     pub fn parse(text: &str) -> Positions {
         let mut p = Positions::default();
-        if let Ok(docs) = MarkedYaml::load_from_str(text)
-            && let Some(root) = docs.first()
-        {
-            p.walk(root, String::new());
+        let mut text = text.to_string();
+        for _ in 0..MAX_RETRIES {
+            let e = match MarkedYaml::load_from_str(&text) {
+                Ok(docs) => {
+                    if let Some(root) = docs.first() {
+                        p.walk(root, String::new());
+                    }
+                    break;
+                }
+                Err(e) => e,
+            };
+            // the marker's index counts characters
+            let at = text
+                .char_indices()
+                .nth(e.marker().index())
+                .map_or(text.len(), |(b, _)| b);
+            if let Some(c) = text[at..].chars().next()
+                && !c.is_ascii()
+            {
+                text.replace_range(at..at + c.len_utf8(), " ");
+                continue;
+            }
+            match text[..at]
+                .trim_end_matches(['\n', '\r'])
+                .rfind(['\n', '\r'])
+            {
+                Some(cut) if cut + 1 < text.len() => text.truncate(cut + 1),
+                _ => break,
+            }
         }
         p
     }

@@ -16,7 +16,11 @@ pub fn lower(text: &str, file: &str) -> Result<ir::Ir> {
     // CRLF and BOM-tolerant: serde_yaml handles both, positions stay line-based.
     let spec = match Spec::from_yaml(text) {
         Ok(s) => s,
-        Err(e) => return Err(Error::Spec(Diagnostics(vec![yaml_diagnostic(&e, file)]))),
+        Err(e) => {
+            return Err(Error::Spec(Diagnostics(vec![yaml_diagnostic(
+                &e, text, file,
+            )])));
+        }
     };
     let mut cx = Lower { issues: Vec::new() };
     let ir = cx.lower(&spec);
@@ -53,7 +57,7 @@ pub fn lower(text: &str, file: &str) -> Result<ir::Ir> {
 }
 
 /// A serde_yaml error as a diagnostic (its message without the trailing location).
-fn yaml_diagnostic(e: &serde_yaml::Error, file: &str) -> Diagnostic {
+fn yaml_diagnostic(e: &serde_yaml::Error, text: &str, file: &str) -> Diagnostic {
     let full = e.to_string();
     // "<problem> at line L column C[, while parsing <context> at line L2 column C2]"
     let mut message = match full.find(" at line ") {
@@ -74,7 +78,19 @@ fn yaml_diagnostic(e: &serde_yaml::Error, file: &str) -> Diagnostic {
     }
     let (line, col) = e
         .location()
-        .map(|l| (l.line(), l.column()))
+        .map(|l| {
+            // libyaml moves an end-of-input mark to a new line: point at the real end
+            if l.index() >= text.len() {
+                end_position(text)
+            } else {
+                (l.line(), l.column())
+            }
+        })
+        .or_else(|| {
+            full.contains("more than one document")
+                .then(|| second_document(text))
+                .flatten()
+        })
         .unwrap_or((1, 1));
     Diagnostic {
         file: file.to_string(),
@@ -83,6 +99,56 @@ fn yaml_diagnostic(e: &serde_yaml::Error, file: &str) -> Diagnostic {
         message: format!("malformed spec: {message}"),
     }
 }
+
+/// The (line, column) just past the last character, with YAML's line breaks.
+fn end_position(text: &str) -> (usize, usize) {
+    let (mut line, mut col, mut prev_cr) = (1, 1, false);
+    for c in text.chars() {
+        match c {
+            '\n' if prev_cr => {}
+            '\n' | '\r' | '\u{85}' | '\u{2028}' | '\u{2029}' => (line, col) = (line + 1, 1),
+            _ => col += 1,
+        }
+        prev_cr = c == '\r';
+    }
+    (line, col)
+}
+
+/// Where a second YAML document starts (`---` after content or after another `---`,
+/// or content after `...`): serde_yaml rejects such a text without a location.
+fn second_document(text: &str) -> Option<(usize, usize)> {
+    let (mut content, mut started, mut ended) = (false, false, false);
+    for (i, line) in text.lines().enumerate() {
+        let marker = |m: &str| {
+            line.strip_prefix(m)
+                .is_some_and(|r| r.is_empty() || r.starts_with([' ', '\t']))
+        };
+        if marker("---") {
+            if content || started {
+                return Some((i + 1, 1));
+            }
+            started = true;
+            let rest = line[3..].trim_start();
+            content = !rest.is_empty() && !rest.starts_with('#');
+        } else if marker("...") {
+            ended = content || started;
+        } else {
+            let t = line.trim_start();
+            let blank = t.is_empty() || t.starts_with('#') || (line.starts_with('%') && !content);
+            if !blank {
+                if ended {
+                    return Some((i + 1, 1));
+                }
+                content = true;
+            }
+        }
+    }
+    None
+}
+
+/// The largest struct size accepted (any larger cannot be an ABI struct; keeps the
+/// layout arithmetic far from overflow on 32-bit hosts too).
+const MAX_STRUCT_SIZE: usize = i32::MAX as usize;
 
 struct Lower {
     issues: Vec<(String, String)>,
@@ -281,7 +347,13 @@ impl Lower {
                         format!("attribute `{}` is listed twice", a.value),
                     );
                 }
-                if a.value.is_empty() || !a.value.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') || a.value.starts_with(|c: char| c.is_ascii_digit()) {
+                if a.value.is_empty()
+                    || !a
+                        .value
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_')
+                    || a.value.starts_with(|c: char| c.is_ascii_digit())
+                {
                     self.err(
                         format!("exchange_api.legacy_attributes[{i}].value"),
                         format!("`{}` is not a Python attribute name", a.value),
@@ -353,6 +425,21 @@ impl Lower {
                 );
                 continue;
             };
+            let (lo, hi) = ce.repr.range();
+            if !(lo..=hi).contains(&i128::from(code.value)) {
+                // already reported on the enum
+                continue;
+            }
+            if !(0..=i64::from(u8::MAX)).contains(&code.value) {
+                self.err(
+                    format!("{base}.code"),
+                    format!(
+                        "type code `{}` has value {}, which does not fit in the u8 `code` of DLDataType",
+                        code.name, code.value
+                    ),
+                );
+                continue;
+            }
             if let Some(rule) = code.bits
                 && d.bits != rule
             {
@@ -504,7 +591,19 @@ impl Lower {
                 ok = false;
                 continue;
             };
-            off = off.div_ceil(l.align) * l.align;
+            // checked: structs embedding structs can grow exponentially
+            let Some(offset) = off.div_ceil(l.align).checked_mul(l.align).filter(|o| {
+                o.checked_add(l.size)
+                    .is_some_and(|end| end <= MAX_STRUCT_SIZE)
+            }) else {
+                self.err(
+                    format!("{fpath}.type"),
+                    format!("struct `{name}` is too large (over {MAX_STRUCT_SIZE} bytes)"),
+                );
+                ok = false;
+                break;
+            };
+            off = offset;
             fields.push(ir::StructField {
                 name: f.name.clone(),
                 ty,
@@ -591,7 +690,11 @@ impl Lower {
         let expr = match TypeParser::new(text).parse_all() {
             Ok(e) => e,
             Err(m) => {
-                self.err(path, format!("bad type expression `{text}`: {m}"));
+                let shown = match text.char_indices().nth(60) {
+                    Some((cut, _)) => format!("{}...", &text[..cut]),
+                    None => text.to_string(),
+                };
+                self.err(path, format!("bad type expression `{shown}`: {m}"));
                 return None;
             }
         };
@@ -1043,11 +1146,20 @@ enum TyExpr {
 struct TypeParser<'a> {
     s: &'a str,
     pos: usize,
+    /// Current nesting of `ty`, bounded so that deep nesting is an error, not a stack overflow.
+    depth: usize,
 }
+
+/// The deepest nesting of pointers and function types accepted in a type expression.
+const MAX_TYPE_DEPTH: usize = 32;
 
 impl<'a> TypeParser<'a> {
     fn new(s: &'a str) -> Self {
-        TypeParser { s, pos: 0 }
+        TypeParser {
+            s,
+            pos: 0,
+            depth: 0,
+        }
     }
 
     fn ws(&mut self) {
@@ -1089,6 +1201,16 @@ impl<'a> TypeParser<'a> {
     }
 
     fn ty(&mut self) -> std::result::Result<TyExpr, String> {
+        if self.depth >= MAX_TYPE_DEPTH {
+            return Err(format!("nested more than {MAX_TYPE_DEPTH} levels deep"));
+        }
+        self.depth += 1;
+        let t = self.ty_inner();
+        self.depth -= 1;
+        t
+    }
+
+    fn ty_inner(&mut self) -> std::result::Result<TyExpr, String> {
         if self.eat("*") {
             let m = match self.ident().as_deref() {
                 Some("mut") => true,
@@ -1165,5 +1287,12 @@ mod tests {
         assert!(TypeParser::new("*X").parse_all().is_err());
         assert!(TypeParser::new("fn(a: u8").parse_all().is_err());
         assert!(TypeParser::new("u8 u8").parse_all().is_err());
+        // deep nesting is an error, not a stack overflow
+        let deep = format!("{}u8", "*mut ".repeat(100_000));
+        assert!(TypeParser::new(&deep).parse_all().is_err());
+        let deep = format!("{}u8{}", "fn(".repeat(100_000), ")".repeat(100_000));
+        assert!(TypeParser::new(&deep).parse_all().is_err());
+        let ok = format!("{}u8", "*mut ".repeat(MAX_TYPE_DEPTH - 1));
+        assert!(TypeParser::new(&ok).parse_all().is_ok());
     }
 }

@@ -99,3 +99,164 @@ fn generate_then_check() {
     assert!(err.contains("python/dlpack.pyi"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Asserts what the CLI prints for an invalid spec: exit status 2 and only lines of
+/// the form `<rel>:<line>:<col>: <message>` with line and col >= 1, and no panic.
+/// Returns the (line, col) of the first diagnostic.
+fn assert_located(rel: &str, code: i32, err: &str) -> (usize, usize) {
+    assert_eq!(code, 2, "{rel}: exit status {code}\n{err}");
+    assert!(!err.contains("panicked"), "{rel}: {err}");
+    assert!(!err.trim().is_empty(), "{rel}: nothing on stderr");
+    let mut first = None;
+    for line in err.lines() {
+        let rest = line
+            .strip_prefix(rel)
+            .and_then(|r| r.strip_prefix(':'))
+            .unwrap_or_else(|| panic!("{rel}: `{line}` does not start with `{rel}:`"));
+        let mut parts = rest.splitn(3, ':');
+        let mut num = || parts.next().and_then(|n| n.parse::<usize>().ok());
+        let (l, c) = (num(), num());
+        let message = parts.next().unwrap_or("");
+        assert!(
+            l.is_some_and(|l| l >= 1) && c.is_some_and(|c| c >= 1),
+            "{rel}: no line:col >= 1 in `{line}`"
+        );
+        assert!(
+            message.starts_with(' ') && message.trim().len() > 1,
+            "{rel}: no message in `{line}`"
+        );
+        first.get_or_insert((l.unwrap(), c.unwrap()));
+    }
+    first.unwrap()
+}
+
+/// Each class of malformed spec, through the real binary (`check` and `generate`):
+/// exit 2, `file:line:col: message` naming the offending key, the same text as the
+/// fixture's `.expected`, no panic, nothing written.
+#[test]
+fn malformed_specs_exit_2_with_located_diagnostics() {
+    let classes: &[(&str, &[&str])] = &[
+        // truncated YAML
+        ("truncated_yaml", &["malformed spec", "flow mapping"]),
+        ("malformed_yaml", &["malformed spec", "flow mapping"]),
+        // wrong types
+        (
+            "wrong_type_string_for_int",
+            &["types[1].values[1].value", "string \"two\""],
+        ),
+        (
+            "wrong_type_map_for_list",
+            &["types[0].fields", "map, expected a sequence"],
+        ),
+        // missing required keys, unknown keys
+        (
+            "missing_required_key",
+            &["types[2].fields[1]", "missing field `type`"],
+        ),
+        ("unknown_key", &["types[1]", "cpp_underlyng"]),
+        // out-of-range values
+        ("dtype_bits_out_of_range", &["dtypes[1].bits", "300"]),
+        (
+            "enum_value_negative_unsigned",
+            &["value -1 of `kDLInt` does not fit in u8"],
+        ),
+        ("flag_bit_out_of_range", &["bit 64 does not fit in u64"]),
+        ("version_major_negative", &["version.major", "`-1`"]),
+        ("dtype_code_out_of_range", &["`kDLBfloat` has value 300"]),
+        ("type_nested_too_deep", &["nested more than 32 levels deep"]),
+        // conflicting definitions
+        (
+            "flag_bit_reused",
+            &["flag bit 0", "DLPACK_FLAG_BITMASK_IS_COPIED"],
+        ),
+        ("duplicate_enum_value", &["duplicate enum value 2"]),
+        ("multiple_documents", &["more than one document"]),
+    ];
+    let dir = scratch("cli-malformed");
+    let out = dir.to_str().unwrap();
+    for (case, needles) in classes {
+        let rel = format!("tests/fixtures/invalid/{case}.yaml");
+        let text = std::fs::read_to_string(root().join(&rel)).unwrap();
+        let expected =
+            std::fs::read_to_string(root().join(format!("tests/fixtures/invalid/{case}.expected")))
+                .unwrap()
+                .replace("\r\n", "\n");
+        for command in ["check", "generate"] {
+            let (code, _, err) = dlbind(&[command, "--spec", &rel, "--out", out]);
+            let (line, _) = assert_located(&rel, code, &err);
+            assert!(
+                line <= text.lines().count() + 1,
+                "{rel}: line {line} is past the end\n{err}"
+            );
+            for needle in *needles {
+                assert!(err.contains(needle), "{rel}: `{needle}` not in\n{err}");
+            }
+            assert_eq!(err.replace("\r\n", "\n"), expected, "{rel}: {command}");
+        }
+        assert!(
+            std::fs::read_dir(&dir).unwrap().next().is_none(),
+            "{rel}: generate wrote files for an invalid spec"
+        );
+    }
+    // a truncated file points at its last line, not past it
+    let rel = "tests/fixtures/invalid/truncated_yaml.yaml";
+    let text = std::fs::read_to_string(root().join(rel)).unwrap();
+    let (_, _, err) = dlbind(&["check", "--spec", rel]);
+    let last = text.lines().count();
+    let at = format!(
+        "{rel}:{last}:{}: ",
+        text.lines().last().unwrap().chars().count() + 1
+    );
+    assert!(err.starts_with(&at), "expected `{at}`\n{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Every fixture under tests/fixtures/invalid, through the binary.
+#[test]
+fn every_invalid_fixture_exits_2() {
+    let mut n = 0;
+    for e in std::fs::read_dir(root().join("tests/fixtures/invalid"))
+        .unwrap()
+        .flatten()
+    {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.ends_with(".yaml") {
+            continue;
+        }
+        let rel = format!("tests/fixtures/invalid/{name}");
+        let (code, _, err) = dlbind(&["check", "--spec", &rel, "--out", "/nonexistent"]);
+        assert_located(&rel, code, &err);
+        n += 1;
+    }
+    assert!(n >= 20, "only {n} invalid fixtures");
+}
+
+/// The real spec cut at many points (mostly mid-line): a spec error located inside
+/// the file, or (for a cut that leaves a valid spec) not a spec error at all.
+#[test]
+fn truncated_specs_never_panic() {
+    let spec = std::fs::read_to_string(root().join("spec/dlpack.yaml")).unwrap();
+    let dir = scratch("cli-truncated");
+    let path = dir.join("cut.yaml");
+    let rel = path.to_str().unwrap();
+    let out = dir.join("out");
+    for k in 1..40 {
+        let mut at = spec.len() * k / 40 + 7;
+        while !spec.is_char_boundary(at) {
+            at += 1;
+        }
+        let cut = &spec[..at];
+        std::fs::write(&path, cut).unwrap();
+        let (code, _, err) = dlbind(&["check", "--spec", rel, "--out", out.to_str().unwrap()]);
+        if dlbind_codegen::Ir::from_yaml(cut, rel).is_ok() {
+            assert_ne!(code, 2, "cut at {at}: {err}");
+            continue;
+        }
+        let (line, _) = assert_located(rel, code, &err);
+        assert!(
+            line <= cut.lines().count() + 1,
+            "cut at {at}: line {line}\n{err}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

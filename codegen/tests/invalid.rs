@@ -16,6 +16,17 @@ const REQUIRED: &[&str] = &[
     "dtype_bits_fp4",
     "stream_rule_unknown_device",
     "malformed_yaml",
+    "truncated_yaml",
+    "wrong_type_string_for_int",
+    "wrong_type_map_for_list",
+    "missing_required_key",
+    "dtype_bits_out_of_range",
+    "enum_value_negative_unsigned",
+    "flag_bit_out_of_range",
+    "version_major_negative",
+    "multiple_documents",
+    "dtype_code_out_of_range",
+    "type_nested_too_deep",
 ];
 
 fn cases() -> Vec<String> {
@@ -72,6 +83,16 @@ fn positions_point_at_the_offending_token() {
         ("dtype_bits_fp6", "8"),
         ("dtype_bits_fp4", "8"),
         ("stream_rule_unknown_device", "kDLAcmee"),
+        ("wrong_type_string_for_int", "two"),
+        ("wrong_type_map_for_list", "{name: major"),
+        ("missing_required_key", "{name: device_id}"),
+        ("dtype_bits_out_of_range", "300"),
+        ("enum_value_negative_unsigned", "-1"),
+        ("flag_bit_out_of_range", "64"),
+        ("version_major_negative", "-1"),
+        ("multiple_documents", "---"),
+        ("dtype_code_out_of_range", "kDLBfloat"),
+        ("type_nested_too_deep", "\"*mut *mut"),
     ] {
         let rel = format!("tests/fixtures/invalid/{case}.yaml");
         let text = std::fs::read_to_string(root().join(&rel)).unwrap();

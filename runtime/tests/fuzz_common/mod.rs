@@ -5,7 +5,7 @@
 //! [`arbitrary::Unstructured`], so one `(seed, iteration)` pair reproduces one input exactly.
 //!
 //! Environment:
-//! - `DLBIND_FUZZ_SEED=S` (decimal or `0x…`): the run's seed (default: from the clock);
+//! - `DLBIND_FUZZ_SEED=S` (decimal or `0x…`): the run's seed (default: a fixed seed; `random` seeds from the clock);
 //! - `DLBIND_FUZZ_ITERS=N`: run exactly `N` iterations (default: time-bounded, see [`Target`]);
 //! - `DLBIND_FUZZ_START=I`: begin at iteration `I` (with `DLBIND_FUZZ_ITERS=1`: replay one input);
 //! - `DLBIND_FUZZ_SECS=F`: the time budget per target when `DLBIND_FUZZ_ITERS` is unset.
@@ -44,6 +44,9 @@ impl SplitMix64 {
 
 fn env_u64(name: &str) -> Option<u64> {
     let v = std::env::var(name).ok()?;
+    if v == "random" {
+        return None; // DLBIND_FUZZ_SEED=random: the caller seeds from the clock
+    }
     let v = v.trim().replace('_', "");
     let parsed = match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
         Some(hex) => u64::from_str_radix(hex, 16),
@@ -101,6 +104,11 @@ impl Target {
         F: FnMut(&mut Unstructured<'_>, &mut String) -> Result<(), String>,
     {
         let seed = env_u64("DLBIND_FUZZ_SEED").unwrap_or_else(|| {
+            // Default: a fixed seed, so the test command is deterministic; `DLBIND_FUZZ_SEED=random`
+            // explores new inputs (the seed is printed either way).
+            if std::env::var("DLBIND_FUZZ_SEED").as_deref() != Ok("random") {
+                return 0x00d1_b1d0_f022_5eed;
+            }
             let t = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .unwrap_or_default();
