@@ -181,14 +181,15 @@ pub unsafe fn validate_dltensor(t: &DLTensor) -> Result<(), DlpackError> {
         }
         "strides"
     };
-    let span = ((hi - lo + 1) * bits + 7) / 8;
+    // `>> 3` is floor division by 8 (arithmetic shift), without i128 division calls.
+    let span = ((hi - lo + 1) * bits + 7) >> 3;
     if span > isize::MAX as i128 {
         return Err(malformed(format!(
             "DLTensor.{field}: the tensor spans {span} bytes (more than isize::MAX)"
         )));
     }
-    let low = base + (lo * bits).div_euclid(8);
-    let high = base + ((hi + 1) * bits + 7) / 8 - 1;
+    let low = base + ((lo * bits) >> 3);
+    let high = base + (((hi + 1) * bits + 7) >> 3) - 1;
     if low < 0 || high > usize::MAX as i128 {
         return Err(malformed(format!(
             "DLTensor.{field}: the elements' addresses wrap the address space (data {:p}, byte_offset {})",
