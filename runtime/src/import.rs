@@ -160,6 +160,13 @@ pub unsafe fn validate_dltensor(t: &DLTensor) -> Result<(), DlpackError> {
             t.data, t.byte_offset
         )));
     }
+    // Common case first, in checked 64-bit arithmetic: when nothing overflows, the layout is
+    // addressable exactly when the slow path below would say so (same formulas); any overflow
+    // falls through to the exact i128 computation, which names the field.
+    // SAFETY: ndim is in range; strides, when non-NULL, holds ndim values (caller contract).
+    if let Some(true) = unsafe { extent_fits_u64(t, shape, numel, bits as u64) } {
+        return Ok(());
+    }
     // Lowest and highest element offsets, in elements. One dim's reach fits in i128
     // (|(d - 1) * s| < 2^126); the sums are capped: past `LIMIT` elements the span exceeds
     // isize::MAX bytes whatever the element size (>= 1 bit), so the arithmetic below stays small.
@@ -197,6 +204,36 @@ pub unsafe fn validate_dltensor(t: &DLTensor) -> Result<(), DlpackError> {
         )));
     }
     Ok(())
+}
+
+/// The fast path of [`validate_dltensor`]'s extent check: `Some(true)` when the elements of a
+/// tensor with `numel > 0` elements of `bits` bits, at `data + byte_offset` (known not to wrap),
+/// span at most `isize::MAX` bytes and stay inside the address space; `None` when a 64-bit
+/// intermediate overflows or the range does not fit (the caller then decides exactly).
+///
+/// # Safety
+/// As for [`validate_dltensor`], with `ndim` already checked.
+#[inline]
+unsafe fn extent_fits_u64(t: &DLTensor, shape: &[i64], numel: i64, bits: u64) -> Option<bool> {
+    let (mut lo, mut hi) = (0i64, 0i64);
+    if t.strides.is_null() {
+        hi = numel - 1;
+    } else {
+        // SAFETY: caller contract (ndim in range, strides non-NULL).
+        let strides = unsafe { dims(t.strides, shape.len()) };
+        for (&d, &s) in shape.iter().zip(strides) {
+            let reach = (d - 1).checked_mul(s)?;
+            if reach < 0 { lo = lo.checked_add(reach)? } else { hi = hi.checked_add(reach)? }
+        }
+    }
+    let bits = bits as i64;
+    // Bytes from the lowest to the highest element (ceil), and the two end addresses.
+    let span = hi.checked_sub(lo)?.checked_add(1)?.checked_mul(bits)?.checked_add(7)? >> 3;
+    let below = (lo.checked_mul(bits)? >> 3).unsigned_abs(); // floor(lo * bits / 8) <= 0
+    let above = ((hi.checked_add(1)?.checked_mul(bits)?.checked_add(7)? >> 3) - 1) as u64;
+    let base = (t.data as u64).checked_add(t.byte_offset)?;
+    let fits = span <= isize::MAX as i64 && base.checked_sub(below).is_some() && base.checked_add(above).is_some();
+    fits.then_some(true)
 }
 
 /// # Safety
