@@ -4,7 +4,7 @@ from typing import Any, ClassVar, Sequence, SupportsIndex, final
 
 from typing_extensions import CapsuleType
 
-__all__ = ["Tensor", "exchange_imports", "from_dlpack", "live_exports", "set_copy_pool_limit"]
+__all__ = ["Tensor", "exchange_imports", "from_dlpack", "live_exports", "numpy_fast_imports", "set_copy_pool_limit"]
 
 _Shape = int | Sequence[int]
 
@@ -106,6 +106,10 @@ def live_exports() -> int:
 def exchange_imports() -> int:
     """How many tensors this thread imported through a producer's C exchange table (a `Tensor`
     imported as a direct view of another `Tensor` counts: it is what `Tensor`'s table gives)."""
+
+def numpy_fast_imports() -> int:
+    """How many imports (this process) read an exact `numpy.ndarray` through numpy's array header
+    instead of calling its `__dlpack__` (same result, no capsule)."""
 
 def set_copy_pool_limit(bytes: int) -> int:
     """Set the byte limit of dlbind's reuse pool for freed huge host buffers (0 disables it);

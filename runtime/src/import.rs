@@ -38,6 +38,9 @@ enum Owner {
     /// A copy dlbind made (writable, C-contiguous); held only to be freed on drop. Boxed to keep
     /// the handle small (the zero-copy path moves it around).
     Copied(#[allow(dead_code)] Box<AlignedBuffer>),
+    /// Memory owned by a Python object, held by a strong reference (released with the GIL on
+    /// drop; leaked after interpreter shutdown): the numpy header fast path.
+    Kept(#[allow(dead_code)] crate::bridges::Keeper),
 }
 
 /// An imported DLPack tensor: owns the producer's managed tensor (or a copy) and exposes its
@@ -113,16 +116,81 @@ fn malformed(msg: String) -> DlpackError {
 /// the same for `t.strides` when non-NULL.
 pub unsafe fn validate_dltensor(t: &DLTensor) -> Result<(), DlpackError> {
     let elem = validate_dtype(t.dtype).map_err(|e| DlpackError::new(e.kind(), format!("DLTensor.dtype: {}", e.message())))?;
-    let bits: i128 = match elem {
-        ElemSize::Bytes(b) => 8 * b as i128,
-        ElemSize::SubByte { bits } => bits as i128,
-    };
     if t.device.device_type.name().is_none() {
         return Err(malformed(format!("DLTensor.device: unknown device type {}", t.device.device_type.0)));
     }
     if t.device.device_id < 0 {
         return Err(malformed(format!("DLTensor.device: negative device_id {}", t.device.device_id)));
     }
+    // SAFETY: caller contract.
+    unsafe { validate_layout(t, elem) }
+}
+
+/// The layout part of [`validate_dltensor`] (`ndim`, `shape`, `data`, `byte_offset`,
+/// `strides`), for a tensor whose dtype (of element size `elem`) and device are known valid.
+///
+/// # Safety
+/// As for [`validate_dltensor`].
+#[inline]
+pub unsafe fn validate_layout(t: &DLTensor, elem: ElemSize) -> Result<(), DlpackError> {
+    // SAFETY: caller contract.
+    if unsafe { layout_is_valid_fast(t, elem) } {
+        return Ok(());
+    }
+    // SAFETY: caller contract.
+    unsafe { validate_layout_exact(t, elem) }
+}
+
+/// `true` when [`validate_layout_exact`] would accept `t`, decided without building any error
+/// (registers only, checked 64-bit arithmetic); `false` when it might not (the exact path then
+/// decides and names the field).
+///
+/// # Safety
+/// As for [`validate_dltensor`].
+#[inline]
+unsafe fn layout_is_valid_fast(t: &DLTensor, elem: ElemSize) -> bool {
+    let bits = match elem {
+        ElemSize::Bytes(b) => 8 * b as u64,
+        ElemSize::SubByte { bits } => bits as u64,
+    };
+    if !(0..=MAX_NDIM).contains(&t.ndim) || (t.ndim > 0 && t.shape.is_null()) {
+        return false;
+    }
+    // SAFETY: ndim in range, shape non-NULL when ndim > 0 (caller contract).
+    let shape = unsafe { dims(t.shape, t.ndim as usize) };
+    let mut numel: i64 = 1;
+    let mut empty = false;
+    for &d in shape {
+        if d < 0 {
+            return false;
+        }
+        if d == 0 {
+            empty = true;
+        } else if let Some(n) = numel.checked_mul(d) {
+            numel = n;
+        } else {
+            return false;
+        }
+    }
+    if empty {
+        return true;
+    }
+    // SAFETY: as above; strides, when non-NULL, holds ndim values.
+    !t.data.is_null() && unsafe { extent_fits_u64(t, shape, numel, bits) } == Some(true)
+}
+
+/// [`validate_layout`] computed exactly (i128 where 64 bits overflow), naming the field of the
+/// first problem.
+///
+/// # Safety
+/// As for [`validate_dltensor`].
+#[cold]
+#[inline(never)]
+unsafe fn validate_layout_exact(t: &DLTensor, elem: ElemSize) -> Result<(), DlpackError> {
+    let bits: i128 = match elem {
+        ElemSize::Bytes(b) => 8 * b as i128,
+        ElemSize::SubByte { bits } => bits as i128,
+    };
     if !(0..=MAX_NDIM).contains(&t.ndim) {
         return Err(malformed(format!("DLTensor.ndim: {} is outside 0..={MAX_NDIM}", t.ndim)));
     }
@@ -159,13 +227,6 @@ pub unsafe fn validate_dltensor(t: &DLTensor) -> Result<(), DlpackError> {
             "DLTensor.byte_offset: data {:p} + byte_offset {} overflows the address space",
             t.data, t.byte_offset
         )));
-    }
-    // Common case first, in checked 64-bit arithmetic: when nothing overflows, the layout is
-    // addressable exactly when the slow path below would say so (same formulas); any overflow
-    // falls through to the exact i128 computation, which names the field.
-    // SAFETY: ndim is in range; strides, when non-NULL, holds ndim values (caller contract).
-    if let Some(true) = unsafe { extent_fits_u64(t, shape, numel, bits as u64) } {
-        return Ok(());
     }
     // Lowest and highest element offsets, in elements. One dim's reach fits in i128
     // (|(d - 1) * s| < 2^126); the sums are capped: past `LIMIT` elements the span exceeds
@@ -446,6 +507,35 @@ impl ImportedTensor {
         Ok(Self::from_buffer(buf, shape, self.dtype))
     }
 
+    /// A handle on a [`crate::bridges::PythonView`] (already validated): keeps `view.owner`
+    /// alive by a strong reference until it drops (released with the GIL, from any thread;
+    /// leaked after interpreter shutdown) and owns a copy of the shape and strides. Reports no
+    /// version and no flags but READ_ONLY.
+    ///
+    /// # Safety
+    /// The view describes memory of its owner (or memory the owner keeps alive), valid while
+    /// the owner lives; writable unless `readonly`.
+    pub unsafe fn from_python_view(view: &crate::bridges::PythonView<'_, '_>) -> ImportedTensor {
+        // SAFETY: a live object; the strong reference is released by the keeper.
+        let keeper = crate::bridges::Keeper::Object(unsafe { NonNull::new_unchecked(view.owner.clone().into_ptr()) });
+        let mut this = ImportedTensor {
+            owner: Owner::Kept(keeper),
+            data: view.data,
+            byte_offset: 0,
+            shape: ptr::null(),
+            strides: ptr::null(),
+            meta: None,
+            ndim: 0,
+            dtype: view.dtype,
+            device: view.device,
+            readonly: view.readonly,
+            flags: if view.readonly { DLPACK_FLAG_BITMASK_READ_ONLY } else { 0 },
+            version: None,
+        };
+        this.set_owned_meta(view.shape, Some(view.strides));
+        this
+    }
+
     /// Wraps an owned C-contiguous host buffer (writable).
     pub fn from_buffer(buf: impl Into<Box<AlignedBuffer>>, shape: &[i64], dtype: DLDataType) -> ImportedTensor {
         let buf = buf.into();
@@ -657,8 +747,8 @@ impl Drop for ImportedTensor {
                     d(m.as_ptr());
                 }
             },
-            // The buffer field drops after this.
-            Owner::Copied(_) => {}
+            // The buffer / keeper field drops after this.
+            Owner::Copied(_) | Owner::Kept(_) => {}
         }
     }
 }

@@ -373,6 +373,15 @@ pub fn from_dlpack(obj: &Bound<'_, PyAny>, device: Option<Device>, copy: Option<
 /// Calls the producer's `__dlpack__` (or takes a raw capsule) and consumes the capsule.
 #[inline]
 fn import_from_producer(obj: &Bound<'_, PyAny>, device: Option<Device>, copy: Option<bool>) -> PyResult<ImportedTensor> {
+    // Exactly `numpy.ndarray`: read numpy's array header (what its `__dlpack__` would export,
+    // without the call and the capsule; `bridges::import_ndarray` steps aside for anything numpy
+    // itself should judge).
+    if copy != Some(true)
+        && device.is_none_or(|d| d == Device::CPU)
+        && let Some(t) = crate::bridges::import_ndarray(obj)
+    {
+        return t;
+    }
     // The C exchange API first (`type(obj).__dlpack_c_exchange_api__`, cached per type): an
     // owning zero-copy export. Not for copy=True (the producer must copy: `__dlpack__`) nor when
     // its tensor is not on the requested device (`__dlpack__` with dl_device decides then).
@@ -757,6 +766,16 @@ where
                 return Ok(obj.into_ptr());
             }
         }
+    }
+    if device.is_none_or(|d| d == Device::CPU)
+        && copy != Some(true)
+        && let Some(r) = crate::bridges::with_ndarray_view(x, |v| match T::from_python_view(v) {
+            Some(value) => Ok(Some(Bound::new(py, value?)?.into_ptr())),
+            None => Ok(None),
+        })
+        && let Some(obj) = r?
+    {
+        return Ok(obj);
     }
     let t = from_dlpack(x, device, copy)?;
     Ok(Bound::new(py, T::from_managed(py, t)?)?.into_ptr())

@@ -11,7 +11,7 @@ use dlbind::export::DLPackSource;
 use dlbind::prelude::*;
 use dlbind::pyo3::exceptions::{PyAttributeError, PyBufferError, PyValueError};
 use dlbind::pyo3::ffi as pyffi;
-use dlbind::pyo3::types::PyDict;
+use dlbind::pyo3::types::{IntoPyDict, PyDict};
 use dlbind::{from_dlpack, live_exports};
 
 #[pyclass(frozen)]
@@ -388,4 +388,39 @@ fn cai_pointer_device_mapping_with_a_fake_runtime() {
         rt.free(&a).unwrap();
         assert_eq!(cuda_pointer_device_with(&rt, a.ptr as usize), None, "freed {kind:?}");
     }
+}
+
+/// The numpy header fast path (`bridges::import_ndarray`, taken by `from_dlpack` for exact
+/// `numpy.ndarray`s) gives the same handle as consuming numpy's own versioned capsule.
+#[test]
+fn numpy_header_fast_path_matches_the_capsule() {
+    Python::attach(|py| {
+        let Some(np) = common::numpy(py) else {
+            eprintln!("skipped: numpy is not importable (run scripts/test.sh to create .venv)");
+            return;
+        };
+        let g = PyDict::new(py);
+        g.set_item("np", np).unwrap();
+        run(py, "a = np.arange(60, dtype=np.float32).reshape(3, 4, 5).transpose(2, 0, 1)[::-2, :, 1::2]\nr = np.arange(4.0)\nr.flags.writeable = False", &g);
+        for name in ["a", "r"] {
+            let arr = eval(py, name, &g);
+            let before = dlbind::bridges::numpy_fast_imports();
+            let fast = from_dlpack(&arr, None, None).unwrap();
+            assert_eq!(dlbind::bridges::numpy_fast_imports(), before + 1, "{name}: fast path not taken");
+            let cap = arr.call_method("__dlpack__", (), Some(&[("max_version", (1, 3))].into_py_dict(py).unwrap())).unwrap();
+            let slow = dlbind::ImportedTensor::from_capsule(&cap).unwrap();
+            assert_eq!(fast.shape(), slow.shape(), "{name}");
+            assert_eq!(fast.strides(), slow.strides(), "{name}");
+            assert_eq!(fast.dtype(), slow.dtype(), "{name}");
+            assert_eq!(fast.data_ptr(), slow.data_ptr(), "{name}");
+            assert_eq!(fast.readonly(), slow.readonly(), "{name}");
+            assert_eq!(fast.device(), slow.device(), "{name}");
+        }
+        // A subclass is not read through the header.
+        run(py, "class S(np.ndarray): pass\ns = np.arange(3.0).view(S)", &g);
+        let before = dlbind::bridges::numpy_fast_imports();
+        let t = from_dlpack(&eval(py, "s", &g), None, None).unwrap();
+        assert_eq!(t.shape(), &[3]);
+        assert_eq!(dlbind::bridges::numpy_fast_imports(), before);
+    });
 }

@@ -6,6 +6,7 @@
 //! storage, so the Python tests can build every layout case.
 
 use dlbind::alloc::AlignedBuffer;
+use dlbind::bridges::PythonView;
 use dlbind::device::Device;
 use dlbind::dtype_table::{self, DTypeInfo};
 use dlbind::exchange::FromManagedTensor;
@@ -577,6 +578,23 @@ impl FromManagedTensor for Tensor {
         Ok(Tensor::from_imported(tensor))
     }
 
+    /// `from_dlpack(a)` of a `numpy.ndarray`: a view of the array's memory keeping the array
+    /// alive (what its `__dlpack__` would give, read from numpy's header without the capsule).
+    #[inline(always)]
+    fn from_python_view(v: &PythonView<'_, '_>) -> Option<PyResult<Self>> {
+        // SAFETY: the view describes memory its owner keeps valid while alive; the buffer
+        // holds a strong reference to the owner.
+        let buf = unsafe { Buffer::view(v.owner.clone().unbind(), v.data, v.device, v.readonly) };
+        Some(Ok(Tensor {
+            buf,
+            dtype: v.dtype,
+            shape: Dims::from_slice(v.shape),
+            strides: Dims::from_slice(v.strides),
+            device: v.device,
+            readonly: v.readonly,
+        }))
+    }
+
     /// `from_dlpack(t)` of a `Tensor`: a view of the same storage (same pointer, shape, strides,
     /// dtype, device and read-only flag; `t`'s storage kept alive), exactly what `t`'s exchange
     /// table would give, without allocating.
@@ -614,6 +632,13 @@ fn exchange_imports() -> u64 {
     dlbind::exchange::exchange_imports()
 }
 
+/// How many imports (this process) read a `numpy.ndarray` through numpy's array header instead of
+/// calling its `__dlpack__` (dlbind's numpy fast path; see `dlbind::bridges::with_ndarray_view`).
+#[pyfunction]
+fn numpy_fast_imports() -> u64 {
+    dlbind::bridges::numpy_fast_imports()
+}
+
 #[pymodule]
 fn dlbind_demo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Tensor>()?;
@@ -621,6 +646,7 @@ fn dlbind_demo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     dlbind::python::install_from_dlpack_staticmethod::<Tensor>(m.py(), FROM_DLPACK_DOC)?;
     m.add_function(wrap_pyfunction!(live_exports, m)?)?;
     m.add_function(wrap_pyfunction!(exchange_imports, m)?)?;
+    m.add_function(wrap_pyfunction!(numpy_fast_imports, m)?)?;
     m.add_function(wrap_pyfunction!(set_copy_pool_limit, m)?)?;
     Ok(())
 }

@@ -81,7 +81,7 @@ impl InterfaceKind {
 }
 
 /// What keeps the foreign memory alive.
-enum Keeper {
+pub(crate) enum Keeper {
     /// A strong reference to the exporting object.
     Object(NonNull<ffi::PyObject>),
     /// A buffer obtained with `PyObject_GetBuffer` (boxed: exporters may point into it).
@@ -97,12 +97,17 @@ impl Drop for Keeper {
             if ffi::Py_IsInitialized() == 0 {
                 return;
             }
-            let gil = ffi::PyGILState_Ensure();
+            // Usually dropped by a thread holding the GIL (a Python object's dealloc): skip the
+            // Ensure/Release pair then.
+            let held = ffi::PyGILState_Check() != 0;
+            let gil = (!held).then(|| ffi::PyGILState_Ensure());
             match self {
                 Keeper::Object(o) => ffi::Py_DECREF(o.as_ptr()),
                 Keeper::Buffer(b) => ffi::PyBuffer_Release(&mut **b),
             }
-            ffi::PyGILState_Release(gil);
+            if let Some(g) = gil {
+                ffi::PyGILState_Release(g);
+            }
         }
     }
 }

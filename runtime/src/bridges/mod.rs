@@ -24,6 +24,7 @@ mod array_interface;
 mod buffer;
 mod consume;
 mod cuda_array_interface;
+mod numpy_header;
 mod sycl;
 pub mod typestr;
 
@@ -45,7 +46,9 @@ pub use buffer::{getbuffer, releasebuffer};
 pub use consume::{
     CAI_DEVICE_WITHOUT_DRIVER, PROTOCOLS_TRIED, cuda_pointer_device, cuda_pointer_device_with, import_bridges, import_buffer, import_interface_dict, InterfaceKind,
 };
+pub(crate) use consume::Keeper;
 pub use cuda_array_interface::cuda_array_interface;
+pub use numpy_header::{PythonView, import_ndarray, numpy_fast_imports, with_ndarray_view};
 pub use sycl::sycl_usm_array_interface;
 
 /// A copy of what a [`DLPackSource`] says about itself (taken under one borrow).

@@ -71,6 +71,18 @@ pub trait FromManagedTensor: Sized {
         let _ = source;
         None
     }
+
+    /// A new value viewing host memory owned by another Python object — today an exact
+    /// `numpy.ndarray` read through numpy's array header ([`crate::bridges::with_ndarray_view`]) —
+    /// keeping `view.owner` alive (e.g. with [`crate::storage::Buffer::view`]). Used by
+    /// [`crate::python::from_dlpack_fastcall`] before any DLPack call. `None` (the default): the
+    /// view is wrapped in an [`ImportedTensor`] and given to [`Self::from_managed`] (one
+    /// allocation more).
+    #[inline]
+    fn from_python_view(view: &crate::bridges::PythonView<'_, '_>) -> Option<PyResult<Self>> {
+        let _ = view;
+        None
+    }
 }
 
 /// What the derive tells the exchange table about a type (implemented by
