@@ -607,7 +607,9 @@ where
     unsafe {
         at_c_boundary(format_args!("{}", protocol::DLPACK_METHOD), ptr::null_mut(), |py| {
             let nargs = ffi::PyVectorcall_NARGS(nargsf as usize);
-            parse_fastcall_kwargs(py, args, nargs, kwnames).and_then(|[s, mv, dd, c]| {
+            // `x.__dlpack__()` (the legacy call): nothing to parse.
+            let parsed = if nargs == 0 && kwnames.is_null() { Ok([None, None, None, None]) } else { parse_fastcall_kwargs(py, args, nargs, kwnames) };
+            parsed.and_then(|[s, mv, dd, c]| {
                 // The descriptor may be bound to `object` (see `dlpack_descriptor`): check the type.
                 if ffi::PyObject_TypeCheck(slf, T::type_object_raw(py)) == 0 {
                     return Err(PyTypeError::new_err(format!(

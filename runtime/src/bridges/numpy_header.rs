@@ -183,6 +183,9 @@ fn dtype_of(descr: &Bound<'_, PyAny>) -> Option<DLDataType> {
         Ok(s) => dtype_from_typestr(&s).ok(),
         Err(_) => None,
     };
+    // `dtype.str` may have run Python code (and let another thread insert): index afresh. The
+    // stores below run without releasing the GIL, so an entry's key and value always match.
+    let len = DESCR_LEN.load(Ordering::Acquire);
     if len < DESCR_CACHE {
         // SAFETY: a live object; the reference is kept for the rest of the process (the cache
         // never evicts) so its address cannot be reused by another object.

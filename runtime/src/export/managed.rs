@@ -237,10 +237,14 @@ unsafe extern "C" fn capsule_destructor<M: ManagedKind>(capsule: *mut ffi::PyObj
         // Fast check: our capsules carry exactly the static name pointer until a consumer
         // renames them; otherwise compare by content as the DLPack rule says.
         let name = ffi::PyCapsule_GetName(capsule);
-        if name != M::CAPSULE_NAME.as_ptr() && ffi::PyCapsule_IsValid(capsule, M::CAPSULE_NAME.as_ptr()) == 0 {
+        let p = if name == M::CAPSULE_NAME.as_ptr() {
+            // Unrenamed (the static name pointer): the context holds the tensor (`wrap_capsule`).
+            ffi::PyCapsule_GetContext(capsule).cast::<M>()
+        } else if ffi::PyCapsule_IsValid(capsule, M::CAPSULE_NAME.as_ptr()) != 0 {
+            ffi::PyCapsule_GetPointer(capsule, name).cast::<M>()
+        } else {
             return;
-        }
-        let p = ffi::PyCapsule_GetPointer(capsule, name).cast::<M>();
+        };
         if p.is_null() {
             ffi::PyErr_WriteUnraisable(capsule);
             return;
@@ -367,6 +371,10 @@ unsafe fn wrap_capsule<M: ManagedKind>(py: Python<'_>, m: NonNull<M>) -> PyResul
         unsafe { deleter::<M>(m.as_ptr()) };
         return Err(PyErr::fetch(py));
     }
+    // The context repeats the pointer so that the destructor reads it without
+    // `PyCapsule_GetPointer`'s name comparison (DLPack consumers never use the context).
+    // SAFETY: `cap` is the live capsule just made; setting its context cannot fail.
+    unsafe { ffi::PyCapsule_SetContext(cap, m.as_ptr().cast::<c_void>()) };
     // SAFETY: `PyCapsule_New` returned a new reference.
     Ok(unsafe { Bound::from_owned_ptr(py, cap) }.unbind())
 }
