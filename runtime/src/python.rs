@@ -769,15 +769,20 @@ where
             }
         }
     }
+    // An exact `numpy.ndarray`: the header view, built into `T` directly when `T` can, else
+    // through an `ImportedTensor` (the same view `from_dlpack` would take; the header is read once).
     if device.is_none_or(|d| d == Device::CPU)
         && copy != Some(true)
-        && let Some(r) = crate::bridges::with_ndarray_view(x, |v| match T::from_python_view(v) {
-            Some(value) => Ok(Some(Bound::new(py, value?)?.into_ptr())),
-            None => Ok(None),
+        && let Some(r) = crate::bridges::with_ndarray_view(x, |v| {
+            let value = match T::from_python_view(v) {
+                Some(value) => value?,
+                // SAFETY: the view describes its owner's memory, which the handle keeps alive.
+                None => T::from_managed(py, unsafe { ImportedTensor::from_python_view(v) })?,
+            };
+            Ok(Bound::new(py, value)?.into_ptr())
         })
-        && let Some(obj) = r?
     {
-        return Ok(obj);
+        return r;
     }
     let t = from_dlpack(x, device, copy)?;
     Ok(Bound::new(py, T::from_managed(py, t)?)?.into_ptr())

@@ -30,7 +30,7 @@
 //!
 //! The state is mutated only with the GIL held (like CPython's own per-type caches); atomics
 //! make the reads well-defined. `DLBIND_NUMPY_FAST_PATH=0` in the environment at first use turns
-//! the fast path off (the benchmark uses it to time the `__dlpack__` path).
+//! the fast path off (every import then calls `__dlpack__`).
 
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -257,59 +257,29 @@ pub fn with_ndarray_view<R>(obj: &Bound<'_, PyAny>, f: impl FnOnce(&PythonView<'
         big.resize(2 * n, 0);
         &mut big
     };
-    // The layout check of `validate_layout`, fused into the conversion loop: `ok` stays true
-    // only while nothing is negative and no 64-bit step overflows; the exact check decides
-    // (and names the field) otherwise.
-    let (mut ok, mut empty, mut numel, mut lo, mut hi) = (true, false, 1i64, 0i64, 0i64);
     for i in 0..n {
         let (d, s) = (shape[i] as i64, strides[i] as i64);
         if d != 1 && s % item != 0 {
             return None;
         }
-        let es = s / item;
         meta[i] = d;
-        meta[n + i] = es;
-        if d <= 0 {
-            ok &= d == 0;
-            empty = true;
-            continue;
-        }
-        match (numel.checked_mul(d), (d - 1).checked_mul(es)) {
-            (Some(m), Some(r)) => {
-                numel = m;
-                match if r < 0 { lo.checked_add(r) } else { hi.checked_add(r) } {
-                    Some(v) if r < 0 => lo = v,
-                    Some(v) => hi = v,
-                    None => ok = false,
-                }
-            }
-            _ => ok = false,
-        }
+        meta[n + i] = s / item;
     }
     let (shape, strides) = meta.split_at(n);
     let data = h.data.cast::<c_void>();
-    // Bytes from the lowest to the highest element, and the two end addresses.
-    let fits = || -> Option<bool> {
-        let span = hi.checked_sub(lo)?.checked_add(1)?.checked_mul(item)?;
-        let below = lo.checked_mul(item)?.unsigned_abs();
-        let above = hi.checked_add(1)?.checked_mul(item)? as u64 - 1;
-        let base = data as u64;
-        Some(span <= isize::MAX as i64 && base != 0 && base.checked_sub(below).is_some() && base.checked_add(above).is_some())
+    let t = DLTensor {
+        data,
+        device: Device::CPU.to_dl(),
+        ndim: n as i32,
+        dtype,
+        shape: shape.as_ptr().cast_mut(),
+        strides: strides.as_ptr().cast_mut(),
+        byte_offset: 0,
     };
-    if !(ok && (empty || fits() == Some(true))) {
-        let t = DLTensor {
-            data,
-            device: Device::CPU.to_dl(),
-            ndim: n as i32,
-            dtype,
-            shape: shape.as_ptr().cast_mut(),
-            strides: strides.as_ptr().cast_mut(),
-            byte_offset: 0,
-        };
-        // SAFETY: shape and strides hold `n` values each; the dtype came from the spec's table.
-        if let Err(e) = unsafe { validate_layout(&t, ElemSize::Bytes(item as usize)) } {
-            return Some(Err(e.into()));
-        }
+    // The layout checks every import gets (arrays made with `as_strided` can describe anything).
+    // SAFETY: shape and strides hold `n` values each; the dtype came from the spec's table.
+    if let Err(e) = unsafe { validate_layout(&t, ElemSize::Bytes(item as usize)) } {
+        return Some(Err(e.into()));
     }
     FAST_IMPORTS.fetch_add(1, Ordering::Relaxed);
     let view = PythonView { owner: obj, data, shape, strides, dtype, device: Device::CPU, readonly: h.flags & NPY_ARRAY_WRITEABLE == 0 };
