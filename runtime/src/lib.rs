@@ -47,6 +47,7 @@ pub mod exchange;
 pub mod gpu;
 pub mod import;
 pub mod python;
+pub mod freelist;
 pub mod bridges;
 pub mod storage;
 pub mod prelude;

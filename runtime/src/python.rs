@@ -763,7 +763,7 @@ where
             // SAFETY: the exact type was checked just above.
             let src = unsafe { x.cast_unchecked::<T>() };
             if let Some(v) = T::share_from(src) {
-                let obj = Bound::new(py, v?)?;
+                let obj = T::into_instance(py, v?)?;
                 crate::exchange::note_exchange_import();
                 return Ok(obj.into_ptr());
             }
@@ -779,13 +779,13 @@ where
                 // SAFETY: the view describes its owner's memory, which the handle keeps alive.
                 None => T::from_managed(py, unsafe { ImportedTensor::from_python_view(v) })?,
             };
-            Ok(Bound::new(py, value)?.into_ptr())
+            Ok(T::into_instance(py, value)?.into_ptr())
         })
     {
         return r;
     }
     let t = from_dlpack(x, device, copy)?;
-    Ok(Bound::new(py, T::from_managed(py, t)?)?.into_ptr())
+    Ok(T::into_instance(py, T::from_managed(py, t)?)?.into_ptr())
 }
 
 /// Parses `(x, /, *, device=None, copy=None)` from vectorcall arguments (keyword names by

@@ -603,7 +603,17 @@ impl FromManagedTensor for Tensor {
         let this = source.get();
         Some(Tensor::view(source, 0, this.shape.clone(), this.strides.clone(), this.readonly))
     }
+
+    /// `Tensor` is frozen and has a free list: instances are built without `object.__new__`.
+    #[inline]
+    fn into_instance(py: Python<'_>, value: Self) -> PyResult<Bound<'_, Self>> {
+        dlbind::freelist::new_instance(py, value)
+    }
 }
+
+/// Released `Tensor`s whose memory is kept for the next one (`dlbind::freelist`): imports and
+/// views create a `Tensor` per call, and most of such a call is the object's allocation.
+const TENSOR_FREELIST: usize = 64;
 
 const FROM_DLPACK_DOC: &str =
     "Import any DLPack producer as a zero-copy `Tensor` view where possible.";
@@ -642,6 +652,7 @@ fn numpy_fast_imports() -> u64 {
 #[pymodule]
 fn dlbind_demo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Tensor>()?;
+    dlbind::freelist::enable_freelist::<Tensor>(m.py(), TENSOR_FREELIST)?;
     dlbind::python::add_from_dlpack_function::<Tensor>(m, FROM_DLPACK_DOC)?;
     dlbind::python::install_from_dlpack_staticmethod::<Tensor>(m.py(), FROM_DLPACK_DOC)?;
     m.add_function(wrap_pyfunction!(live_exports, m)?)?;

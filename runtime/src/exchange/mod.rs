@@ -30,6 +30,7 @@ use std::cell::Cell;
 use std::ffi::c_void;
 use std::ptr::{self, NonNull};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -82,6 +83,17 @@ pub trait FromManagedTensor: Sized {
     fn from_python_view(view: &crate::bridges::PythonView<'_, '_>) -> Option<PyResult<Self>> {
         let _ = view;
         None
+    }
+
+    /// The Python object for a value [`crate::python::from_dlpack_fastcall`] made. The default
+    /// is `Bound::new`; a frozen type with a free list can return
+    /// [`crate::freelist::new_instance`] instead (the demo's `Tensor` does).
+    #[inline]
+    fn into_instance(py: Python<'_>, value: Self) -> PyResult<Bound<'_, Self>>
+    where
+        Self: PyClass + Into<pyo3::PyClassInitializer<Self>>,
+    {
+        Bound::new(py, value)
     }
 }
 
@@ -188,22 +200,25 @@ thread_local! {
     /// one); the table itself lives for the whole process (spec), so a hit needs no lookup.
     /// Misses (types without a usable table) are cached as 0.
     static TABLE_CACHE: Cell<(usize, u32, usize)> = const { Cell::new((0, 0, 0)) };
-    /// Imports this thread made through an exchange table (see [`exchange_imports`]).
-    static IMPORTS: Cell<u64> = const { Cell::new(0) };
 }
 
-/// How many tensors this thread imported through a producer's C exchange table (tests and
+/// Imports through an exchange table, process-wide (see [`exchange_imports`]).
+static IMPORTS: AtomicU64 = AtomicU64::new(0);
+
+/// How many tensors this process imported through a producer's C exchange table (tests and
 /// diagnostics: shows whether `from_dlpack` took the table path). Imports of a type's own
 /// instances that [`FromManagedTensor::share_from`] served count too: they are what the type's
 /// own table would have produced.
 pub fn exchange_imports() -> u64 {
-    IMPORTS.with(Cell::get)
+    IMPORTS.load(Ordering::Relaxed)
 }
 
-/// Counts one import in [`exchange_imports`].
+/// Counts one import in [`exchange_imports`]. Imports run with the GIL held, which orders the
+/// updates, so a plain load + store does (no thread-local lookup, no locked add on the hot
+/// path; as for `live_exports`, a free-threaded build would make the count approximate).
 #[inline(always)]
 pub(crate) fn note_exchange_import() {
-    IMPORTS.with(|c| c.set(c.get().wrapping_add(1)));
+    IMPORTS.store(IMPORTS.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
 }
 
 /// The first table in the `prev_api` chain whose major version is ours (NULL if none).

@@ -1,0 +1,260 @@
+//! A per-type free list for `#[pyclass]` instances, installed in the type's `tp_alloc` /
+//! `tp_free` slots: what CPython does for its own short-lived objects (floats, tuples, slices).
+//!
+//! `from_dlpack` returns a new object per call, and on this interpreter most of that call is the
+//! object's allocation and release: `object.__new__` → `PyType_GenericAlloc` (pymalloc, zero
+//! fill, GC link) and, on release, `PyObject_GC_Del` (GC unlink, pymalloc free). With
+//! [`enable_freelist::<T>`] a released instance of exactly `T` keeps its memory in a small
+//! bounded list and the next allocation of `T` takes it back: zero fill, header, GC tracking as
+//! `PyType_GenericAlloc` does, minus the allocator round trip.
+//!
+//! What stays as it was: PyO3 still creates and destroys the objects (its `tp_dealloc` drops
+//! the Rust value, clears weak references and untracks the object before calling `tp_free`);
+//! Python subclasses of `T` have their own `tp_alloc` / `tp_free` and never use the list;
+//! objects from the list are GC-tracked like any other (PyO3's own `freelist` option leaves
+//! them untracked and takes a mutex per call). The list is only touched with the GIL held (the
+//! CPython contract for both slots); on a free-threaded interpreter [`enable_freelist`] installs
+//! nothing. At most [`MAX_TYPES`] types have a list; at most `capacity` objects wait in each,
+//! so what is kept at interpreter exit is bounded (`capacity × tp_basicsize` bytes a type).
+
+use std::cell::UnsafeCell;
+use std::ffi::c_void;
+use std::ptr;
+
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::pyclass::boolean_struct::True;
+use pyo3::{PyClass, PyClassInitializer};
+
+/// How many types may have a free list in one process.
+pub const MAX_TYPES: usize = 8;
+/// The largest `capacity` [`enable_freelist`] accepts.
+pub const MAX_CAPACITY: usize = 1024;
+
+struct List {
+    ty: *mut ffi::PyTypeObject,
+    basicsize: usize,
+    capacity: usize,
+    items: Vec<*mut ffi::PyObject>,
+    /// Where [`new_instance`] may write the Rust value itself (see [`Direct`]).
+    direct: Direct,
+}
+
+/// Whether [`new_instance`] may build an instance without PyO3's initializer.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Direct {
+    /// Not probed yet: the next [`new_instance`] goes through PyO3 and probes the result.
+    Unknown,
+    /// PyO3 put the value at this byte offset and left every other byte after the object
+    /// header zero: zero-filled memory with the value written there is the same object.
+    At(usize),
+    /// The probe found something else (or the type has an instance dict): always PyO3.
+    Refused,
+}
+
+/// The lists of every type that has one, in installation order (index 0 is found first).
+struct Registry(UnsafeCell<([Option<List>; MAX_TYPES], usize)>);
+
+// SAFETY: every access happens with the GIL held (the `tp_alloc` / `tp_free` contract and
+// `enable_freelist`'s `Python` token), which serialises them; free-threaded builds never
+// install a list.
+unsafe impl Sync for Registry {}
+
+static REGISTRY: Registry = Registry(UnsafeCell::new(([const { None }; MAX_TYPES], 0)));
+
+/// The list of `ty`, if it has one.
+///
+/// # Safety
+/// GIL held, and no other reference into the registry is live.
+#[inline(always)]
+unsafe fn list_of(ty: *mut ffi::PyTypeObject) -> Option<&'static mut List> {
+    // SAFETY: caller contract (GIL held: exclusive access).
+    let (lists, n) = unsafe { &mut *REGISTRY.0.get() };
+    lists[..*n].iter_mut().flatten().find(|l| ptr::eq(l.ty, ty))
+}
+
+/// `tp_alloc` of a type with a free list: a released instance of exactly that type when one
+/// waits, prepared as `PyType_GenericAlloc` prepares a new one; otherwise `PyType_GenericAlloc`.
+unsafe extern "C" fn freelist_alloc(subtype: *mut ffi::PyTypeObject, nitems: ffi::Py_ssize_t) -> *mut ffi::PyObject {
+    // SAFETY: CPython calls `tp_alloc` with the GIL held and a live type; a popped object is
+    // memory of `basicsize` bytes that `freelist_free` took from a released instance of this
+    // very type (allocated by `PyType_GenericAlloc` with a GC header, untracked since).
+    unsafe {
+        if nitems == 0
+            && let Some(list) = list_of(subtype)
+            && let Some(obj) = list.items.pop()
+        {
+            ptr::write_bytes(obj.cast::<u8>(), 0, list.basicsize);
+            // Type (a new reference for heap types) and a reference count of 1.
+            ffi::PyObject_Init(obj, subtype);
+            ffi::PyObject_GC_Track(obj.cast::<c_void>());
+            return obj;
+        }
+        ffi::PyType_GenericAlloc(subtype, nitems)
+    }
+}
+
+/// `tp_free` of a type with a free list: keeps the memory of a released instance of exactly
+/// that type while the list has room; otherwise `PyObject_GC_Del`.
+unsafe extern "C" fn freelist_free(obj: *mut c_void) {
+    if obj.is_null() {
+        return;
+    }
+    // SAFETY: CPython / PyO3 call `tp_free` with the GIL held on an object whose `tp_dealloc`
+    // has run (its contents are dropped; it is no longer used by anyone).
+    unsafe {
+        let o = obj.cast::<ffi::PyObject>();
+        // `tp_dealloc` untracks before freeing; an object freed without that is untracked here
+        // (a no-op for an untracked one) so the list never holds a tracked object.
+        ffi::PyObject_GC_UnTrack(obj);
+        if let Some(list) = list_of(ffi::Py_TYPE(o))
+            && list.items.len() < list.capacity
+        {
+            list.items.push(o);
+            return;
+        }
+        ffi::PyObject_GC_Del(obj);
+    }
+}
+
+/// Gives `T` a free list of at most `capacity` released instances (see the module docs).
+/// Call it once at module initialisation, after the class is created; calling it again for the
+/// same type changes the capacity. Errors (a RuntimeError) when `T`'s type does not use the
+/// default GC allocator (`PyType_GenericAlloc` / `PyObject_GC_Del`, which every PyO3 class
+/// uses), has a variable size, or [`MAX_TYPES`] types already have a list; `capacity` above
+/// [`MAX_CAPACITY`] is a ValueError. On a free-threaded interpreter it does nothing.
+pub fn enable_freelist<T: PyClass>(py: Python<'_>, capacity: usize) -> PyResult<()> {
+    if capacity > MAX_CAPACITY {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "free list capacity {capacity} is above the maximum {MAX_CAPACITY}"
+        )));
+    }
+    if cfg!(Py_GIL_DISABLED) {
+        return Ok(());
+    }
+    let ty = T::type_object_raw(py);
+    // SAFETY: GIL held (`py`); `ty` is T's live, ready type object, whose slots we read and,
+    // for a type that uses the default GC allocator, replace before any instance of it could be
+    // freed through the new `tp_free` without having been allocated by a compatible `tp_alloc`
+    // (both slot pairs allocate through pymalloc with a GC header, so an instance allocated
+    // before installation is freed correctly by `freelist_free`).
+    unsafe {
+        if let Some(list) = list_of(ty) {
+            list.capacity = capacity;
+            while list.items.len() > capacity {
+                if let Some(o) = list.items.pop() {
+                    ffi::PyObject_GC_Del(o.cast::<c_void>());
+                }
+            }
+            return Ok(());
+        }
+        let name = <T as PyClass>::NAME;
+        let fail = |why: &str| Err(PyRuntimeError::new_err(format!("cannot give {name} a free list: {why}")));
+        if ffi::PyType_IS_GC(ty) == 0
+            || (*ty).tp_alloc.map(|f| f as usize) != Some(ffi::PyType_GenericAlloc as ffi::allocfunc as usize)
+            || (*ty).tp_free.map(|f| f as usize) != Some(ffi::PyObject_GC_Del as ffi::freefunc as usize)
+        {
+            return fail("its type does not use the default GC allocator");
+        }
+        if (*ty).tp_itemsize != 0 {
+            return fail("its type has variable-size instances");
+        }
+        let basicsize = (*ty).tp_basicsize as usize;
+        let (lists, n) = &mut *REGISTRY.0.get();
+        if *n == MAX_TYPES {
+            return fail("the maximum number of types with a free list is reached");
+        }
+        let direct = if (*ty).tp_dictoffset == 0 { Direct::Unknown } else { Direct::Refused };
+        lists[*n] = Some(List { ty, basicsize, capacity, items: Vec::with_capacity(capacity), direct });
+        *n += 1;
+        (*ty).tp_alloc = Some(freelist_alloc);
+        (*ty).tp_free = Some(freelist_free);
+    }
+    Ok(())
+}
+
+/// How many released instances of `T` wait in its free list (`None`: `T` has none).
+pub fn freelist_len<T: PyClass>(py: Python<'_>) -> Option<usize> {
+    // SAFETY: GIL held (`py`); the reference ends before this returns.
+    unsafe { list_of(T::type_object_raw(py)).map(|l| l.items.len()) }
+}
+
+/// A new Python instance of `T` holding `value`: `Bound::new(py, value)`, made cheaper for a
+/// frozen `T` with a free list ([`enable_freelist`]).
+///
+/// The first instance is made by PyO3 and probed: the offset of the value in the object and
+/// every other byte after the object header, which must be zero (PyO3 fills a frozen, `Send`
+/// class's bookkeeping — borrow flag, thread checker, weak-reference slot — with zeros or
+/// nothing). When the probe holds, later instances are a free-list (or `PyType_GenericAlloc`)
+/// object, zero-filled with header and GC tracking as `PyType_GenericAlloc` makes them, with
+/// `value` written at that offset: the bytes PyO3 would have written, without `object.__new__`
+/// and PyO3's initializer. When it does not, or `T` has no free list, every instance is
+/// `Bound::new`.
+pub fn new_instance<T>(py: Python<'_>, value: T) -> PyResult<Bound<'_, T>>
+where
+    T: PyClass<Frozen = True> + Sync + Into<PyClassInitializer<T>>,
+{
+    let ty = T::type_object_raw(py);
+    // SAFETY: GIL held (`py`); the registry reference ends before any Python code runs.
+    let direct = unsafe { list_of(ty).map(|l| l.direct) };
+    match direct {
+        Some(Direct::At(off)) => {
+            // SAFETY: GIL held; `freelist_alloc` returns a new reference to a zero-filled
+            // instance of exactly `ty` (header set, GC-tracked) or NULL with an exception set;
+            // the probe showed that PyO3's instance of `T` is this memory with the value at
+            // `off` (aligned for `T`, inside `tp_basicsize`). Nothing runs between the
+            // allocation and the write that could look at the object.
+            unsafe {
+                let obj = freelist_alloc(ty, 0);
+                if obj.is_null() {
+                    return Err(PyErr::fetch(py));
+                }
+                ptr::write(obj.cast::<u8>().add(off).cast::<T>(), value);
+                Ok(Bound::from_owned_ptr(py, obj).cast_into_unchecked())
+            }
+        }
+        Some(Direct::Unknown) => {
+            let b = Bound::new(py, value)?;
+            let probed = probe_layout(&b);
+            // SAFETY: GIL held; no other registry reference is live.
+            if let Some(l) = unsafe { list_of(ty) } {
+                l.direct = probed;
+            }
+            Ok(b)
+        }
+        Some(Direct::Refused) | None => Bound::new(py, value),
+    }
+}
+
+/// What [`new_instance`] may do for `T`, read off `b`, an instance PyO3 just made.
+fn probe_layout<T: PyClass<Frozen = True> + Sync>(b: &Bound<'_, T>) -> Direct {
+    let obj = b.as_ptr().cast::<u8>().cast_const();
+    let val = std::ptr::from_ref::<T>(b.get()).cast::<u8>();
+    // SAFETY: reading the type's basic size and exact type of a live object.
+    let (basicsize, exact) = unsafe {
+        let ty = ffi::Py_TYPE(b.as_ptr());
+        ((*ty).tp_basicsize as usize, ptr::eq(ty, T::type_object_raw(b.py())))
+    };
+    let head = std::mem::size_of::<ffi::PyObject>();
+    let size = std::mem::size_of::<T>();
+    let Some(off) = (val as usize).checked_sub(obj as usize) else { return Direct::Refused };
+    if !exact
+        || off < head
+        || off + size > basicsize
+        || off % std::mem::align_of::<T>() != 0
+        || std::mem::align_of::<T>() > 16
+    {
+        return Direct::Refused;
+    }
+    // SAFETY: `[head, basicsize)` lies inside the live object; bytes outside the value are
+    // PyO3's bookkeeping (initialised), read as plain bytes.
+    let zero_elsewhere = (head..basicsize).filter(|i| !(off..off + size).contains(i)).all(|i| unsafe { *obj.add(i) } == 0);
+    if zero_elsewhere { Direct::At(off) } else { Direct::Refused }
+}
+
+/// Whether [`new_instance`] builds `T` directly (its probe passed). Tests and diagnostics.
+pub fn builds_directly<T: PyClass>(py: Python<'_>) -> bool {
+    // SAFETY: GIL held (`py`); the reference ends before this returns.
+    unsafe { list_of(T::type_object_raw(py)).is_some_and(|l| matches!(l.direct, Direct::At(_))) }
+}
