@@ -54,14 +54,21 @@ enum Direct {
 }
 
 /// The lists of every type that has one, in installation order (index 0 is found first).
-struct Registry(UnsafeCell<([Option<List>; MAX_TYPES], usize)>);
+struct Registry(UnsafeCell<Lists>);
+
+struct Lists {
+    len: usize,
+    lists: [List; MAX_TYPES],
+}
 
 // SAFETY: every access happens with the GIL held (the `tp_alloc` / `tp_free` contract and
 // `enable_freelist`'s `Python` token), which serialises them; free-threaded builds never
 // install a list.
 unsafe impl Sync for Registry {}
 
-static REGISTRY: Registry = Registry(UnsafeCell::new(([const { None }; MAX_TYPES], 0)));
+const UNUSED: List = List { ty: ptr::null_mut(), basicsize: 0, capacity: 0, items: Vec::new(), direct: Direct::Refused };
+
+static REGISTRY: Registry = Registry(UnsafeCell::new(Lists { len: 0, lists: [UNUSED; MAX_TYPES] }));
 
 /// The list of `ty`, if it has one.
 ///
@@ -70,26 +77,68 @@ static REGISTRY: Registry = Registry(UnsafeCell::new(([const { None }; MAX_TYPES
 #[inline(always)]
 unsafe fn list_of(ty: *mut ffi::PyTypeObject) -> Option<&'static mut List> {
     // SAFETY: caller contract (GIL held: exclusive access).
-    let (lists, n) = unsafe { &mut *REGISTRY.0.get() };
-    lists[..*n].iter_mut().flatten().find(|l| ptr::eq(l.ty, ty))
+    let r = unsafe { &mut *REGISTRY.0.get() };
+    r.lists[..r.len].iter_mut().find(|l| ptr::eq(l.ty, ty))
+}
+
+impl List {
+    /// A released instance of `self.ty` made ready as `PyType_GenericAlloc` makes a new one
+    /// (header, one reference, GC-tracked), with the bytes after the header zero except
+    /// `keep` (a range the caller writes at once); `None` when the list is empty.
+    ///
+    /// # Safety
+    /// GIL held; `keep` lies in `[size_of::<PyObject>(), basicsize)` and the caller fills it
+    /// before anything can look at the object.
+    #[inline(always)]
+    unsafe fn pop(&mut self, keep: std::ops::Range<usize>) -> Option<*mut ffi::PyObject> {
+        let obj = self.items.pop()?;
+        // SAFETY: `obj` is `basicsize` bytes that `freelist_free` took from a released instance
+        // of this type (allocated by `PyType_GenericAlloc` with a GC header, untracked since).
+        unsafe {
+            let base = obj.cast::<u8>();
+            let head = std::mem::size_of::<ffi::PyObject>();
+            zero(base, head..keep.start);
+            zero(base, keep.end..self.basicsize);
+            // Type (a new reference for heap types) and a reference count of 1.
+            ffi::PyObject_Init(obj, self.ty);
+            ffi::PyObject_GC_Track(obj.cast::<c_void>());
+        }
+        Some(obj)
+    }
+}
+
+/// Zeroes `base[range]`: word stores when the range is word-aligned (the usual case: a weak
+/// reference slot or nothing, where a `memset` call would cost more than the stores).
+///
+/// # Safety
+/// `base[range]` is writable and `base` is 8-byte aligned (pymalloc aligns to 16).
+#[inline(always)]
+unsafe fn zero(base: *mut u8, range: std::ops::Range<usize>) {
+    // SAFETY: caller contract.
+    unsafe {
+        if range.start % 8 == 0 && range.end % 8 == 0 {
+            for i in (range.start..range.end).step_by(8) {
+                base.add(i).cast::<u64>().write(0);
+            }
+        } else {
+            ptr::write_bytes(base.add(range.start), 0, range.end - range.start);
+        }
+    }
 }
 
 /// `tp_alloc` of a type with a free list: a released instance of exactly that type when one
 /// waits, prepared as `PyType_GenericAlloc` prepares a new one; otherwise `PyType_GenericAlloc`.
 unsafe extern "C" fn freelist_alloc(subtype: *mut ffi::PyTypeObject, nitems: ffi::Py_ssize_t) -> *mut ffi::PyObject {
-    // SAFETY: CPython calls `tp_alloc` with the GIL held and a live type; a popped object is
-    // memory of `basicsize` bytes that `freelist_free` took from a released instance of this
-    // very type (allocated by `PyType_GenericAlloc` with a GC header, untracked since).
+    // SAFETY: CPython calls `tp_alloc` with the GIL held and a live type; `pop` zero-fills the
+    // whole body (an empty `keep` range right after the header).
     unsafe {
         if nitems == 0
             && let Some(list) = list_of(subtype)
-            && let Some(obj) = list.items.pop()
         {
-            ptr::write_bytes(obj.cast::<u8>(), 0, list.basicsize);
-            // Type (a new reference for heap types) and a reference count of 1.
-            ffi::PyObject_Init(obj, subtype);
-            ffi::PyObject_GC_Track(obj.cast::<c_void>());
-            return obj;
+            let head = std::mem::size_of::<ffi::PyObject>();
+            if let Some(obj) = list.pop(head..head) {
+                return obj;
+            }
         }
         ffi::PyType_GenericAlloc(subtype, nitems)
     }
@@ -106,8 +155,10 @@ unsafe extern "C" fn freelist_free(obj: *mut c_void) {
     unsafe {
         let o = obj.cast::<ffi::PyObject>();
         // `tp_dealloc` untracks before freeing; an object freed without that is untracked here
-        // (a no-op for an untracked one) so the list never holds a tracked object.
-        ffi::PyObject_GC_UnTrack(obj);
+        // so the list never holds a tracked object.
+        if ffi::PyObject_GC_IsTracked(o) != 0 {
+            ffi::PyObject_GC_UnTrack(obj);
+        }
         if let Some(list) = list_of(ffi::Py_TYPE(o))
             && list.items.len() < list.capacity
         {
@@ -161,13 +212,13 @@ pub fn enable_freelist<T: PyClass>(py: Python<'_>, capacity: usize) -> PyResult<
             return fail("its type has variable-size instances");
         }
         let basicsize = (*ty).tp_basicsize as usize;
-        let (lists, n) = &mut *REGISTRY.0.get();
-        if *n == MAX_TYPES {
+        let r = &mut *REGISTRY.0.get();
+        if r.len == MAX_TYPES {
             return fail("the maximum number of types with a free list is reached");
         }
         let direct = if (*ty).tp_dictoffset == 0 { Direct::Unknown } else { Direct::Refused };
-        lists[*n] = Some(List { ty, basicsize, capacity, items: Vec::with_capacity(capacity), direct });
-        *n += 1;
+        r.lists[r.len] = List { ty, basicsize, capacity, items: Vec::with_capacity(capacity), direct };
+        r.len += 1;
         (*ty).tp_alloc = Some(freelist_alloc);
         (*ty).tp_free = Some(freelist_free);
     }
@@ -200,13 +251,18 @@ where
     let direct = unsafe { list_of(ty).map(|l| l.direct) };
     match direct {
         Some(Direct::At(off)) => {
-            // SAFETY: GIL held; `freelist_alloc` returns a new reference to a zero-filled
-            // instance of exactly `ty` (header set, GC-tracked) or NULL with an exception set;
+            // SAFETY: GIL held; `pop` (or `PyType_GenericAlloc`) returns a new reference to an
+            // instance of exactly `ty` (header set, GC-tracked) whose bytes after the header
+            // are zero except the value's (`pop`) or all zero, or NULL with an exception set;
             // the probe showed that PyO3's instance of `T` is this memory with the value at
             // `off` (aligned for `T`, inside `tp_basicsize`). Nothing runs between the
             // allocation and the write that could look at the object.
             unsafe {
-                let obj = freelist_alloc(ty, 0);
+                let keep = off..off + std::mem::size_of::<T>();
+                let obj = match list_of(ty).and_then(|l| l.pop(keep)) {
+                    Some(obj) => obj,
+                    None => ffi::PyType_GenericAlloc(ty, 0),
+                };
                 if obj.is_null() {
                     return Err(PyErr::fetch(py));
                 }
@@ -217,7 +273,7 @@ where
         Some(Direct::Unknown) => {
             let b = Bound::new(py, value)?;
             let probed = probe_layout(&b);
-            // SAFETY: GIL held; no other registry reference is live.
+            // SAFETY: GIL held; the reference taken above ended before `Bound::new` ran.
             if let Some(l) = unsafe { list_of(ty) } {
                 l.direct = probed;
             }

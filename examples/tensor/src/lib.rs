@@ -618,6 +618,17 @@ const TENSOR_FREELIST: usize = 64;
 const FROM_DLPACK_DOC: &str =
     "Import any DLPack producer as a zero-copy `Tensor` view where possible.";
 
+/// How many released `Tensor`s wait in the free list (`dlbind::freelist`), and whether new ones
+/// are built directly (the layout probe passed): diagnostics for the tests.
+#[pyfunction]
+fn tensor_freelist_stats(py: Python<'_>) -> (Option<usize>, bool, usize) {
+    (
+        dlbind::freelist::freelist_len::<Tensor>(py),
+        dlbind::freelist::builds_directly::<Tensor>(py),
+        TENSOR_FREELIST,
+    )
+}
+
 /// How many managed tensors this module exported whose deleter has not run yet.
 #[pyfunction]
 fn live_exports() -> usize {
@@ -656,6 +667,7 @@ fn dlbind_demo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     dlbind::python::add_from_dlpack_function::<Tensor>(m, FROM_DLPACK_DOC)?;
     dlbind::python::install_from_dlpack_staticmethod::<Tensor>(m.py(), FROM_DLPACK_DOC)?;
     m.add_function(wrap_pyfunction!(live_exports, m)?)?;
+    m.add_function(wrap_pyfunction!(tensor_freelist_stats, m)?)?;
     m.add_function(wrap_pyfunction!(exchange_imports, m)?)?;
     m.add_function(wrap_pyfunction!(numpy_fast_imports, m)?)?;
     m.add_function(wrap_pyfunction!(set_copy_pool_limit, m)?)?;

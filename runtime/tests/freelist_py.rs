@@ -1,0 +1,186 @@
+//! `dlbind::freelist`: per-type free lists in `tp_alloc` / `tp_free` and the probe-verified
+//! direct construction of frozen instances (`new_instance`), on classes defined here.
+
+mod common;
+
+use dlbind::freelist::{MAX_CAPACITY, builds_directly, enable_freelist, freelist_len, new_instance};
+use dlbind::pyo3::exceptions::PyValueError;
+use dlbind::pyo3::prelude::*;
+use dlbind::pyo3::types::PyDict;
+
+/// A frozen class with a weak-reference slot and a Python object inside (like the demo's views).
+#[pyclass(frozen, weakref)]
+struct Frozen {
+    data: Vec<u64>,
+    tag: u32,
+    /// Held for its reference count (released exactly when the instance is).
+    #[allow(dead_code)]
+    owner: Option<Py<PyAny>>,
+}
+
+/// A frozen class for the capacity test (its own list, so test order does not matter).
+#[pyclass(frozen)]
+struct Small {
+    tag: u32,
+}
+
+/// A frozen class with an instance dict: the direct path must refuse it.
+#[pyclass(frozen, dict)]
+struct WithDict {
+    v: u64,
+}
+
+/// A frozen class Python code may subclass; subclass instances never enter the list.
+#[pyclass(frozen, subclass)]
+struct Base {
+    v: u64,
+}
+
+#[pymethods]
+impl Base {
+    #[new]
+    fn new(v: u64) -> Self {
+        Base { v }
+    }
+}
+
+trait RefCnt {
+    fn refcnt(&self) -> isize;
+}
+
+impl<T> RefCnt for Bound<'_, T> {
+    fn refcnt(&self) -> isize {
+        // SAFETY: reading the reference count of a live object with the GIL held.
+        unsafe { dlbind::pyo3::ffi::Py_REFCNT(self.as_ptr()) }
+    }
+}
+
+fn gc_tracked(py: Python<'_>, obj: &Bound<'_, PyAny>) -> bool {
+    py.import("gc").unwrap().call_method1("is_tracked", (obj,)).unwrap().extract().unwrap()
+}
+
+#[test]
+fn frozen_instances_are_reused_built_directly_and_stay_correct() {
+    let _g = common::serial();
+    Python::attach(|py| {
+        enable_freelist::<Frozen>(py, 4).unwrap();
+        assert_eq!(freelist_len::<Frozen>(py), Some(0));
+        assert!(!builds_directly::<Frozen>(py), "not probed before the first instance");
+
+        let owner = py.eval(c"object()", None, None).unwrap();
+        let base_rc = owner.refcnt();
+        let make = |i: u32| {
+            new_instance(py, Frozen { data: vec![u64::from(i); 3], tag: i, owner: Some(owner.clone().unbind()) }).unwrap()
+        };
+
+        // The first instance is PyO3's and is probed; the type qualifies.
+        let first = make(0);
+        assert!(builds_directly::<Frozen>(py), "a frozen, dict-less class passes the probe");
+        let six: Vec<_> = (1..7).map(make).collect();
+        assert_eq!(owner.refcnt(), base_rc + 7);
+        for b in std::iter::once(&first).chain(&six) {
+            assert!(gc_tracked(py, b.as_any()), "instances are GC-tracked");
+        }
+        let addrs: Vec<usize> = six.iter().map(|b| b.as_ptr() as usize).collect();
+        drop(six);
+        assert_eq!(owner.refcnt(), base_rc + 1, "released instances dropped their value at once");
+        assert_eq!(freelist_len::<Frozen>(py), Some(4), "the list keeps at most its capacity");
+
+        // Reused memory, fresh contents, tracked again.
+        let again = make(42);
+        assert_eq!(freelist_len::<Frozen>(py), Some(3));
+        assert!(addrs.contains(&(again.as_ptr() as usize)), "the object came from the list");
+        let v = again.get();
+        assert_eq!((v.tag, v.data.as_slice()), (42, &[42u64, 42, 42][..]));
+        assert!(gc_tracked(py, again.as_any()));
+        assert_eq!(again.refcnt(), 1);
+
+        // Weak references: cleared on release, never carried over to the next occupant.
+        let weakref = py.import("weakref").unwrap();
+        let r = weakref.call_method1("ref", (&again,)).unwrap();
+        assert!(r.call0().unwrap().is(&again));
+        let addr = again.as_ptr() as usize;
+        drop(again);
+        assert!(r.call0().unwrap().is_none(), "the weak reference died with the instance");
+        let next = make(7);
+        assert_eq!(next.as_ptr() as usize, addr, "LIFO: the same memory again");
+        assert!(r.call0().unwrap().is_none(), "the old weak reference does not see the new occupant");
+        let r2 = weakref.call_method1("ref", (&next,)).unwrap();
+        assert!(r2.call0().unwrap().is(&next));
+
+        // PyO3's own constructor takes from the list too (it calls `tp_alloc`).
+        let before = freelist_len::<Frozen>(py).unwrap();
+        let via_pyo3 = Bound::new(py, Frozen { data: vec![9], tag: 9, owner: None }).unwrap();
+        assert_eq!(freelist_len::<Frozen>(py), Some(before - 1));
+        assert_eq!(via_pyo3.get().tag, 9);
+        assert!(gc_tracked(py, via_pyo3.as_any()));
+
+        drop((first, next, via_pyo3));
+        assert_eq!(owner.refcnt(), base_rc);
+    });
+}
+
+#[test]
+fn capacity_is_bounded_and_can_change() {
+    let _g = common::serial();
+    Python::attach(|py| {
+        let err = enable_freelist::<Small>(py, MAX_CAPACITY + 1).unwrap_err();
+        assert!(err.is_instance_of::<PyValueError>(py), "{err}");
+        enable_freelist::<Small>(py, 8).unwrap();
+        let many: Vec<_> = (0..8).map(|i| new_instance(py, Small { tag: i }).unwrap()).collect();
+        drop(many);
+        assert_eq!(freelist_len::<Small>(py), Some(8));
+        // Shrinking frees the surplus at once.
+        enable_freelist::<Small>(py, 2).unwrap();
+        assert_eq!(freelist_len::<Small>(py), Some(2));
+        enable_freelist::<Small>(py, 0).unwrap();
+        assert_eq!(freelist_len::<Small>(py), Some(0));
+        let one = new_instance(py, Small { tag: 1 }).unwrap();
+        assert_eq!(one.get().tag, 1);
+        drop(one);
+        assert_eq!(freelist_len::<Small>(py), Some(0), "capacity 0 keeps nothing");
+        enable_freelist::<Small>(py, 4).unwrap();
+    });
+}
+
+#[test]
+fn classes_with_an_instance_dict_are_built_by_pyo3() {
+    let _g = common::serial();
+    Python::attach(|py| {
+        assert_eq!(freelist_len::<WithDict>(py), None);
+        enable_freelist::<WithDict>(py, 4).unwrap();
+        for i in 0..3 {
+            let b = new_instance(py, WithDict { v: i }).unwrap();
+            assert!(!builds_directly::<WithDict>(py), "a dict slot is refused");
+            assert_eq!(b.get().v, i);
+            b.setattr("extra", i).unwrap();
+            let d = b.getattr("__dict__").unwrap();
+            assert_eq!(d.cast::<PyDict>().unwrap().len(), 1, "a fresh dict for every instance");
+        }
+    });
+}
+
+#[test]
+fn python_subclasses_never_use_the_list() {
+    let _g = common::serial();
+    Python::attach(|py| {
+        enable_freelist::<Base>(py, 4).unwrap();
+        let base = py.get_type::<Base>();
+        let g = PyDict::new(py);
+        g.set_item("Base", &base).unwrap();
+        py.run(c"class Sub(Base):\n    pass\n", Some(&g), None).unwrap();
+        let sub = g.get_item("Sub").unwrap().unwrap();
+        for v in 0..6u64 {
+            let s = sub.call1((v,)).unwrap();
+            assert_eq!(s.cast::<Base>().unwrap().get().v, v);
+            drop(s);
+            assert_eq!(freelist_len::<Base>(py), Some(0), "a subclass instance is freed, not kept");
+        }
+        let b = base.call1((5u64,)).unwrap();
+        drop(b);
+        assert_eq!(freelist_len::<Base>(py), Some(1), "an exact instance is kept");
+        let s = sub.call1((6u64,)).unwrap();
+        assert_eq!(freelist_len::<Base>(py), Some(1), "a subclass instance does not take it");
+        assert_eq!(s.cast::<Base>().unwrap().get().v, 6);
+    });
+}

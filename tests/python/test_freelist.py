@@ -1,0 +1,121 @@
+"""`Tensor`'s free list (`dlbind::freelist`, issue 5's 40 ns target).
+
+Released `Tensor`s keep their memory in a bounded per-type list, and `from_dlpack(t)` builds
+the new `Tensor` directly in such memory once a probe has checked PyO3's layout. Nothing of
+that may show: every `Tensor` is GC-tracked, weak references die with their object and never
+see the next occupant, values and layouts are those of the source, sources are released
+exactly when their views are, and the list never exceeds its capacity.
+Timings are not tested here (bench/bench_dlpack.py).
+"""
+
+import gc
+import sys
+import weakref
+
+import numpy as np
+import pytest
+
+import dlbind_demo as m
+from dlbind_demo import Tensor
+
+
+def stats():
+    length, direct, capacity = m.tensor_freelist_stats()
+    return length, direct, capacity
+
+
+def layout(t):
+    return (t.data_ptr, t.shape, t.strides, t.dtype, t.device, t.readonly)
+
+
+def test_the_demo_tensor_has_a_list_and_builds_directly():
+    t = Tensor.arange(6, dtype="float32")
+    m.from_dlpack(t)
+    length, direct, capacity = stats()
+    assert length is not None, "Tensor has a free list"
+    assert direct, "the layout probe passed for the frozen Tensor"
+    assert 0 <= length <= capacity
+
+
+def test_released_tensors_fill_the_list_up_to_its_capacity_and_are_taken_back():
+    t = Tensor.arange(6, dtype="float32")
+    _, _, capacity = stats()
+    many = [m.from_dlpack(t) for _ in range(capacity + 10)]
+    held = stats()[0]
+    del many
+    assert stats()[0] == capacity, "released tensors wait in the list, at most its capacity"
+    assert held < capacity
+    again = [m.from_dlpack(t) for _ in range(5)]
+    assert stats()[0] == capacity - 5, "new tensors take memory from the list"
+    del again
+
+
+@pytest.mark.parametrize("make", [
+    lambda: Tensor.arange(12, dtype="float64"),
+    lambda: Tensor.arange(12, dtype="int16").reversed(),
+    lambda: Tensor.from_bytes(bytes(range(24)), (2, 3, 4), "uint8").transpose(),
+    lambda: Tensor.from_bytes(bytes(range(24)), (2, 3, 4), "uint8").slice(2, 1, None, 2),
+    lambda: Tensor.arange(8, dtype="int32").set_readonly(),
+    lambda: Tensor.zeros((), dtype="float32"),
+])
+def test_reused_memory_gives_correct_tracked_tensors(make):
+    src = make()
+    want = np.from_dlpack(src)
+    # Churn so the results come from reused memory.
+    for _ in range(3):
+        views = [m.from_dlpack(src) for _ in range(20)]
+        for v in views:
+            assert gc.is_tracked(v), "every Tensor is GC-tracked, reused or not"
+            assert layout(v)[1:] == layout(src)[1:]
+            assert v.data_ptr == src.data_ptr
+            np.testing.assert_array_equal(np.from_dlpack(v), want)
+        del views
+    # Tensors made by PyO3 methods (views) also come from the list and are tracked.
+    r = Tensor.arange(6, dtype="float32").reversed()
+    assert gc.is_tracked(r)
+
+
+def test_weak_references_die_with_the_tensor_and_never_see_the_next_one():
+    t = Tensor.arange(4, dtype="float32")
+    a = m.from_dlpack(t)
+    r = weakref.ref(a)
+    assert r() is a
+    addr = id(a)
+    del a
+    assert r() is None
+    b = m.from_dlpack(t)
+    assert id(b) == addr, "LIFO reuse of the same memory"
+    assert r() is None, "the dead weak reference does not see the new occupant"
+    r2 = weakref.ref(b)
+    assert r2() is b
+    del b
+    assert r2() is None
+
+
+def test_sources_are_released_exactly_with_their_views():
+    t = Tensor.arange(16, dtype="float32")
+    base = sys.getrefcount(t)
+    views = [m.from_dlpack(t) for _ in range(50)]
+    assert sys.getrefcount(t) == base + 50
+    del views
+    assert sys.getrefcount(t) == base
+    for _ in range(1000):
+        m.from_dlpack(t)
+    assert sys.getrefcount(t) == base
+    w = weakref.ref(t)
+    v = m.from_dlpack(t)
+    del t
+    assert w() is not None, "the view keeps its source alive"
+    del v
+    assert w() is None, "released with the last view"
+
+
+def test_gc_collect_with_tensors_in_and_out_of_the_list():
+    t = Tensor.arange(4, dtype="float32")
+    views = [m.from_dlpack(t) for _ in range(30)]
+    gc.collect()
+    del views[::2]
+    gc.collect()
+    more = [m.from_dlpack(t) for _ in range(30)]
+    gc.collect()
+    assert all(v.data_ptr == t.data_ptr for v in views + more)
