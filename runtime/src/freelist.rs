@@ -8,14 +8,20 @@
 //! bounded list and the next allocation of `T` takes it back: zero fill, header, GC tracking as
 //! `PyType_GenericAlloc` does, minus the allocator round trip.
 //!
-//! What stays as it was: PyO3 still creates and destroys the objects (its `tp_dealloc` drops
-//! the Rust value, clears weak references and untracks the object before calling `tp_free`);
-//! Python subclasses of `T` have their own `tp_alloc` / `tp_free` and never use the list;
-//! objects from the list are GC-tracked like any other (PyO3's own `freelist` option leaves
-//! them untracked and takes a mutex per call). The list is only touched with the GIL held (the
-//! CPython contract for both slots); on a free-threaded interpreter [`enable_freelist`] installs
-//! nothing. At most [`MAX_TYPES`] types have a list; at most `capacity` objects wait in each,
-//! so what is kept at interpreter exit is bounded (`capacity × tp_basicsize` bytes a type).
+//! PyO3 still destroys the objects (its `tp_dealloc` drops the Rust value, clears weak
+//! references and untracks the object before calling `tp_free`), and still creates them when
+//! asked (`Bound::new`, `#[new]`, methods returning `T`: all through `tp_alloc`). For a frozen
+//! `T`, [`new_instance`] goes one step further and writes the value into the released memory
+//! itself, once a probe of the first PyO3-made instance has shown that this gives the bytes PyO3
+//! writes. Python subclasses of `T` have their own `tp_alloc` / `tp_free` and never use the
+//! list; objects from the list are GC-tracked like any other (PyO3's own `freelist` option
+//! leaves them untracked and takes a mutex per call). The list is only touched with the GIL
+//! held (the CPython contract for both slots); on a free-threaded interpreter
+//! [`enable_freelist`] installs nothing. At most [`MAX_TYPES`] types have a list; at most
+//! `capacity` objects wait in each, so what is kept at interpreter exit is bounded
+//! (`capacity × tp_basicsize` bytes a type). Memory checkers see a released object as still
+//! allocated while it waits in the list, so a use after release of one of those is invisible
+//! to them (valgrind's memcheck included).
 
 use std::cell::UnsafeCell;
 use std::ffi::c_void;
@@ -66,9 +72,18 @@ struct Lists {
 // install a list.
 unsafe impl Sync for Registry {}
 
-const UNUSED: List = List { ty: ptr::null_mut(), basicsize: 0, capacity: 0, items: Vec::new(), direct: Direct::Refused };
+const UNUSED: List = List {
+    ty: ptr::null_mut(),
+    basicsize: 0,
+    capacity: 0,
+    items: Vec::new(),
+    direct: Direct::Refused,
+};
 
-static REGISTRY: Registry = Registry(UnsafeCell::new(Lists { len: 0, lists: [UNUSED; MAX_TYPES] }));
+static REGISTRY: Registry = Registry(UnsafeCell::new(Lists {
+    len: 0,
+    lists: [UNUSED; MAX_TYPES],
+}));
 
 /// The list of `ty`, if it has one.
 ///
@@ -128,7 +143,10 @@ unsafe fn zero(base: *mut u8, range: std::ops::Range<usize>) {
 
 /// `tp_alloc` of a type with a free list: a released instance of exactly that type when one
 /// waits, prepared as `PyType_GenericAlloc` prepares a new one; otherwise `PyType_GenericAlloc`.
-unsafe extern "C" fn freelist_alloc(subtype: *mut ffi::PyTypeObject, nitems: ffi::Py_ssize_t) -> *mut ffi::PyObject {
+unsafe extern "C" fn freelist_alloc(
+    subtype: *mut ffi::PyTypeObject,
+    nitems: ffi::Py_ssize_t,
+) -> *mut ffi::PyObject {
     // SAFETY: CPython calls `tp_alloc` with the GIL held and a live type; `pop` zero-fills the
     // whole body (an empty `keep` range right after the header).
     unsafe {
@@ -201,10 +219,16 @@ pub fn enable_freelist<T: PyClass>(py: Python<'_>, capacity: usize) -> PyResult<
             return Ok(());
         }
         let name = <T as PyClass>::NAME;
-        let fail = |why: &str| Err(PyRuntimeError::new_err(format!("cannot give {name} a free list: {why}")));
+        let fail = |why: &str| {
+            Err(PyRuntimeError::new_err(format!(
+                "cannot give {name} a free list: {why}"
+            )))
+        };
         if ffi::PyType_IS_GC(ty) == 0
-            || (*ty).tp_alloc.map(|f| f as usize) != Some(ffi::PyType_GenericAlloc as ffi::allocfunc as usize)
-            || (*ty).tp_free.map(|f| f as usize) != Some(ffi::PyObject_GC_Del as ffi::freefunc as usize)
+            || (*ty).tp_alloc.map(|f| f as usize)
+                != Some(ffi::PyType_GenericAlloc as ffi::allocfunc as usize)
+            || (*ty).tp_free.map(|f| f as usize)
+                != Some(ffi::PyObject_GC_Del as ffi::freefunc as usize)
         {
             return fail("its type does not use the default GC allocator");
         }
@@ -216,8 +240,18 @@ pub fn enable_freelist<T: PyClass>(py: Python<'_>, capacity: usize) -> PyResult<
         if r.len == MAX_TYPES {
             return fail("the maximum number of types with a free list is reached");
         }
-        let direct = if (*ty).tp_dictoffset == 0 { Direct::Unknown } else { Direct::Refused };
-        r.lists[r.len] = List { ty, basicsize, capacity, items: Vec::with_capacity(capacity), direct };
+        let direct = if (*ty).tp_dictoffset == 0 {
+            Direct::Unknown
+        } else {
+            Direct::Refused
+        };
+        r.lists[r.len] = List {
+            ty,
+            basicsize,
+            capacity,
+            items: Vec::with_capacity(capacity),
+            direct,
+        };
         r.len += 1;
         (*ty).tp_alloc = Some(freelist_alloc);
         (*ty).tp_free = Some(freelist_free);
@@ -290,11 +324,16 @@ fn probe_layout<T: PyClass<Frozen = True> + Sync>(b: &Bound<'_, T>) -> Direct {
     // SAFETY: reading the type's basic size and exact type of a live object.
     let (basicsize, exact) = unsafe {
         let ty = ffi::Py_TYPE(b.as_ptr());
-        ((*ty).tp_basicsize as usize, ptr::eq(ty, T::type_object_raw(b.py())))
+        (
+            (*ty).tp_basicsize as usize,
+            ptr::eq(ty, T::type_object_raw(b.py())),
+        )
     };
     let head = std::mem::size_of::<ffi::PyObject>();
     let size = std::mem::size_of::<T>();
-    let Some(off) = (val as usize).checked_sub(obj as usize) else { return Direct::Refused };
+    let Some(off) = (val as usize).checked_sub(obj as usize) else {
+        return Direct::Refused;
+    };
     if !exact
         || off < head
         || off + size > basicsize
@@ -305,8 +344,14 @@ fn probe_layout<T: PyClass<Frozen = True> + Sync>(b: &Bound<'_, T>) -> Direct {
     }
     // SAFETY: `[head, basicsize)` lies inside the live object; bytes outside the value are
     // PyO3's bookkeeping (initialised), read as plain bytes.
-    let zero_elsewhere = (head..basicsize).filter(|i| !(off..off + size).contains(i)).all(|i| unsafe { *obj.add(i) } == 0);
-    if zero_elsewhere { Direct::At(off) } else { Direct::Refused }
+    let zero_elsewhere = (head..basicsize)
+        .filter(|i| !(off..off + size).contains(i))
+        .all(|i| unsafe { *obj.add(i) } == 0);
+    if zero_elsewhere {
+        Direct::At(off)
+    } else {
+        Direct::Refused
+    }
 }
 
 /// Whether [`new_instance`] builds `T` directly (its probe passed). Tests and diagnostics.

@@ -3,7 +3,9 @@
 
 mod common;
 
-use dlbind::freelist::{MAX_CAPACITY, builds_directly, enable_freelist, freelist_len, new_instance};
+use dlbind::freelist::{
+    MAX_CAPACITY, builds_directly, enable_freelist, freelist_len, new_instance,
+};
 use dlbind::pyo3::exceptions::PyValueError;
 use dlbind::pyo3::prelude::*;
 use dlbind::pyo3::types::PyDict;
@@ -56,7 +58,12 @@ impl<T> RefCnt for Bound<'_, T> {
 }
 
 fn gc_tracked(py: Python<'_>, obj: &Bound<'_, PyAny>) -> bool {
-    py.import("gc").unwrap().call_method1("is_tracked", (obj,)).unwrap().extract().unwrap()
+    py.import("gc")
+        .unwrap()
+        .call_method1("is_tracked", (obj,))
+        .unwrap()
+        .extract()
+        .unwrap()
 }
 
 #[test]
@@ -65,17 +72,31 @@ fn frozen_instances_are_reused_built_directly_and_stay_correct() {
     Python::attach(|py| {
         enable_freelist::<Frozen>(py, 4).unwrap();
         assert_eq!(freelist_len::<Frozen>(py), Some(0));
-        assert!(!builds_directly::<Frozen>(py), "not probed before the first instance");
+        assert!(
+            !builds_directly::<Frozen>(py),
+            "not probed before the first instance"
+        );
 
         let owner = py.eval(c"object()", None, None).unwrap();
         let base_rc = owner.refcnt();
         let make = |i: u32| {
-            new_instance(py, Frozen { data: vec![u64::from(i); 3], tag: i, owner: Some(owner.clone().unbind()) }).unwrap()
+            new_instance(
+                py,
+                Frozen {
+                    data: vec![u64::from(i); 3],
+                    tag: i,
+                    owner: Some(owner.clone().unbind()),
+                },
+            )
+            .unwrap()
         };
 
         // The first instance is PyO3's and is probed; the type qualifies.
         let first = make(0);
-        assert!(builds_directly::<Frozen>(py), "a frozen, dict-less class passes the probe");
+        assert!(
+            builds_directly::<Frozen>(py),
+            "a frozen, dict-less class passes the probe"
+        );
         let six: Vec<_> = (1..7).map(make).collect();
         assert_eq!(owner.refcnt(), base_rc + 7);
         for b in std::iter::once(&first).chain(&six) {
@@ -83,13 +104,24 @@ fn frozen_instances_are_reused_built_directly_and_stay_correct() {
         }
         let addrs: Vec<usize> = six.iter().map(|b| b.as_ptr() as usize).collect();
         drop(six);
-        assert_eq!(owner.refcnt(), base_rc + 1, "released instances dropped their value at once");
-        assert_eq!(freelist_len::<Frozen>(py), Some(4), "the list keeps at most its capacity");
+        assert_eq!(
+            owner.refcnt(),
+            base_rc + 1,
+            "released instances dropped their value at once"
+        );
+        assert_eq!(
+            freelist_len::<Frozen>(py),
+            Some(4),
+            "the list keeps at most its capacity"
+        );
 
         // Reused memory, fresh contents, tracked again.
         let again = make(42);
         assert_eq!(freelist_len::<Frozen>(py), Some(3));
-        assert!(addrs.contains(&(again.as_ptr() as usize)), "the object came from the list");
+        assert!(
+            addrs.contains(&(again.as_ptr() as usize)),
+            "the object came from the list"
+        );
         let v = again.get();
         assert_eq!((v.tag, v.data.as_slice()), (42, &[42u64, 42, 42][..]));
         assert!(gc_tracked(py, again.as_any()));
@@ -101,16 +133,30 @@ fn frozen_instances_are_reused_built_directly_and_stay_correct() {
         assert!(r.call0().unwrap().is(&again));
         let addr = again.as_ptr() as usize;
         drop(again);
-        assert!(r.call0().unwrap().is_none(), "the weak reference died with the instance");
+        assert!(
+            r.call0().unwrap().is_none(),
+            "the weak reference died with the instance"
+        );
         let next = make(7);
         assert_eq!(next.as_ptr() as usize, addr, "LIFO: the same memory again");
-        assert!(r.call0().unwrap().is_none(), "the old weak reference does not see the new occupant");
+        assert!(
+            r.call0().unwrap().is_none(),
+            "the old weak reference does not see the new occupant"
+        );
         let r2 = weakref.call_method1("ref", (&next,)).unwrap();
         assert!(r2.call0().unwrap().is(&next));
 
         // PyO3's own constructor takes from the list too (it calls `tp_alloc`).
         let before = freelist_len::<Frozen>(py).unwrap();
-        let via_pyo3 = Bound::new(py, Frozen { data: vec![9], tag: 9, owner: None }).unwrap();
+        let via_pyo3 = Bound::new(
+            py,
+            Frozen {
+                data: vec![9],
+                tag: 9,
+                owner: None,
+            },
+        )
+        .unwrap();
         assert_eq!(freelist_len::<Frozen>(py), Some(before - 1));
         assert_eq!(via_pyo3.get().tag, 9);
         assert!(gc_tracked(py, via_pyo3.as_any()));
@@ -127,7 +173,9 @@ fn capacity_is_bounded_and_can_change() {
         let err = enable_freelist::<Small>(py, MAX_CAPACITY + 1).unwrap_err();
         assert!(err.is_instance_of::<PyValueError>(py), "{err}");
         enable_freelist::<Small>(py, 8).unwrap();
-        let many: Vec<_> = (0..8).map(|i| new_instance(py, Small { tag: i }).unwrap()).collect();
+        let many: Vec<_> = (0..8)
+            .map(|i| new_instance(py, Small { tag: i }).unwrap())
+            .collect();
         drop(many);
         assert_eq!(freelist_len::<Small>(py), Some(8));
         // Shrinking frees the surplus at once.
@@ -138,7 +186,11 @@ fn capacity_is_bounded_and_can_change() {
         let one = new_instance(py, Small { tag: 1 }).unwrap();
         assert_eq!(one.get().tag, 1);
         drop(one);
-        assert_eq!(freelist_len::<Small>(py), Some(0), "capacity 0 keeps nothing");
+        assert_eq!(
+            freelist_len::<Small>(py),
+            Some(0),
+            "capacity 0 keeps nothing"
+        );
         enable_freelist::<Small>(py, 4).unwrap();
     });
 }
@@ -155,7 +207,11 @@ fn classes_with_an_instance_dict_are_built_by_pyo3() {
             assert_eq!(b.get().v, i);
             b.setattr("extra", i).unwrap();
             let d = b.getattr("__dict__").unwrap();
-            assert_eq!(d.cast::<PyDict>().unwrap().len(), 1, "a fresh dict for every instance");
+            assert_eq!(
+                d.cast::<PyDict>().unwrap().len(),
+                1,
+                "a fresh dict for every instance"
+            );
         }
     });
 }
@@ -168,19 +224,32 @@ fn python_subclasses_never_use_the_list() {
         let base = py.get_type::<Base>();
         let g = PyDict::new(py);
         g.set_item("Base", &base).unwrap();
-        py.run(c"class Sub(Base):\n    pass\n", Some(&g), None).unwrap();
+        py.run(c"class Sub(Base):\n    pass\n", Some(&g), None)
+            .unwrap();
         let sub = g.get_item("Sub").unwrap().unwrap();
         for v in 0..6u64 {
             let s = sub.call1((v,)).unwrap();
             assert_eq!(s.cast::<Base>().unwrap().get().v, v);
             drop(s);
-            assert_eq!(freelist_len::<Base>(py), Some(0), "a subclass instance is freed, not kept");
+            assert_eq!(
+                freelist_len::<Base>(py),
+                Some(0),
+                "a subclass instance is freed, not kept"
+            );
         }
         let b = base.call1((5u64,)).unwrap();
         drop(b);
-        assert_eq!(freelist_len::<Base>(py), Some(1), "an exact instance is kept");
+        assert_eq!(
+            freelist_len::<Base>(py),
+            Some(1),
+            "an exact instance is kept"
+        );
         let s = sub.call1((6u64,)).unwrap();
-        assert_eq!(freelist_len::<Base>(py), Some(1), "a subclass instance does not take it");
+        assert_eq!(
+            freelist_len::<Base>(py),
+            Some(1),
+            "a subclass instance does not take it"
+        );
         assert_eq!(s.cast::<Base>().unwrap().get().v, 6);
     });
 }
