@@ -645,7 +645,7 @@ fn set_copy_pool_limit(bytes: usize) -> usize {
     old
 }
 
-/// How many tensors this thread imported through a producer's C exchange table
+/// How many tensors this process imported through a producer's C exchange table
 /// (`type(x).__dlpack_c_exchange_api__`) instead of `__dlpack__`; `from_dlpack(t)` of a `Tensor`
 /// counts too (it builds what `Tensor`'s own table gives, directly).
 #[pyfunction]

@@ -199,7 +199,7 @@ thread_local! {
     /// unique for the type's current MRO dicts (CPython bumps it on any change and never reuses
     /// one); the table itself lives for the whole process (spec), so a hit needs no lookup.
     /// Misses (types without a usable table) are cached as 0.
-    static TABLE_CACHE: Cell<(usize, u32, usize)> = const { Cell::new((0, 0, 0)) };
+    static TABLE_CACHE: Cell<(usize, u32, usize, bool)> = const { Cell::new((0, 0, 0, false)) };
 }
 
 /// Imports through an exchange table, process-wide (see [`exchange_imports`]).
@@ -299,6 +299,40 @@ unsafe fn table_from_int(attr: *mut ffi::PyObject) -> *const DLPackExchangeAPIHe
 /// process-lifetime table, as every consumer of that legacy protocol (tvm-ffi) trusts it.
 #[inline]
 pub unsafe fn lookup_exchange_api(py: Python<'_>, o: *mut ffi::PyObject) -> *const DLPackExchangeAPI {
+    // SAFETY: caller contract.
+    unsafe { lookup_table(py, o).0 }
+}
+
+/// The types of torch tensors (any class whose MRO holds torch's C tensor base, under its
+/// current and its pre-2.3 name).
+const TORCH_TENSOR_BASES: [&std::ffi::CStr; 2] = [c"torch._C.TensorBase", c"torch._C._TensorBase"];
+
+/// Whether `tp` is a torch tensor type, whose exchange table exports more than its `__dlpack__`
+/// does (see [`import_via_exchange_api`]).
+///
+/// # Safety
+/// GIL held; `tp` is a live, ready type.
+unsafe fn is_torch_tensor_type(tp: *mut ffi::PyTypeObject) -> bool {
+    // SAFETY: caller contract; `tp_mro` of a ready type is a tuple of types, `tp_name` a C string.
+    unsafe {
+        let mro = (*tp).tp_mro;
+        if mro.is_null() || ffi::PyTuple_Check(mro) == 0 {
+            return false;
+        }
+        (0..ffi::PyTuple_GET_SIZE(mro)).any(|i| {
+            let t = ffi::PyTuple_GET_ITEM(mro, i).cast::<ffi::PyTypeObject>();
+            let name = std::ffi::CStr::from_ptr((*t).tp_name);
+            TORCH_TENSOR_BASES.contains(&name)
+        })
+    }
+}
+
+/// [`lookup_exchange_api`], and whether the type is a torch tensor type.
+///
+/// # Safety
+/// As for [`lookup_exchange_api`].
+#[inline]
+unsafe fn lookup_table(py: Python<'_>, o: *mut ffi::PyObject) -> (*const DLPackExchangeAPI, bool) {
     // SAFETY: caller contract; type fields are plain reads; `_PyType_Lookup` never raises and
     // returns a borrowed reference kept alive by the type's dict for the duration of the checks.
     unsafe {
@@ -306,9 +340,9 @@ pub unsafe fn lookup_exchange_api(py: Python<'_>, o: *mut ffi::PyObject) -> *con
         let valid = ffi::PyType_HasFeature(tp, ffi::Py_TPFLAGS_VALID_VERSION_TAG) != 0;
         let tag = (*tp).tp_version_tag;
         if valid && tag != 0 {
-            let (ct, ctag, table) = TABLE_CACHE.with(Cell::get);
+            let (ct, ctag, table, torch) = TABLE_CACHE.with(Cell::get);
             if ct == tp as usize && ctag == tag {
-                return table as *const DLPackExchangeAPI;
+                return (table as *const DLPackExchangeAPI, torch);
             }
         }
         let name = ATTR_NAME.get_or_init(py, || PyString::intern(py, DLPACK_EXCHANGE_API_ATTR).unbind());
@@ -326,24 +360,63 @@ pub unsafe fn lookup_exchange_api(py: Python<'_>, o: *mut ffi::PyObject) -> *con
                 table = supported_table(header);
             }
         }
+        let torch = !table.is_null() && is_torch_tensor_type(tp);
         let valid = ffi::PyType_HasFeature(tp, ffi::Py_TPFLAGS_VALID_VERSION_TAG) != 0;
         let tag = (*tp).tp_version_tag;
         if valid && tag != 0 {
-            TABLE_CACHE.with(|c| c.set((tp as usize, tag, table as usize)));
+            TABLE_CACHE.with(|c| c.set((tp as usize, tag, table as usize, torch)));
         }
-        table
+        (table, torch)
     }
+}
+
+/// Refuses a torch tensor whose conjugate or negative bit is set (`x.is_conj()`, `x.is_neg()`;
+/// a torch without those methods has no such bits): its stored values are not its values.
+fn refuse_torch_lazy_bits(obj: &Bound<'_, PyAny>) -> PyResult<()> {
+    let py = obj.py();
+    let checks = [
+        (pyo3::intern!(py, "is_conj"), "conjugate", "resolve_conj"),
+        (pyo3::intern!(py, "is_neg"), "negative", "resolve_neg"),
+    ];
+    for (method, bit, fix) in checks {
+        match obj.call_method0(method) {
+            Ok(v) if v.is_truthy()? => {
+                return Err(crate::error::DlpackError::new(
+                    crate::failure::FailureKind::UnsupportedLayout,
+                    format!(
+                        "a torch tensor with the {bit} bit set cannot be imported zero-copy (its stored \
+                         values are not its values); call x.{fix}() first"
+                    ),
+                )
+                .into());
+            }
+            Ok(_) => {}
+            Err(e) if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(py) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Imports `obj` through its type's C exchange table: `Ok(None)` when the type has no usable
 /// table or no `managed_tensor_from_py_object_no_sync` entry (the caller falls back to
 /// `__dlpack__`), the producer's exception when the entry fails.
+///
+/// torch's table (seen in torch 2.15) exports a tensor whose conjugate or negative bit is set
+/// as its stored values: `from_dlpack(x.conj())` through it would silently give the
+/// unconjugated numbers (tvm-ffi does), where torch's `__dlpack__` refuses the conjugate bit
+/// (BufferError) and exports the negative bit unresolved (numpy then shows the wrong sign).
+/// dlbind refuses both for torch tensors that have a table (BufferError naming the bit and the
+/// `resolve_*` call); other torch tensors take the table.
 pub fn import_via_exchange_api(obj: &Bound<'_, PyAny>) -> PyResult<Option<ImportedTensor>> {
     let py = obj.py();
     // SAFETY: GIL held (bound object), `obj` is live.
-    let table = unsafe { lookup_exchange_api(py, obj.as_ptr()) };
+    let (table, torch) = unsafe { lookup_table(py, obj.as_ptr()) };
     if table.is_null() {
         return Ok(None);
+    }
+    if torch {
+        refuse_torch_lazy_bits(obj)?;
     }
     // SAFETY: a table of our major version (checked), process-lifetime.
     let Some(f) = (unsafe { (*table).managed_tensor_from_py_object_no_sync }) else { return Ok(None) };
