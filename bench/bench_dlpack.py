@@ -130,6 +130,10 @@ def main(argv=None):
             notes.append(f"could not create a dlbind Tensor: {type(e).__name__}: {e}")
     if pa is not None:
         g["p"] = pa.array(np.arange(16, dtype=np.float32))
+    # torch is optional (not in the pinned set): its rows run only where it is installed.
+    torch = opt("torch")
+    if torch is not None:
+        g["xt"] = torch.arange(16, dtype=torch.float32)
     if tvm_ffi is not None:
         try:
             g["v"] = tvm_ffi.from_dlpack(g["a"])
@@ -181,6 +185,12 @@ def main(argv=None):
         "tvm_ffi.from_dlpack(a)", needs=("t", "tvm_ffi"))
     row("import", None, "m.from_dlpack(v)  (tvm_ffi.Tensor)", "m.from_dlpack(v)", "np.from_dlpack(v)",
         "np.from_dlpack(v)", needs=("m", "v"))
+    # torch's own C exchange table (torch >= 2.9), consumed by dlbind (which also asks is_conj()
+    # / is_neg(): see README "Choices"), by tvm-ffi and by numpy (through __dlpack__).
+    row("import", None, "m.from_dlpack(xt)  (torch, C exchange table)", "m.from_dlpack(xt)",
+        "tvm_ffi.from_dlpack(xt)  (torch, C exchange table)", "tvm_ffi.from_dlpack(xt)", needs=("m", "xt", "tvm_ffi"))
+    row("import", None, "m.from_dlpack(xt)  (torch, C exchange table)", "m.from_dlpack(xt)",
+        "np.from_dlpack(xt)", "np.from_dlpack(xt)", needs=("m", "xt"))
     # Floors: what any call returning a new object costs in this interpreter. `slice(t)` is a
     # C-level call creating a new GC-tracked object (as every PyO3 #[pyclass] instance is);
     # `object()` an untracked one with no argument; `noop(t)` a Python call creating nothing.

@@ -370,15 +370,21 @@ unsafe fn lookup_table(py: Python<'_>, o: *mut ffi::PyObject) -> (*const DLPackE
     }
 }
 
-/// Refuses a torch tensor whose conjugate or negative bit is set (`x.is_conj()`, `x.is_neg()`;
-/// a torch without those methods has no such bits): its stored values are not its values.
-fn refuse_torch_lazy_bits(obj: &Bound<'_, PyAny>) -> PyResult<()> {
+/// Refuses a torch tensor whose negative bit (any dtype) or, when `complex`, conjugate bit is
+/// set (`x.is_neg()`, `x.is_conj()`; torch sets the conjugate bit on complex tensors only, and a
+/// torch without those methods has no such bits): its stored values are not its values. Each
+/// question is a torch method call (~50 ns), so the conjugate one is asked only when it can be
+/// yes.
+fn refuse_torch_lazy_bits(obj: &Bound<'_, PyAny>, complex: bool) -> PyResult<()> {
     let py = obj.py();
     let checks = [
-        (pyo3::intern!(py, "is_conj"), "conjugate", "resolve_conj"),
-        (pyo3::intern!(py, "is_neg"), "negative", "resolve_neg"),
+        (pyo3::intern!(py, "is_neg"), "negative", "resolve_neg", true),
+        (pyo3::intern!(py, "is_conj"), "conjugate", "resolve_conj", complex),
     ];
-    for (method, bit, fix) in checks {
+    for (method, bit, fix, ask) in checks {
+        if !ask {
+            continue;
+        }
         match obj.call_method0(method) {
             Ok(v) if v.is_truthy()? => {
                 return Err(crate::error::DlpackError::new(
@@ -415,9 +421,7 @@ pub fn import_via_exchange_api(obj: &Bound<'_, PyAny>) -> PyResult<Option<Import
     if table.is_null() {
         return Ok(None);
     }
-    if torch {
-        refuse_torch_lazy_bits(obj)?;
-    }
+
     // SAFETY: a table of our major version (checked), process-lifetime.
     let Some(f) = (unsafe { (*table).managed_tensor_from_py_object_no_sync }) else { return Ok(None) };
     let mut out: *mut DLManagedTensorVersioned = ptr::null_mut();
@@ -434,6 +438,10 @@ pub fn import_via_exchange_api(obj: &Bound<'_, PyAny>) -> PyResult<Option<Import
     };
     // SAFETY: on success we own `m` (the producer transferred it).
     let t = unsafe { ImportedTensor::from_managed_versioned(m) }?;
+    if torch {
+        // On refusal `t` drops here: the producer's deleter runs, exactly once.
+        refuse_torch_lazy_bits(obj, t.dtype().code == crate::ffi::DLDataTypeCode::kDLComplex.0)?;
+    }
     note_exchange_import();
     Ok(Some(t))
 }
