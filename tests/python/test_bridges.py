@@ -462,3 +462,87 @@ def test_array_interface_data_is_a_buffer_object(m):
     assert t.data_ptr == _addr(raw) and not t.readonly
     np.testing.assert_array_equal(as_np(t), np.arange(6.0).reshape(3, 2).T)
     assert m.from_dlpack(W(ro)).readonly
+
+
+# ------------------------------------------------------------------ import order, end to end
+class OnlyDLPack:
+    """A DLPack producer (numpy underneath) that also carries the given interface dicts."""
+
+    def __init__(self, a, **interfaces):
+        self._a = a
+        for k, v in interfaces.items():
+            setattr(self, k, v)
+
+    def __dlpack__(self, **kw):
+        return self._a.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self._a.__dlpack_device__()
+
+
+def test_dlpack_wins_over_every_interface(m):
+    a = np.arange(4, dtype=np.float32)
+    cai = OnlyCAI(a).__cuda_array_interface__
+    suai = OnlySUAI(a).__sycl_usm_array_interface__
+    o = OnlyDLPack(a, __cuda_array_interface__=cai, __sycl_usm_array_interface__=suai,
+                   __array_interface__=a.__array_interface__)
+    t = m.from_dlpack(o)
+    assert t.__dlpack_device__() == (CPU, 0), "DLPack first: the CPU capsule, not the device dicts"
+    assert t.data_ptr == a.ctypes.data
+
+
+def test_cai_wins_over_suai(m):
+    a = np.arange(4, dtype=np.float32)
+
+    class Both(OnlyCAI):
+        __sycl_usm_array_interface__ = OnlySUAI(a).__sycl_usm_array_interface__
+    assert m.from_dlpack(Both(a)).__dlpack_device__() == (CUDA, 0)
+
+
+def test_suai_wins_over_array_interface_and_buffer(m):
+    a = np.arange(4, dtype=np.float32)
+
+    class Both(OnlySUAI):
+        __array_interface__ = a.__array_interface__
+
+        def __buffer__(self, flags):  # Python 3.12+ only; harmless on 3.11
+            return memoryview(a)
+    assert m.from_dlpack(Both(a)).__dlpack_device__() == (ONEAPI, 0)
+
+
+def test_array_interface_wins_over_buffer_protocol(m):
+    # bytearray exports the buffer protocol; a subclass adding __array_interface__ of another
+    # array must be imported through the interface.
+    a = np.arange(4, dtype=np.int32)
+
+    class BA(bytearray):
+        __array_interface__ = a.__array_interface__
+    o = BA(b"\x01" * 16)
+    o._keep = a
+    t = m.from_dlpack(o)
+    assert t.data_ptr == a.ctypes.data and t.dtype == "int32"
+
+
+def test_suai_version_other_than_1_refused(m):
+    w = OnlySUAI(np.arange(2, dtype=np.float32))
+    w.__sycl_usm_array_interface__ = dict(w.__sycl_usm_array_interface__, version=2)
+    with pytest.raises(ValueError, match="version"):
+        m.from_dlpack(w)
+
+
+# ------------------------------------------------------------------ consumers read our dicts
+def test_numpy_reads_our_array_interface(Tensor):
+    """numpy consumes the Tensor's __array_interface__ itself (an object offering only that dict,
+    so numpy cannot take the buffer protocol instead): zero-copy, strides and read-only kept."""
+    t = Tensor.from_bytes(bytes(range(24)), (2, 3, 4), "uint8").transpose()
+    ro = t.set_readonly()
+    for src, writable in [(t, True), (ro, False)]:
+        holder = OnlyArrayInterface.__new__(OnlyArrayInterface)
+        holder._a = src
+        holder.__array_interface__ = src.__array_interface__
+        a = np.asarray(holder)
+        assert a.ctypes.data == src.data_ptr
+        assert a.shape == src.shape
+        assert a.strides == tuple(s * a.itemsize for s in src.strides)
+        assert a.flags.writeable == writable
+        np.testing.assert_array_equal(a, np.from_dlpack(src))

@@ -446,3 +446,68 @@ def test_torch_when_installed():
     assert u.data_ptr == x.data_ptr()
     if hasattr(type(x), ATTR) and type(getattr(type(x), ATTR)).__name__ == "PyCapsule":
         assert m.exchange_imports() == n + 1
+
+
+class _Header(ctypes.Structure):
+    pass
+
+
+_Header._fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32), ("prev_api", ctypes.POINTER(_Header))]
+
+
+class _Table(ctypes.Structure):
+    # The header and the five entries (a consumer must not call into a table whose major
+    # version it does not know; the test's entries record any call).
+    _fields_ = [("header", _Header)] + [(n, ctypes.c_void_p) for n in (
+        "allocator", "from_py", "to_py", "dltensor_from_py", "current_work_stream")]
+
+
+_ENTRY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+
+
+def _table_capsule(table):
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype = ctypes.py_object
+    new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    return new(ctypes.addressof(table), CAPSULE_NAME, None)
+
+
+@pytest.mark.parametrize("major,prev_major", [(2, None), (2, 3), (0, None)])
+def test_table_of_an_unknown_major_falls_back_to_dunder_dlpack(major, prev_major):
+    """A real `dlpack_exchange_api` capsule whose table (and `prev_api` chain) has no major 1:
+    never called (its entries are NULL), `__dlpack__` is used instead, end to end."""
+    called = []
+    entry = _ENTRY(lambda obj, out: called.append(1) or -1)
+
+    def make(mj):
+        t = _Table()
+        t.header.major, t.header.minor = mj, 0
+        for name in ("allocator", "from_py", "to_py", "dltensor_from_py", "current_work_stream"):
+            setattr(t, name, ctypes.cast(entry, ctypes.c_void_p))
+        return t
+    prev = None if prev_major is None else make(prev_major)
+    table = make(major)
+    if prev is not None:
+        table.header.prev_api = ctypes.pointer(prev.header)
+    calls = []
+
+    class Newer:
+        __dlpack_c_exchange_api__ = _table_capsule(table)
+        _keep = (table, prev, entry)
+
+        def __init__(self):
+            self.a = np.arange(5.0)
+
+        def __dlpack__(self, **kw):
+            calls.append(kw)
+            return self.a.__dlpack__(**kw)
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    n = m.exchange_imports()
+    o = Newer()
+    u = m.from_dlpack(o)
+    assert m.exchange_imports() == n and not called, "no entry of the table was called"
+    assert len(calls) == 1, "__dlpack__ was"
+    assert u.data_ptr == o.a.ctypes.data and u.shape == (5,)
