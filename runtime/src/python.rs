@@ -625,6 +625,23 @@ where
     }
 }
 
+/// Whether this thread holds the GIL: the thread state running now is this thread's own
+/// (`PyGILState` TSS) one. Unlike `PyGILState_Check`, it never answers yes for a thread that
+/// does not hold the GIL (that function does, for every thread, once a subinterpreter exists).
+/// A thread running on a thread state of its own making answers no, and callers then take the
+/// `PyGILState_Ensure` path they would take anyway.
+///
+/// # Safety
+/// The interpreter is initialised (`Py_IsInitialized`).
+#[inline]
+pub(crate) unsafe fn this_thread_holds_gil() -> bool {
+    // SAFETY: caller contract; both calls only read the runtime's thread-state bookkeeping.
+    unsafe {
+        let current = ffi::compat::PyThreadState_GetUnchecked();
+        !current.is_null() && current == ffi::PyGILState_GetThisThreadState()
+    }
+}
+
 /// The body of a C entry point CPython (or a C consumer) calls with the GIL held: runs `f`; a
 /// `PyErr` is restored and a panic becomes a `SystemError` ("panic in {what}"), and `failed` is
 /// returned then. Panics never cross the C boundary.
@@ -759,12 +776,12 @@ where
 {
     if device.is_none() && copy != Some(true) {
         // SAFETY: reading the type of a live object.
-        if unsafe { ffi::Py_TYPE(x.as_ptr()) } == T::type_object_raw(py) {
+        if unsafe { ffi::Py_TYPE(x.as_ptr()) } == T::type_object_raw(py) && crate::exchange::same_type_views_enabled() {
             // SAFETY: the exact type was checked just above.
             let src = unsafe { x.cast_unchecked::<T>() };
             if let Some(v) = T::share_from(src) {
                 let obj = T::into_instance(py, v?)?;
-                crate::exchange::note_exchange_import();
+                crate::exchange::note_same_type_view();
                 return Ok(obj.into_ptr());
             }
         }

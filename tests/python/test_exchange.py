@@ -335,17 +335,51 @@ def test_current_work_stream():
 
 # --- consumer side -------------------------------------------------------------------------------
 
-def test_from_dlpack_uses_the_table():
-    t = Tensor.arange(5)
-    n = m.exchange_imports()
+@pytest.fixture
+def through_the_table():
+    """`from_dlpack(t)` of a Tensor calls Tensor's table (the same-type shortcut off)."""
+    m.set_same_type_views(False)
+    try:
+        yield
+    finally:
+        m.set_same_type_views(True)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: Tensor.arange(5),
+    lambda: Tensor.arange(12, dtype="int16").reversed(),
+    lambda: Tensor.from_bytes(bytes(range(24)), (2, 3, 4), "uint8").transpose().slice(0, 1, None, 2),
+    lambda: Tensor.zeros((), dtype="float32"),
+    lambda: Tensor.arange(5).set_readonly(),
+], ids=["1d", "reversed", "strided", "0d", "readonly"])
+def test_from_dlpack_uses_the_table(through_the_table, make):
+    t = make()
+    n, v, live = m.exchange_imports(), m.same_type_views(), m.live_exports()
+    rc = sys.getrefcount(t)
     u = m.from_dlpack(t)
-    assert m.exchange_imports() == n + 1
-    assert (u.data_ptr, u.shape, u.strides, u.dtype) == (t.data_ptr, t.shape, t.strides, t.dtype)
+    assert (m.exchange_imports(), m.same_type_views()) == (n + 1, v), "the table's owning export was called"
+    assert (u.data_ptr, u.shape, u.strides, u.dtype, u.readonly) == (t.data_ptr, t.shape, t.strides, t.dtype, t.readonly)
+    assert m.live_exports() == live + 1, "a managed tensor from the table backs the view"
+    assert sys.getrefcount(t) == rc + 1, "it holds the source"
+    del u
+    assert m.live_exports() == live and sys.getrefcount(t) == rc, "its deleter ran with the view"
     # numpy has no table: the __dlpack__ path, counter unchanged.
     m.from_dlpack(np.arange(3.0))
     assert m.exchange_imports() == n + 1
-    # read-only propagates through the table
-    assert m.from_dlpack(t.set_readonly()).readonly
+
+
+def test_same_type_shortcut_gives_what_the_table_gives(through_the_table):
+    srcs = [Tensor.arange(6, dtype="float64"), Tensor.arange(6, dtype="int8").reversed().set_readonly(),
+            Tensor.from_bytes(bytes(range(24)), (2, 3, 4), "uint8").transpose()]
+    via_table = [m.from_dlpack(t) for t in srcs]
+    m.set_same_type_views(True)
+    v = m.same_type_views()
+    direct = [m.from_dlpack(t) for t in srcs]
+    assert m.same_type_views() == v + len(srcs)
+    for a, b in zip(via_table, direct):
+        assert (a.data_ptr, a.shape, a.strides, a.dtype, a.device, a.readonly) == \
+               (b.data_ptr, b.shape, b.strides, b.dtype, b.device, b.readonly)
+        assert a.tobytes() == b.tobytes()
 
 
 def test_table_is_preferred_over_dunder():

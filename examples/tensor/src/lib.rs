@@ -618,6 +618,20 @@ const TENSOR_FREELIST: usize = 64;
 const FROM_DLPACK_DOC: &str =
     "Import any DLPack producer as a zero-copy `Tensor` view where possible.";
 
+/// How many `from_dlpack(t)` calls took a `Tensor` as a direct view of its storage (the
+/// same-type shortcut: what `Tensor`'s own exchange table gives, without calling it).
+#[pyfunction]
+fn same_type_views() -> u64 {
+    dlbind::exchange::same_type_views()
+}
+
+/// Turns the same-type shortcut off (`False`: `from_dlpack(t)` of a `Tensor` calls
+/// `Tensor.__dlpack_c_exchange_api__` like any producer's table) or back on.
+#[pyfunction]
+fn set_same_type_views(on: bool) {
+    dlbind::exchange::set_same_type_views(on)
+}
+
 /// How many released `Tensor`s wait in the free list (`dlbind::freelist`), and whether new ones
 /// are built directly (the layout probe passed): diagnostics for the tests.
 #[pyfunction]
@@ -668,6 +682,8 @@ fn dlbind_demo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     dlbind::python::install_from_dlpack_staticmethod::<Tensor>(m.py(), FROM_DLPACK_DOC)?;
     m.add_function(wrap_pyfunction!(live_exports, m)?)?;
     m.add_function(wrap_pyfunction!(tensor_freelist_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(same_type_views, m)?)?;
+    m.add_function(wrap_pyfunction!(set_same_type_views, m)?)?;
     m.add_function(wrap_pyfunction!(exchange_imports, m)?)?;
     m.add_function(wrap_pyfunction!(numpy_fast_imports, m)?)?;
     m.add_function(wrap_pyfunction!(set_copy_pool_limit, m)?)?;

@@ -99,7 +99,7 @@ impl Drop for Keeper {
             }
             // Usually dropped by a thread holding the GIL (a Python object's dealloc): skip the
             // Ensure/Release pair then.
-            let held = ffi::PyGILState_Check() != 0;
+            let held = crate::python::this_thread_holds_gil();
             let gil = (!held).then(|| ffi::PyGILState_Ensure());
             match self {
                 Keeper::Object(o) => ffi::Py_DECREF(o.as_ptr()),

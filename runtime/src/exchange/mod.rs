@@ -30,7 +30,7 @@ use std::cell::Cell;
 use std::ffi::c_void;
 use std::ptr::{self, NonNull};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -205,12 +205,47 @@ thread_local! {
 /// Imports through an exchange table, process-wide (see [`exchange_imports`]).
 static IMPORTS: AtomicU64 = AtomicU64::new(0);
 
+/// Same-type imports served by [`FromManagedTensor::share_from`] (see [`same_type_views`]).
+static SAME_TYPE_VIEWS: AtomicU64 = AtomicU64::new(0);
+/// Whether `from_dlpack_fastcall::<T>` may serve an exact `T` through `share_from`.
+static SAME_TYPE_VIEWS_ON: AtomicBool = AtomicBool::new(true);
+static SAME_TYPE_VIEWS_ENV: std::sync::Once = std::sync::Once::new();
+
 /// How many tensors this process imported through a producer's C exchange table (tests and
-/// diagnostics: shows whether `from_dlpack` took the table path). Imports of a type's own
-/// instances that [`FromManagedTensor::share_from`] served count too: they are what the type's
-/// own table would have produced.
+/// diagnostics: shows whether `from_dlpack` took the table path, i.e. called the table's
+/// owning export). Same-type imports that [`FromManagedTensor::share_from`] served do not call
+/// the table and are counted by [`same_type_views`] instead.
 pub fn exchange_imports() -> u64 {
     IMPORTS.load(Ordering::Relaxed)
+}
+
+/// How many `from_dlpack(x)` calls of a `T`'s fastcall function took an exact `T` as a direct
+/// view of its storage ([`FromManagedTensor::share_from`]: what `T`'s own table would give,
+/// without calling it).
+pub fn same_type_views() -> u64 {
+    SAME_TYPE_VIEWS.load(Ordering::Relaxed)
+}
+
+/// Turns the same-type shortcut of [`crate::python::from_dlpack_fastcall`] on or off (on by
+/// default; `DLBIND_SAME_TYPE_VIEWS=0` in the environment at first use turns it off). Off, an
+/// exact `T` is imported through `type(x).__dlpack_c_exchange_api__` like any other producer:
+/// benchmarks and tests use it to time and check that path.
+pub fn set_same_type_views(on: bool) {
+    SAME_TYPE_VIEWS_ENV.call_once(|| {});
+    SAME_TYPE_VIEWS_ON.store(on, Ordering::Relaxed);
+}
+
+/// Whether the same-type shortcut is on (see [`set_same_type_views`]).
+#[inline(always)]
+pub fn same_type_views_enabled() -> bool {
+    if !SAME_TYPE_VIEWS_ENV.is_completed() {
+        SAME_TYPE_VIEWS_ENV.call_once(|| {
+            if std::env::var_os("DLBIND_SAME_TYPE_VIEWS").is_some_and(|v| v == "0") {
+                SAME_TYPE_VIEWS_ON.store(false, Ordering::Relaxed);
+            }
+        });
+    }
+    SAME_TYPE_VIEWS_ON.load(Ordering::Relaxed)
 }
 
 /// Counts one import in [`exchange_imports`]. Imports run with the GIL held, which orders the
@@ -219,6 +254,12 @@ pub fn exchange_imports() -> u64 {
 #[inline(always)]
 pub(crate) fn note_exchange_import() {
     IMPORTS.store(IMPORTS.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+}
+
+/// Counts one same-type view in [`same_type_views`] (GIL-ordered, as above).
+#[inline(always)]
+pub(crate) fn note_same_type_view() {
+    SAME_TYPE_VIEWS.store(SAME_TYPE_VIEWS.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
 }
 
 /// The first table in the `prev_api` chain whose major version is ours (NULL if none).

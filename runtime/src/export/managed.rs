@@ -5,8 +5,8 @@
 //! made with `PyMem_Malloc` (pymalloc: the fastest allocator for these ~100-byte blocks, as
 //! numpy does); the last freed small block of each kind is kept and reused by the next export
 //! (one allocator round trip less in export-then-free loops). `manager_ctx` points at the allocation itself. The deleter (`extern "C"`,
-//! callable from any thread, with or without the GIL) takes the GIL with `PyGILState_Ensure`,
-//! drops the strong reference to the Python owner and frees the allocation — or, when the
+//! callable from any thread, with or without the GIL) takes the GIL with `PyGILState_Ensure`
+//! unless this thread already holds it (`python::this_thread_holds_gil`), drops the strong reference to the Python owner and frees the allocation — or, when the
 //! interpreter is gone (`Py_IsInitialized() == 0`), frees only the Rust-owned copy buffer and
 //! leaks the rest. The capsule destructor runs with the GIL held and skips `PyGILState_*`.
 //!
@@ -208,7 +208,9 @@ unsafe fn release<M: ManagedKind>(p: *mut M, gil_held: bool) {
     // dropped only while the interpreter is alive and with the GIL held (taken here unless the
     // caller holds it). After finalization both are leaked on purpose.
     unsafe {
-        if gil_held {
+        // A deleter usually runs on a thread that holds the GIL (a consumer's array being
+        // freed): skip the Ensure/Release pair then.
+        if gil_held || (ffi::Py_IsInitialized() != 0 && crate::python::this_thread_holds_gil()) {
             give_block::<M>(hdr.cast::<c_void>(), ndim);
             if !owner.is_null() {
                 ffi::Py_DECREF(owner);
