@@ -100,6 +100,46 @@ unsafe impl ExchangeSource for Panics {
     }
 }
 
+/// Hand-written source whose borrowed dims and constructor panic (the other entries' panics).
+#[pyclass(frozen)]
+struct PanicsEverywhere {
+    data: Vec<f32>,
+}
+
+// SAFETY: `data` (one dimension of `data.len()` elements) is owned by `self`.
+unsafe impl DLPackSource for PanicsEverywhere {
+    fn dlpack_data_ptr(&self) -> *mut c_void {
+        self.data.as_ptr().cast_mut().cast()
+    }
+    fn dlpack_dtype(&self) -> DLDataType {
+        <f32 as DLPackElement>::DTYPE
+    }
+    fn dlpack_ndim(&self) -> usize {
+        1
+    }
+    fn dlpack_fill_shape(&self, out: &mut [i64]) {
+        out[0] = self.data.len() as i64;
+    }
+}
+
+fn panicking_constructor(_py: Python<'_>, t: ImportedTensor) -> PyResult<Bound<'_, PyAny>> {
+    let _owned = t; // dropped while unwinding: the producer's deleter runs
+    panic!("constructor boom");
+}
+
+// SAFETY: `exchange_dims` never returns (it panics).
+unsafe impl ExchangeSource for PanicsEverywhere {
+    fn exchange_constructor() -> Option<dlbind::exchange::Constructor> {
+        Some(panicking_constructor)
+    }
+    fn exchange_dims_supported() -> bool {
+        true
+    }
+    fn exchange_dims(&self) -> Option<(&[i64], &[i64])> {
+        panic!("dims boom");
+    }
+}
+
 fn table_of(obj: &Bound<'_, PyAny>) -> &'static DLPackExchangeAPI {
     let cap = obj.get_type().getattr(dlbind::ffi::DLPACK_EXCHANGE_API_ATTR).unwrap();
     let cap = cap.cast::<PyCapsule>().unwrap();
@@ -249,6 +289,59 @@ fn usize_dims_have_no_fill_and_panics_stay_inside() {
         let rc = unsafe { api.managed_tensor_from_py_object_no_sync.unwrap()(p.as_ptr().cast(), &mut out) };
         assert_eq!(rc, -1);
         assert!(take_err(py).is_instance_of::<PySystemError>(py));
+    });
+}
+
+#[test]
+fn panics_in_the_other_entries_stay_inside_and_free_once() {
+    let _g = common::serial();
+    Python::attach(|py| {
+        let base = live_exports();
+        let api = exchange_api::<PanicsEverywhere>();
+        let p = Bound::new(py, PanicsEverywhere { data: vec![1.0; 4] }).unwrap();
+
+        // Non-owning fill: the borrowed dims panic.
+        let mut dl = std::mem::MaybeUninit::<DLTensor>::zeroed();
+        // SAFETY: GIL held, live object, writable out.
+        let rc = unsafe { api.dltensor_from_py_object_no_sync.unwrap()(p.as_ptr().cast(), dl.as_mut_ptr()) };
+        assert_eq!(rc, -1);
+        let e = take_err(py);
+        assert!(e.is_instance_of::<PySystemError>(py), "{e}");
+        assert!(e.to_string().contains("panic"), "{e}");
+
+        // to_py_object: the constructor panics after taking the tensor; its deleter runs once.
+        let plain = Bound::new(py, Plain { data: vec![1.0; 3], shape: vec![3], strides: vec![1] }).unwrap();
+        let mut m: *mut DLManagedTensorVersioned = ptr::null_mut();
+        // SAFETY: GIL held, live object, writable out.
+        assert_eq!(unsafe { exchange_api::<Plain>().managed_tensor_from_py_object_no_sync.unwrap()(plain.as_ptr().cast(), &mut m) }, 0);
+        assert_eq!(live_exports(), base + 1);
+        let mut obj: *mut c_void = ptr::null_mut();
+        // SAFETY: ownership of `m` goes to to_py_object.
+        assert_eq!(unsafe { api.managed_tensor_to_py_object_no_sync.unwrap()(m, &mut obj) }, -1);
+        assert!(take_err(py).is_instance_of::<PySystemError>(py));
+        assert!(obj.is_null());
+        assert_eq!(live_exports(), base, "the tensor was freed exactly once");
+
+        // Allocator: the constructor panics; SetError hears about it, nothing stays alive.
+        let mut shape = [2i64];
+        let mut proto = DLTensor {
+            data: ptr::null_mut(),
+            device: DLDevice { device_type: DLDeviceType::kDLCPU, device_id: 0 },
+            ndim: 1,
+            dtype: <f32 as DLPackElement>::DTYPE,
+            shape: shape.as_mut_ptr(),
+            strides: ptr::null_mut(),
+            byte_offset: 0,
+        };
+        let mut errors: Vec<String> = Vec::new();
+        let mut out: *mut DLManagedTensorVersioned = ptr::null_mut();
+        let ctx = (&raw mut errors).cast::<c_void>();
+        // SAFETY: valid prototype/out/ctx.
+        let rc = unsafe { api.managed_tensor_allocator.unwrap()(&mut proto, &mut out, ctx, Some(record_error)) };
+        assert_eq!(rc, -1);
+        assert!(errors.last().is_some_and(|e| e.starts_with("SystemError: ") && e.contains("panic")), "{errors:?}");
+        assert!(PyErr::take(py).is_none(), "the allocator reports through SetError only");
+        assert_eq!(live_exports(), base);
     });
 }
 

@@ -545,3 +545,30 @@ def test_table_of_an_unknown_major_falls_back_to_dunder_dlpack(major, prev_major
     assert m.exchange_imports() == n and not called, "no entry of the table was called"
     assert len(calls) == 1, "__dlpack__ was"
     assert u.data_ptr == o.a.ctypes.data and u.shape == (5,)
+
+
+def test_table_cache_follows_class_changes_and_alternating_types(through_the_table):
+    class P:
+        def __init__(self):
+            self.a = np.arange(3.0)
+
+        def __dlpack__(self, **kw):
+            return self.a.__dlpack__(**kw)
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    p, t, a = P(), Tensor.arange(3), np.arange(4.0)
+    n = m.exchange_imports()
+    for _ in range(3):  # alternating producer types: each keeps its own answer
+        m.from_dlpack(p)
+        m.from_dlpack(t)
+        m.from_dlpack(a)
+    assert m.exchange_imports() == n + 3, "only the Tensor imports used a table"
+    # The cache follows changes to the class (CPython bumps the type's version tag).
+    P.__dlpack_c_exchange_api__ = Tensor.__dlpack_c_exchange_api__
+    with pytest.raises(TypeError, match="expected a 'Tensor' object"):
+        m.from_dlpack(p)  # Tensor's table refuses a P: proof the table was used
+    del P.__dlpack_c_exchange_api__
+    assert m.from_dlpack(p).shape == (3,)
+    assert m.exchange_imports() == n + 3

@@ -195,11 +195,23 @@ static LEGACY_ATTR_NAMES: PyOnceLock<Vec<Py<PyString>>> = PyOnceLock::new();
 // named [`DLPACK_EXCHANGE_API_CAPSULE_NAME`] or the table's address as a Python `int`.
 
 thread_local! {
-    /// Last `(type, tp_version_tag, table or 0)` this thread resolved. A valid version tag is
-    /// unique for the type's current MRO dicts (CPython bumps it on any change and never reuses
-    /// one); the table itself lives for the whole process (spec), so a hit needs no lookup.
-    /// Misses (types without a usable table) are cached as 0.
-    static TABLE_CACHE: Cell<(usize, u32, usize, bool)> = const { Cell::new((0, 0, 0, false)) };
+    /// `(type, tp_version_tag, table or 0, torch tensor type)` this thread resolved, in
+    /// [`TABLE_CACHE_SLOTS`] slots chosen by the type's address (so code alternating between a
+    /// few producer types keeps a hit for each). A valid version tag is unique for the type's
+    /// current MRO dicts (CPython bumps it on any change and never reuses one); the table itself
+    /// lives for the whole process (spec), so a hit needs no lookup. Misses (types without a
+    /// usable table) are cached as 0.
+    static TABLE_CACHE: [Cell<(usize, u32, usize, bool)>; TABLE_CACHE_SLOTS] =
+        const { [const { Cell::new((0, 0, 0, false)) }; TABLE_CACHE_SLOTS] };
+}
+
+/// Slots of the per-thread table cache (a power of two).
+const TABLE_CACHE_SLOTS: usize = 8;
+
+/// The cache slot of a type: type objects are at least 64-byte apart heap or static objects.
+#[inline(always)]
+fn cache_slot(tp: *mut ffi::PyTypeObject) -> usize {
+    ((tp as usize) >> 6) & (TABLE_CACHE_SLOTS - 1)
 }
 
 /// Imports through an exchange table, process-wide (see [`exchange_imports`]).
@@ -332,8 +344,8 @@ unsafe fn table_from_int(attr: *mut ffi::PyObject) -> *const DLPackExchangeAPIHe
 /// `type(obj).__dlpack_c_exchange_api__` resolved to a table we can use — or, when the type has
 /// no usable table under that name, the legacy `__c_dlpack_exchange_api__` (a capsule, or the
 /// table's address as an exact `int`, as older producers publish it). NULL when neither gives a
-/// table whose `prev_api` chain has our major version. Never raises; cached per type (one entry
-/// per thread, keyed by the type and its version tag).
+/// table whose `prev_api` chain has our major version. Never raises; cached per type and
+/// thread (a few slots per thread, keyed by the type and its version tag).
 ///
 /// # Safety
 /// GIL held; `o` is a live object. A legacy `int` value is trusted to be the address of a
@@ -381,7 +393,7 @@ unsafe fn lookup_table(py: Python<'_>, o: *mut ffi::PyObject) -> (*const DLPackE
         let valid = ffi::PyType_HasFeature(tp, ffi::Py_TPFLAGS_VALID_VERSION_TAG) != 0;
         let tag = (*tp).tp_version_tag;
         if valid && tag != 0 {
-            let (ct, ctag, table, torch) = TABLE_CACHE.with(Cell::get);
+            let (ct, ctag, table, torch) = TABLE_CACHE.with(|c| c[cache_slot(tp)].get());
             if ct == tp as usize && ctag == tag {
                 return (table as *const DLPackExchangeAPI, torch);
             }
@@ -405,7 +417,7 @@ unsafe fn lookup_table(py: Python<'_>, o: *mut ffi::PyObject) -> (*const DLPackE
         let valid = ffi::PyType_HasFeature(tp, ffi::Py_TPFLAGS_VALID_VERSION_TAG) != 0;
         let tag = (*tp).tp_version_tag;
         if valid && tag != 0 {
-            TABLE_CACHE.with(|c| c.set((tp as usize, tag, table as usize, torch)));
+            TABLE_CACHE.with(|c| c[cache_slot(tp)].set((tp as usize, tag, table as usize, torch)));
         }
         (table, torch)
     }
