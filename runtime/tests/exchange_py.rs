@@ -219,6 +219,19 @@ fn derived_table_entries() {
     });
 }
 
+/// An allocator prototype: a CPU tensor of `shape` (borrowed) and `dtype`, no data.
+fn cpu_prototype(shape: &mut [i64], dtype: DLDataType) -> DLTensor {
+    DLTensor {
+        data: ptr::null_mut(),
+        device: DLDevice { device_type: DLDeviceType::kDLCPU, device_id: 0 },
+        ndim: shape.len() as i32,
+        dtype,
+        shape: shape.as_mut_ptr(),
+        strides: ptr::null_mut(),
+        byte_offset: 0,
+    }
+}
+
 unsafe extern "C" fn record_error(ctx: *mut c_void, kind: *const c_char, msg: *const c_char) {
     // SAFETY: ctx is the `Vec<String>` passed below; the strings are valid C strings.
     unsafe {
@@ -235,15 +248,7 @@ fn allocator_and_to_py_object_with_constructor() {
         let api = exchange_api::<Owned>();
         assert!(api.dltensor_from_py_object_no_sync.is_some(), "[i64; 2] dims borrow");
         let mut shape = [3i64, 4];
-        let mut proto = DLTensor {
-            data: ptr::null_mut(),
-            device: DLDevice { device_type: DLDeviceType::kDLCPU, device_id: 0 },
-            ndim: 2,
-            dtype: <f64 as DLPackElement>::DTYPE,
-            shape: shape.as_mut_ptr(),
-            strides: ptr::null_mut(),
-            byte_offset: 0,
-        };
+        let mut proto = cpu_prototype(&mut shape, <f64 as DLPackElement>::DTYPE);
         let mut errors: Vec<String> = Vec::new();
         let mut out: *mut DLManagedTensorVersioned = ptr::null_mut();
         let alloc = api.managed_tensor_allocator.unwrap();
@@ -324,15 +329,7 @@ fn panics_in_the_other_entries_stay_inside_and_free_once() {
 
         // Allocator: the constructor panics; SetError hears about it, nothing stays alive.
         let mut shape = [2i64];
-        let mut proto = DLTensor {
-            data: ptr::null_mut(),
-            device: DLDevice { device_type: DLDeviceType::kDLCPU, device_id: 0 },
-            ndim: 1,
-            dtype: <f32 as DLPackElement>::DTYPE,
-            shape: shape.as_mut_ptr(),
-            strides: ptr::null_mut(),
-            byte_offset: 0,
-        };
+        let mut proto = cpu_prototype(&mut shape, <f32 as DLPackElement>::DTYPE);
         let mut errors: Vec<String> = Vec::new();
         let mut out: *mut DLManagedTensorVersioned = ptr::null_mut();
         let ctx = (&raw mut errors).cast::<c_void>();

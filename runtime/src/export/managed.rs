@@ -6,9 +6,9 @@
 //! numpy does); the last freed small block of each kind is kept and reused by the next export
 //! (one allocator round trip less in export-then-free loops). `manager_ctx` points at the allocation itself. The deleter (`extern "C"`,
 //! callable from any thread, with or without the GIL) takes the GIL with `PyGILState_Ensure`
-//! unless this thread already holds it (`python::this_thread_holds_gil`), drops the strong reference to the Python owner and frees the allocation — or, when the
-//! interpreter is gone (`Py_IsInitialized() == 0`), frees only the Rust-owned copy buffer and
-//! leaks the rest. The capsule destructor runs with the GIL held and skips `PyGILState_*`.
+//! unless this thread already holds it (`python::this_thread_holds_gil`), drops the strong
+//! reference to the Python owner and frees the allocation — or, when the interpreter is gone
+//! (`Py_IsInitialized() == 0`), frees only the Rust-owned copy buffer and leaks the rest. The capsule destructor runs with the GIL held and skips `PyGILState_*`.
 //!
 //! Exports that involve a GPU (a non-CPU source, a non-CPU `dl_device`, or a source that
 //! reports a producer stream) go through the GPU planner ([`crate::gpu::plan_export`]): it
