@@ -33,6 +33,11 @@ use pyo3::prelude::*;
 use pyo3::pyclass::boolean_struct::True;
 use pyo3::{PyClass, PyClassInitializer};
 
+/// `Py_TPFLAGS_MANAGED_WEAKREF` (1 << 3, CPython 3.12+) and `Py_TPFLAGS_MANAGED_DICT` (1 << 4,
+/// 3.11+): flags of types whose instances carry a pre-header besides the GC one (bit 3 is unused
+/// before 3.12).
+const MANAGED_PREHEADER: std::ffi::c_ulong = (1 << 3) | (1 << 4);
+
 /// How many types may have a free list in one process.
 pub const MAX_TYPES: usize = 8;
 /// The largest `capacity` [`enable_freelist`] accepts.
@@ -234,6 +239,11 @@ pub fn enable_freelist<T: PyClass>(py: Python<'_>, capacity: usize) -> PyResult<
         }
         if (*ty).tp_itemsize != 0 {
             return fail("its type has variable-size instances");
+        }
+        // A managed dict or weak-reference list lives in a pre-header before the object, which
+        // `PyType_GenericAlloc` prepares and this list does not: such types keep their slots.
+        if (*ty).tp_flags & MANAGED_PREHEADER != 0 {
+            return fail("its instances have a managed dict or weak-reference list");
         }
         let basicsize = (*ty).tp_basicsize as usize;
         let r = &mut *REGISTRY.0.get();
