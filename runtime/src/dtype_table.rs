@@ -14,46 +14,61 @@ use crate::ffi::{DLDataType, DLDataTypeCode};
 /// Checks that `dtype` is something dlbind can describe: a code the spec knows, `bits` as the
 /// spec's per-code rule demands (FP6 = 6, FP4 = 4, FP8/bool = 8), whole bytes otherwise, and
 /// `lanes == 1`. Returns the element size for copies.
+#[inline]
 pub fn validate_dtype(dtype: DLDataType) -> Result<ElemSize, DlpackError> {
     if dtype.lanes != 1 {
-        return Err(DlpackError::new(
-            FailureKind::UnsupportedDtype,
-            format!("unsupported dtype {}: lanes must be 1", describe(dtype)),
-        ));
+        return Err(unsupported(dtype, DtypeProblem::Lanes));
     }
     let code = DLDataTypeCode(dtype.code);
     if code.name().is_none() || code == DLDataTypeCode::kDLOpaqueHandle {
-        return Err(DlpackError::new(
-            FailureKind::UnsupportedDtype,
-            format!("unsupported dtype {}: unknown or opaque type code", describe(dtype)),
-        ));
+        return Err(unsupported(dtype, DtypeProblem::Code));
     }
     if let Some(bits) = required_bits(dtype.code)
         && dtype.bits != bits
     {
-        return Err(DlpackError::new(
-            FailureKind::UnsupportedDtype,
-            format!("unsupported dtype {}: this code requires bits == {bits}", describe(dtype)),
-        ));
+        return Err(unsupported(dtype, DtypeProblem::RequiredBits(bits)));
     }
     elem_size(dtype)
 }
 
 /// Element size of a `lanes == 1` dtype: whole bytes, or packed sub-byte elements.
+#[inline]
 pub fn elem_size(dtype: DLDataType) -> Result<ElemSize, DlpackError> {
     let bits = dtype.bits as u32 * dtype.lanes as u32;
     if bits == 0 {
-        Err(DlpackError::new(FailureKind::UnsupportedDtype, format!("unsupported dtype {}: zero bits", describe(dtype))))
+        Err(unsupported(dtype, DtypeProblem::ZeroBits))
     } else if bits.is_multiple_of(8) {
         Ok(ElemSize::Bytes((bits / 8) as usize))
     } else if bits < 8 {
         Ok(ElemSize::SubByte { bits })
     } else {
-        Err(DlpackError::new(
-            FailureKind::UnsupportedDtype,
-            format!("unsupported dtype {}: bits must be a multiple of 8 or less than 8", describe(dtype)),
-        ))
+        Err(unsupported(dtype, DtypeProblem::OddBits))
     }
+}
+
+/// Why a dtype is refused (the message of [`unsupported`]).
+#[derive(Clone, Copy)]
+enum DtypeProblem {
+    Lanes,
+    Code,
+    RequiredBits(u8),
+    ZeroBits,
+    OddBits,
+}
+
+/// The `UnsupportedDtype` error for `dtype` (out of line: imports only pay for the checks).
+#[cold]
+#[inline(never)]
+fn unsupported(dtype: DLDataType, why: DtypeProblem) -> DlpackError {
+    let d = describe(dtype);
+    let message = match why {
+        DtypeProblem::Lanes => format!("unsupported dtype {d}: lanes must be 1"),
+        DtypeProblem::Code => format!("unsupported dtype {d}: unknown or opaque type code"),
+        DtypeProblem::RequiredBits(bits) => format!("unsupported dtype {d}: this code requires bits == {bits}"),
+        DtypeProblem::ZeroBits => format!("unsupported dtype {d}: zero bits"),
+        DtypeProblem::OddBits => format!("unsupported dtype {d}: bits must be a multiple of 8 or less than 8"),
+    };
+    DlpackError::new(FailureKind::UnsupportedDtype, message)
 }
 
 /// Bytes per element for whole-byte dtypes (`None` for sub-byte ones).
