@@ -291,9 +291,10 @@ where
     T: PyClass<Frozen = True> + Sync + Into<PyClassInitializer<T>>,
 {
     let ty = T::type_object_raw(py);
-    // SAFETY: GIL held (`py`); the registry reference ends before any Python code runs.
-    let direct = unsafe { list_of(ty).map(|l| l.direct) };
-    match direct {
+    // SAFETY: GIL held (`py`); the registry reference is used only before any Python code runs
+    // (`pop` and `PyType_GenericAlloc` run none) and not kept past the match arm.
+    let list = unsafe { list_of(ty) };
+    match list.as_ref().map(|l| l.direct) {
         Some(Direct::At(off)) => {
             // SAFETY: GIL held; `pop` (or `PyType_GenericAlloc`) returns a new reference to an
             // instance of exactly `ty` (header set, GC-tracked) whose bytes after the header
@@ -303,7 +304,7 @@ where
             // allocation and the write that could look at the object.
             unsafe {
                 let keep = off..off + std::mem::size_of::<T>();
-                let obj = match list_of(ty).and_then(|l| l.pop(keep)) {
+                let obj = match list.and_then(|l| l.pop(keep)) {
                     Some(obj) => obj,
                     None => ffi::PyType_GenericAlloc(ty, 0),
                 };
@@ -317,7 +318,8 @@ where
         Some(Direct::Unknown) => {
             let b = Bound::new(py, value)?;
             let probed = probe_layout(&b);
-            // SAFETY: GIL held; the reference taken above ended before `Bound::new` ran.
+            // SAFETY: GIL held; `list` is not used again (the new reference replaces it), and
+            // `Bound::new` (which runs `tp_alloc`, and so the registry) has returned.
             if let Some(l) = unsafe { list_of(ty) } {
                 l.direct = probed;
             }
