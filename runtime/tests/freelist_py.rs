@@ -253,3 +253,25 @@ fn python_subclasses_never_use_the_list() {
         assert_eq!(s.cast::<Base>().unwrap().get().v, 6);
     });
 }
+
+/// A class with PyO3's own free list: its `tp_alloc` / `tp_free` are not the default ones.
+#[pyclass(frozen, freelist = 4)]
+struct PyO3FreeList {
+    #[allow(dead_code)]
+    v: u64,
+}
+
+#[test]
+fn types_with_their_own_allocator_are_refused() {
+    let _g = common::serial();
+    Python::attach(|py| {
+        let err = enable_freelist::<PyO3FreeList>(py, 4).unwrap_err();
+        assert!(err.is_instance_of::<dlbind::pyo3::exceptions::PyRuntimeError>(py), "{err}");
+        assert!(err.to_string().contains("default GC allocator"), "{err}");
+        assert_eq!(freelist_len::<PyO3FreeList>(py), None);
+        // Its instances still work as PyO3 made them.
+        let b = new_instance(py, PyO3FreeList { v: 3 }).unwrap();
+        assert!(!builds_directly::<PyO3FreeList>(py));
+        drop(b);
+    });
+}
