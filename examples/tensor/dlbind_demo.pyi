@@ -104,8 +104,21 @@ def live_exports() -> int:
     """How many managed tensors this module exported whose deleter has not run yet."""
 
 def exchange_imports() -> int:
-    """How many tensors this thread imported through a producer's C exchange table (a `Tensor`
-    imported as a direct view of another `Tensor` counts: it is what `Tensor`'s table gives)."""
+    """How many tensors this process imported by calling a producer's C exchange table (a
+    `Tensor` imported as a direct view of another `Tensor` does not call it: see
+    `same_type_views`)."""
+
+def same_type_views() -> int:
+    """How many `from_dlpack(t)` calls took a `Tensor` as a direct view of its storage (what
+    `Tensor`'s own exchange table gives, without calling it)."""
+
+def set_same_type_views(on: bool) -> None:
+    """`False`: `from_dlpack(t)` of a `Tensor` calls `Tensor.__dlpack_c_exchange_api__` like any
+    producer's table; `True` (the default): the direct view."""
+
+def tensor_freelist_stats() -> tuple[int | None, bool, int]:
+    """`(released Tensors waiting in the free list, whether new ones are built directly in
+    released memory, the list's capacity)`."""
 
 def numpy_fast_imports() -> int:
     """How many imports (this process) read an exact `numpy.ndarray` through numpy's array header

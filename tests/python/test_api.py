@@ -29,6 +29,11 @@ def test_pyi_stub_shipped(m):
     for word in ("class Tensor", "def from_dlpack", "def live_exports", "def __dlpack__", "max_version",
                  "def __dlpack_device__", "def zeros"):
         assert word in text, f"stub {cands} lacks {word!r}"
+    # Every public module function is in the stub.
+    funcs = [n for n in dir(m) if not n.startswith("_") and type(getattr(m, n)).__name__ == "builtin_function_or_method"]
+    assert "from_dlpack" in funcs
+    missing = [n for n in funcs if f"def {n}(" not in text]
+    assert not missing, f"stub {cands} lacks {missing}"
 
 
 def test_dlpack_device_is_cpu(Tensor):
