@@ -260,18 +260,24 @@ pub fn same_type_views_enabled() -> bool {
     SAME_TYPE_VIEWS_ON.load(Ordering::Relaxed)
 }
 
-/// Counts one import in [`exchange_imports`]. Imports run with the GIL held, which orders the
-/// updates, so a plain load + store does (no thread-local lookup, no locked add on the hot
-/// path; as for `live_exports`, a free-threaded build would make the count approximate).
+/// Adds one to a diagnostics counter. Imports run with the GIL held, which orders the updates,
+/// so a plain load + store does (no thread-local lookup, no locked add on the hot path; as for
+/// `live_exports`, a free-threaded build would make the count approximate).
 #[inline(always)]
-pub(crate) fn note_exchange_import() {
-    IMPORTS.store(IMPORTS.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+fn count_one(counter: &AtomicU64) {
+    counter.store(counter.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
 }
 
-/// Counts one same-type view in [`same_type_views`] (GIL-ordered, as above).
+/// Counts one import in [`exchange_imports`].
+#[inline(always)]
+pub(crate) fn note_exchange_import() {
+    count_one(&IMPORTS);
+}
+
+/// Counts one same-type view in [`same_type_views`].
 #[inline(always)]
 pub(crate) fn note_same_type_view() {
-    SAME_TYPE_VIEWS.store(SAME_TYPE_VIEWS.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+    count_one(&SAME_TYPE_VIEWS);
 }
 
 /// The first table in the `prev_api` chain whose major version is ours (NULL if none).
