@@ -89,6 +89,26 @@ impl std::fmt::Debug for ImportedTensor {
 /// no limit; this is dlbind's guard against garbage `ndim` values.
 pub const MAX_NDIM: i32 = 64;
 
+/// An owned `[shape.., strides..]` copy (strides C-contiguous when `None`) and pointers to its
+/// two halves (heap memory: they stay valid when the handle that keeps the box moves).
+#[cold]
+#[inline(never)]
+fn owned_meta(shape: &[i64], strides: Option<&[i64]>) -> (*const i64, *const i64, Option<Box<[i64]>>) {
+    let n = shape.len();
+    let mut buf = vec![0i64; 2 * n].into_boxed_slice();
+    buf[..n].copy_from_slice(shape);
+    match strides {
+        Some(st) => buf[n..].copy_from_slice(st),
+        None => {
+            let (sh, st) = buf.split_at_mut(n);
+            c_contiguous_strides(sh, st);
+        }
+    }
+    // SAFETY: the buffer holds 2 * n values.
+    let (sp, st) = (buf.as_ptr(), unsafe { buf.as_ptr().add(n) });
+    (sp, st, Some(buf))
+}
+
 fn malformed(msg: String) -> DlpackError {
     DlpackError::new(FailureKind::MalformedTensor, msg)
 }
@@ -314,50 +334,42 @@ impl ImportedTensor {
     ///
     /// # Safety
     /// `t` is the owner's live tensor, validated with [`validate_tensor`].
+    #[inline(always)]
     unsafe fn from_parts(owner: Owner, t: &DLTensor, readonly: bool, flags: u64, version: Option<DLPackVersion>) -> Self {
         let ndim = t.ndim as usize;
         let data = (t.data as *mut u8).wrapping_add(t.byte_offset as usize).cast::<c_void>();
-        let mut this = ImportedTensor {
+        // Pre-1.2 producers: NULL strides = C-contiguous; dlbind then owns shape + computed
+        // strides (out of line, so that the handle is built in registers on the common path).
+        let (shape, strides, meta) = if ndim > 0 && t.strides.is_null() {
+            // SAFETY: validated: `shape` holds `ndim` values.
+            owned_meta(unsafe { dims(t.shape, ndim) }, None)
+        } else {
+            (t.shape.cast_const(), t.strides.cast_const(), None)
+        };
+        ImportedTensor {
             owner,
             data,
             byte_offset: t.byte_offset,
-            shape: t.shape,
-            strides: t.strides,
-            meta: None,
+            shape,
+            strides,
+            meta,
             ndim: t.ndim as u32,
             dtype: t.dtype,
             device: Device::from(t.device),
             readonly,
             flags,
             version,
-        };
-        if ndim > 0 && t.strides.is_null() {
-            // Pre-1.2 producers: NULL strides = C-contiguous. Own shape + computed strides.
-            // SAFETY: validated: `shape` holds `ndim` values.
-            let shape = unsafe { dims(t.shape, ndim) };
-            this.set_owned_meta(shape, None);
         }
-        this
     }
 
     /// Stores an owned copy of `shape` and `strides` (C-contiguous when `None`) and points the
     /// accessors at it.
     fn set_owned_meta(&mut self, shape: &[i64], strides: Option<&[i64]>) {
-        let n = shape.len();
-        let mut buf = vec![0i64; 2 * n].into_boxed_slice();
-        buf[..n].copy_from_slice(shape);
-        match strides {
-            Some(st) => buf[n..].copy_from_slice(st),
-            None => {
-                let (sh, st) = buf.split_at_mut(n);
-                c_contiguous_strides(sh, st);
-            }
-        }
-        self.shape = buf.as_ptr();
-        // SAFETY: the buffer holds 2 * n values.
-        self.strides = unsafe { buf.as_ptr().add(n) };
-        self.ndim = n as u32;
-        self.meta = Some(buf);
+        let (sp, st, meta) = owned_meta(shape, strides);
+        self.shape = sp;
+        self.strides = st;
+        self.ndim = shape.len() as u32;
+        self.meta = meta;
     }
 
     /// Consumes a DLPack capsule (`"dltensor"` or `"dltensor_versioned"`).
@@ -417,6 +429,7 @@ impl ImportedTensor {
 
     /// # Safety
     /// `m` is a live versioned tensor.
+    #[inline(always)]
     unsafe fn check_versioned(m: NonNull<DLManagedTensorVersioned>) -> Result<(), DlpackError> {
         // SAFETY: `version` is in the ABI-stable prefix; the rest is read only for our major.
         unsafe {
@@ -436,6 +449,7 @@ impl ImportedTensor {
 
     /// # Safety
     /// `m` is live, validated, and ownership is transferred to the result.
+    #[inline(always)]
     unsafe fn take_versioned_unchecked(m: NonNull<DLManagedTensorVersioned>) -> ImportedTensor {
         // SAFETY: caller contract.
         unsafe {
@@ -458,6 +472,7 @@ impl ImportedTensor {
     ///
     /// # Safety
     /// `m` is a live tensor that nobody else will use or delete.
+    #[inline(always)]
     pub unsafe fn from_managed_versioned(m: NonNull<DLManagedTensorVersioned>) -> Result<ImportedTensor, DlpackError> {
         // SAFETY: caller contract.
         unsafe {

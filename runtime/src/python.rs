@@ -801,6 +801,14 @@ where
     {
         return r;
     }
+    // The producer's C exchange table (the path `from_dlpack` takes first for such objects),
+    // with the handle moved straight into `T`.
+    if device.is_none()
+        && copy != Some(true)
+        && let Some(r) = crate::exchange::import_via_exchange_api_with(x, |t| Ok(T::into_instance(py, T::from_managed(py, t)?)?.into_ptr()))
+    {
+        return r;
+    }
     let t = from_dlpack(x, device, copy)?;
     Ok(T::into_instance(py, T::from_managed(py, t)?)?.into_ptr())
 }

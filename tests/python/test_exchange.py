@@ -368,6 +368,25 @@ def test_from_dlpack_uses_the_table(through_the_table, make):
     assert m.exchange_imports() == n + 1
 
 
+@pytest.mark.parametrize("kw", [{}, {"device": "cpu"}, {"device": (1, 0), "copy": False}, {"copy": None}],
+                         ids=["no-keywords", "device", "device-and-copy", "copy-none"])
+@pytest.mark.parametrize("f", [m.from_dlpack, Tensor.from_dlpack], ids=["module", "staticmethod"])
+def test_every_entry_point_takes_the_table(through_the_table, f, kw):
+    """The argument-free fast path and the keyword path both import through the table (one
+    owning export each). copy=True of host memory takes the table's view too and copies it in
+    dlbind (the view's export is released as soon as the copy is made)."""
+    t = Tensor.arange(6, dtype="int32").reversed()
+    n, live = m.exchange_imports(), m.live_exports()
+    u = f(t, **kw)
+    assert m.exchange_imports() == n + 1 and m.live_exports() == live + 1
+    assert (u.data_ptr, u.shape, u.strides) == (t.data_ptr, t.shape, t.strides)
+    del u
+    assert m.live_exports() == live
+    c = f(t, copy=True)
+    assert m.exchange_imports() == n + 2 and m.live_exports() == live
+    assert c.data_ptr != t.data_ptr and c.tobytes() == t.tobytes() and not c.readonly
+
+
 def test_same_type_shortcut_gives_what_the_table_gives(through_the_table):
     srcs = [Tensor.arange(6, dtype="float64"), Tensor.arange(6, dtype="int8").reversed().set_readonly(),
             Tensor.from_bytes(bytes(range(24)), (2, 3, 4), "uint8").transpose()]

@@ -473,35 +473,61 @@ fn refuse_torch_lazy_bits(obj: &Bound<'_, PyAny>, complex: bool) -> PyResult<()>
 /// (BufferError) and exports the negative bit unresolved (numpy then shows the wrong sign).
 /// dlbind refuses both for torch tensors that have a table (BufferError naming the bit and the
 /// `resolve_*` call); other torch tensors take the table.
+#[inline]
 pub fn import_via_exchange_api(obj: &Bound<'_, PyAny>) -> PyResult<Option<ImportedTensor>> {
+    import_via_exchange_api_with(obj, Ok).transpose()
+}
+
+/// [`import_via_exchange_api`] handing the imported tensor to `f` (`None`: no usable table).
+/// Inlined with `f` into the caller, so that the tensor handle is built where `f` uses it
+/// (e.g. moved into the caller's array type) instead of being returned through a chain of
+/// `Result<Option<…>>` values: those copies of a freshly written handle cost more than the
+/// rest of the import (each wide copy of narrow fresh stores stalls the CPU).
+#[inline(always)]
+pub fn import_via_exchange_api_with<R>(
+    obj: &Bound<'_, PyAny>,
+    f: impl FnOnce(ImportedTensor) -> PyResult<R>,
+) -> Option<PyResult<R>> {
     let py = obj.py();
     // SAFETY: GIL held (bound object), `obj` is live.
     let (table, torch) = unsafe { lookup_table(py, obj.as_ptr()) };
     if table.is_null() {
-        return Ok(None);
+        return None;
     }
-
     // SAFETY: a table of our major version (checked), process-lifetime.
-    let Some(f) = (unsafe { (*table).managed_tensor_from_py_object_no_sync }) else { return Ok(None) };
+    let f_export = unsafe { (*table).managed_tensor_from_py_object_no_sync }?;
+    Some(export_through(obj, f_export).and_then(|m| {
+        // SAFETY: on success we own `m` (the producer transferred it).
+        let t = unsafe { ImportedTensor::from_managed_versioned(m) }?;
+        if torch {
+            // On refusal `t` drops here: the producer's deleter runs, exactly once.
+            refuse_torch_lazy_bits(obj, t.dtype().code == crate::ffi::DLDataTypeCode::kDLComplex.0)?;
+        }
+        note_exchange_import();
+        f(t)
+    }))
+}
+
+/// Calls the table's owning export on `obj`: the producer's managed tensor, or its exception.
+#[inline(always)]
+fn export_through(
+    obj: &Bound<'_, PyAny>,
+    export: unsafe extern "C" fn(*mut c_void, *mut *mut DLManagedTensorVersioned) -> std::ffi::c_int,
+) -> PyResult<NonNull<DLManagedTensorVersioned>> {
     let mut out: *mut DLManagedTensorVersioned = ptr::null_mut();
     // SAFETY: the producer's contract: a live object of the table's type (the lookup came from
     // `type(obj)`) and a valid out pointer; the GIL is held.
-    let rc = unsafe { f(obj.as_ptr().cast::<c_void>(), &mut out) };
+    let rc = unsafe { export(obj.as_ptr().cast::<c_void>(), &mut out) };
     if rc != 0 {
-        return Err(PyErr::take(py).unwrap_or_else(|| {
-            pyo3::exceptions::PySystemError::new_err("managed_tensor_from_py_object_no_sync failed without an exception")
-        }));
+        return Err(export_failed(obj.py()));
     }
-    let Some(m) = NonNull::new(out) else {
-        return Err(pyo3::exceptions::PySystemError::new_err("managed_tensor_from_py_object_no_sync returned NULL"));
-    };
-    // SAFETY: on success we own `m` (the producer transferred it).
-    let t = unsafe { ImportedTensor::from_managed_versioned(m) }?;
-    if torch {
-        // On refusal `t` drops here: the producer's deleter runs, exactly once.
-        refuse_torch_lazy_bits(obj, t.dtype().code == crate::ffi::DLDataTypeCode::kDLComplex.0)?;
-    }
-    note_exchange_import();
-    Ok(Some(t))
+    NonNull::new(out).ok_or_else(|| pyo3::exceptions::PySystemError::new_err("managed_tensor_from_py_object_no_sync returned NULL"))
 }
 
+#[cold]
+#[inline(never)]
+fn export_failed(py: Python<'_>) -> PyErr {
+    PyErr::take(py).unwrap_or_else(|| {
+        pyo3::exceptions::PySystemError::new_err("managed_tensor_from_py_object_no_sync failed without an exception")
+    })
+}
