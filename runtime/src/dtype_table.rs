@@ -16,33 +16,51 @@ use crate::ffi::{DLDataType, DLDataTypeCode};
 /// `lanes == 1`. Returns the element size for copies.
 #[inline]
 pub fn validate_dtype(dtype: DLDataType) -> Result<ElemSize, DlpackError> {
+    check_dtype(dtype).map_err(|why| unsupported(dtype, why))
+}
+
+/// [`validate_dtype`]'s element size when the dtype is valid, decided in registers (no error
+/// value is built): for hot paths that build the error only after a `None`.
+#[inline(always)]
+pub(crate) fn valid_elem_size(dtype: DLDataType) -> Option<ElemSize> {
+    check_dtype(dtype).ok()
+}
+
+/// The rules of [`validate_dtype`], with the reason of a refusal.
+#[inline(always)]
+fn check_dtype(dtype: DLDataType) -> Result<ElemSize, DtypeProblem> {
     if dtype.lanes != 1 {
-        return Err(unsupported(dtype, DtypeProblem::Lanes));
+        return Err(DtypeProblem::Lanes);
     }
     let code = DLDataTypeCode(dtype.code);
     if code.name().is_none() || code == DLDataTypeCode::kDLOpaqueHandle {
-        return Err(unsupported(dtype, DtypeProblem::Code));
+        return Err(DtypeProblem::Code);
     }
     if let Some(bits) = required_bits(dtype.code)
         && dtype.bits != bits
     {
-        return Err(unsupported(dtype, DtypeProblem::RequiredBits(bits)));
+        return Err(DtypeProblem::RequiredBits(bits));
     }
-    elem_size(dtype)
+    elem_size_of(dtype)
 }
 
 /// Element size of a `lanes == 1` dtype: whole bytes, or packed sub-byte elements.
 #[inline]
 pub fn elem_size(dtype: DLDataType) -> Result<ElemSize, DlpackError> {
+    elem_size_of(dtype).map_err(|why| unsupported(dtype, why))
+}
+
+#[inline(always)]
+fn elem_size_of(dtype: DLDataType) -> Result<ElemSize, DtypeProblem> {
     let bits = dtype.bits as u32 * dtype.lanes as u32;
     if bits == 0 {
-        Err(unsupported(dtype, DtypeProblem::ZeroBits))
+        Err(DtypeProblem::ZeroBits)
     } else if bits.is_multiple_of(8) {
         Ok(ElemSize::Bytes((bits / 8) as usize))
     } else if bits < 8 {
         Ok(ElemSize::SubByte { bits })
     } else {
-        Err(unsupported(dtype, DtypeProblem::OddBits))
+        Err(DtypeProblem::OddBits)
     }
 }
 

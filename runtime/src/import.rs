@@ -134,7 +134,29 @@ fn malformed(msg: String) -> DlpackError {
 /// # Safety
 /// If `0 < t.ndim <= MAX_NDIM` and `t.shape` is non-NULL, it points to `ndim` readable `i64`;
 /// the same for `t.strides` when non-NULL.
+#[inline]
 pub unsafe fn validate_dltensor(t: &DLTensor) -> Result<(), DlpackError> {
+    // Accept in registers (no error value built) when every rule holds; otherwise the exact
+    // path decides and names the field.
+    if let Some(elem) = crate::dtype_table::valid_elem_size(t.dtype)
+        && t.device.device_type.name().is_some()
+        && t.device.device_id >= 0
+        // SAFETY: caller contract.
+        && unsafe { layout_is_valid_fast(t, elem) }
+    {
+        return Ok(());
+    }
+    // SAFETY: caller contract.
+    unsafe { validate_dltensor_exact(t) }
+}
+
+/// [`validate_dltensor`] with the error of the first broken rule.
+///
+/// # Safety
+/// As for [`validate_dltensor`].
+#[cold]
+#[inline(never)]
+unsafe fn validate_dltensor_exact(t: &DLTensor) -> Result<(), DlpackError> {
     let elem = validate_dtype(t.dtype).map_err(|e| DlpackError::new(e.kind(), format!("DLTensor.dtype: {}", e.message())))?;
     if t.device.device_type.name().is_none() {
         return Err(malformed(format!("DLTensor.device: unknown device type {}", t.device.device_type.0)));

@@ -544,6 +544,7 @@ fn export_planned_on<S: DLPackSource + ?Sized>(
 
 /// Builds an owning `DLManagedTensorVersioned` without a capsule (for the C exchange API and
 /// for Rust consumers). The caller owns the result and must call its deleter exactly once.
+#[inline]
 pub fn export_versioned_managed<S: DLPackSource + ?Sized>(
     owner: &Bound<'_, PyAny>,
     src: &S,
