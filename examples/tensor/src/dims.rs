@@ -9,7 +9,9 @@ pub const INLINE: usize = 6;
 
 #[derive(Clone, PartialEq, Eq)]
 pub enum Dims {
-    Inline { len: u8, vals: [i64; INLINE] },
+    /// `len` is a full word: a byte-wide field makes every copy of a `Dims` read bytes 1..8 with
+    /// overlapping narrow loads, which stall on the stores that just wrote them.
+    Inline { len: usize, vals: [i64; INLINE] },
     Heap(Box<[i64]>),
 }
 
@@ -19,7 +21,7 @@ impl Dims {
             let mut vals = [0i64; INLINE];
             vals[..s.len()].copy_from_slice(s);
             Dims::Inline {
-                len: s.len() as u8,
+                len: s.len(),
                 vals,
             }
         } else {
@@ -33,7 +35,7 @@ impl Deref for Dims {
     #[inline]
     fn deref(&self) -> &[i64] {
         match self {
-            Dims::Inline { len, vals } => &vals[..*len as usize],
+            Dims::Inline { len, vals } => &vals[..*len],
             Dims::Heap(v) => v,
         }
     }
@@ -43,7 +45,7 @@ impl DerefMut for Dims {
     #[inline]
     fn deref_mut(&mut self) -> &mut [i64] {
         match self {
-            Dims::Inline { len, vals } => &mut vals[..*len as usize],
+            Dims::Inline { len, vals } => &mut vals[..*len],
             Dims::Heap(v) => v,
         }
     }
