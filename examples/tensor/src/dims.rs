@@ -18,12 +18,10 @@ pub enum Dims {
 impl Dims {
     pub fn from_slice(s: &[i64]) -> Dims {
         if s.len() <= INLINE {
-            let mut vals = [0i64; INLINE];
-            vals[..s.len()].copy_from_slice(s);
-            Dims::Inline {
-                len: s.len(),
-                vals,
-            }
+            // Element by element, not `copy_from_slice`: a variable-length `memcpy` writes
+            // with narrow, overlapping stores that the next (wide) copy of the array stalls on.
+            let vals: [i64; INLINE] = std::array::from_fn(|i| s.get(i).copied().unwrap_or(0));
+            Dims::Inline { len: s.len(), vals }
         } else {
             Dims::Heap(s.into())
         }
