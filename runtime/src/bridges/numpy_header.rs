@@ -32,7 +32,7 @@
 //! make the reads well-defined. `DLBIND_NUMPY_FAST_PATH=0` in the environment at first use turns
 //! the fast path off (every import then calls `__dlpack__`).
 
-use std::ffi::{CStr, c_char, c_int, c_void};
+use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use pyo3::ffi;
@@ -103,8 +103,8 @@ fn is_ndarray(py: Python<'_>, tp: *mut ffi::PyTypeObject) -> bool {
         return false;
     }
     // SAFETY: `tp` is the type of a live object: `tp_name` is a NUL-terminated C string.
-    let name = unsafe { CStr::from_ptr((*tp).tp_name) };
-    if name != c"numpy.ndarray" {
+    // `strcmp` stops at the first differing byte (no `strlen` of every other type's name).
+    if unsafe { libc::strcmp((*tp).tp_name, c"numpy.ndarray".as_ptr()) } != 0 {
         return false;
     }
     let ok = std::env::var_os("DLBIND_NUMPY_FAST_PATH").is_none_or(|v| v != "0") && probe(py, tp).unwrap_or(false);
