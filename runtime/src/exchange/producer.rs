@@ -121,7 +121,10 @@ where
                 return Err(PyValueError::new_err(format!("{WHAT}: out is NULL")));
             }
             let slf = as_source::<T>(py, py_object, WHAT)?;
-            let t = <T::Frozen as SourceAccess<T>>::with(&slf, |src| {
+            // The fields are written straight into `out`: a `DLTensor` returned through the
+            // nested results was re-read from the stack with loads that straddle the stores
+            // that had just written it (a CPU stall longer than the rest of the fill).
+            <T::Frozen as SourceAccess<T>>::with(&slf, |src| {
                 let ndim = src.dlpack_ndim();
                 let Some((shape, strides)) = src.exchange_dims() else {
                     return Err(DlpackError::new(
@@ -137,7 +140,8 @@ where
                 } else {
                     (shape.as_ptr().cast_mut(), strides.as_ptr().cast_mut())
                 };
-                Ok(DLTensor {
+                // SAFETY: `out` is non-NULL and writable (DLPack contract, checked above).
+                out.write(DLTensor {
                     data: src.dlpack_data_ptr(),
                     device: src.dlpack_device().to_dl(),
                     ndim: ndim as i32,
@@ -145,9 +149,9 @@ where
                     shape: sp,
                     strides: st,
                     byte_offset: 0,
-                })
+                });
+                Ok(())
             })??;
-            out.write(t);
             Ok(())
         })
     }
