@@ -12,6 +12,8 @@
 //!   caches it per type, checks `header.version.major` (walking `prev_api`), and imports through
 //!   `managed_tensor_from_py_object_no_sync`. Derived types publish only the standard name: every
 //!   consumer that knows the legacy one (tvm-ffi) reads the standard one first.
+//!   [`import_via_exchange_api_with`] is the same import handing the tensor to a closure, so
+//!   that [`crate::python::from_dlpack_fastcall`] builds its result type in place.
 //! * [`crate::python::from_dlpack_fastcall`] short-cuts the table for an object whose type is
 //!   exactly the target type: [`FromManagedTensor::share_from`] builds the view directly.
 //!
