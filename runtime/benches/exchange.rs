@@ -40,9 +40,11 @@ struct Arr {
     device: Device,
 }
 
+/// Makes the repository's venv (numpy) importable when it exists, for the interpreter's version.
 fn add_venv(py: Python<'_>) {
-    let site = concat!(env!("CARGO_MANIFEST_DIR"), "/../.venv/lib/python3.11/site-packages");
-    if std::path::Path::new(site).exists() {
+    let v = py.version_info();
+    let site = format!("{}/../.venv/lib/python{}.{}/site-packages", env!("CARGO_MANIFEST_DIR"), v.major, v.minor);
+    if std::path::Path::new(&site).exists() {
         let path = py.import("sys").and_then(|s| s.getattr("path")).expect("sys.path");
         path.call_method1("append", (site,)).expect("append site-packages");
     }
@@ -71,10 +73,11 @@ fn exchange(c: &mut Criterion) {
         });
         g.bench_function("table_non_owning", |b| {
             b.iter(|| {
-                // SAFETY: GIL held, `x` is live; the table is process-lifetime and has the
-                // entry (i64 dims); `out` is a valid DLTensor to fill.
+                // SAFETY: GIL held, `x` is live; the table (checked non-NULL) is
+                // process-lifetime and has the entry (i64 dims); `out` is a valid DLTensor.
                 unsafe {
                     let table = lookup_exchange_api(py, black_box(x.as_ptr()));
+                    assert!(!table.is_null(), "Arr has a table");
                     let fill = (*table).dltensor_from_py_object_no_sync.expect("fill entry");
                     let mut out: DLTensor = std::mem::zeroed();
                     assert_eq!(fill(x.as_ptr().cast(), &mut out), 0);

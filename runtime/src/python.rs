@@ -766,9 +766,14 @@ where
 // Fast consumer entry point: a raw METH_FASTCALL | METH_KEYWORDS `from_dlpack` building `T`.
 // ---------------------------------------------------------------------------------------------
 
-/// Imports `x` as a new `T` object (a new reference): [`FromManagedTensor::share_from`] when `x`
-/// is exactly a `T` (what `T`'s own exchange table would give, without the managed-tensor round
-/// trip), else [`from_dlpack`] and [`FromManagedTensor::from_managed`].
+/// Imports `x` as a new `T` object (a new reference), trying in order (the order of
+/// [`from_dlpack`], with `T` built directly where it can be):
+/// 1. [`FromManagedTensor::share_from`] when `x` is exactly a `T` (what `T`'s own exchange table
+///    would give, without the managed-tensor round trip);
+/// 2. an exact `numpy.ndarray`'s header view ([`FromManagedTensor::from_python_view`]);
+/// 3. `type(x)`'s C exchange table when neither `device` nor `copy=True` is asked for
+///    ([`crate::exchange::import_via_exchange_api_with`], `T` built in place);
+/// 4. [`from_dlpack`] and [`FromManagedTensor::from_managed`].
 #[inline(always)]
 fn import_as<T>(py: Python<'_>, x: &Bound<'_, PyAny>, device: Option<Device>, copy: Option<bool>) -> PyResult<*mut ffi::PyObject>
 where

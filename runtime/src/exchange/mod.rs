@@ -498,7 +498,8 @@ pub fn import_via_exchange_api_with<R>(
     }
     // SAFETY: a table of our major version (checked), process-lifetime.
     let f_export = unsafe { (*table).managed_tensor_from_py_object_no_sync }?;
-    Some(export_through(obj, f_export).and_then(|m| {
+    // SAFETY: `f_export` is the table entry of `type(obj)` (looked up just above).
+    Some(unsafe { export_through(obj, f_export) }.and_then(|m| {
         // SAFETY: on success we own `m` (the producer transferred it).
         let t = unsafe { ImportedTensor::from_managed_versioned(m) }?;
         if torch {
@@ -511,14 +512,17 @@ pub fn import_via_exchange_api_with<R>(
 }
 
 /// Calls the table's owning export on `obj`: the producer's managed tensor, or its exception.
+///
+/// # Safety
+/// `export` is the `managed_tensor_from_py_object_no_sync` entry of the table of `type(obj)`.
 #[inline(always)]
-fn export_through(
+unsafe fn export_through(
     obj: &Bound<'_, PyAny>,
     export: unsafe extern "C" fn(*mut c_void, *mut *mut DLManagedTensorVersioned) -> std::ffi::c_int,
 ) -> PyResult<NonNull<DLManagedTensorVersioned>> {
     let mut out: *mut DLManagedTensorVersioned = ptr::null_mut();
-    // SAFETY: the producer's contract: a live object of the table's type (the lookup came from
-    // `type(obj)`) and a valid out pointer; the GIL is held.
+    // SAFETY: the producer's contract: a live object of the table's type (caller contract) and
+    // a valid out pointer; the GIL is held (bound object).
     let rc = unsafe { export(obj.as_ptr().cast::<c_void>(), &mut out) };
     if rc != 0 {
         return Err(export_failed(obj.py()));
