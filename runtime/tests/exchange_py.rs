@@ -588,6 +588,34 @@ fn fastcall_from_dlpack_other_paths_and_arguments() {
     });
 }
 
+#[test]
+fn fastcall_table_import_frees_the_export_when_the_target_refuses_it() {
+    let _g = common::serial();
+    Python::attach(|py| {
+        let m = fast_module(py);
+        let g = m.getattr("owned").unwrap().getattr("from_dlpack").unwrap();
+        let base = live_exports();
+        // A 1-d `Plain` through its table into `Owned` (2-d only): the export succeeds, then
+        // `Owned::from_managed` refuses it; the producer's deleter must run exactly once.
+        let p = Bound::new(py, Plain { data: vec![1.0, 2.0, 3.0], shape: vec![3], strides: vec![1] }).unwrap().into_any();
+        // SAFETY: a live object.
+        let rc = unsafe { pyffi::Py_REFCNT(p.as_ptr()) };
+        let n = exchange_imports();
+        let e = g.call1((&p,)).unwrap_err();
+        assert!(e.is_instance_of::<PyTypeError>(py) && e.to_string().contains("Owned is 2-d"), "{e}");
+        assert_eq!(exchange_imports(), n + 1, "the table's owning export was called");
+        assert_eq!(live_exports(), base, "its deleter ran");
+        // SAFETY: a live object.
+        assert_eq!(unsafe { pyffi::Py_REFCNT(p.as_ptr()) }, rc, "the export's reference to the source was dropped");
+        // A 2-d one goes through: the view holds the export until it is dropped.
+        let p2 = Bound::new(py, Plain { data: vec![0.0; 6], shape: vec![2, 3], strides: vec![3, 1] }).unwrap().into_any();
+        let r = g.call1((&p2,)).unwrap();
+        assert_eq!(live_exports(), base + 1);
+        drop(r);
+        assert_eq!(live_exports(), base);
+    });
+}
+
 /// What `from_dlpack(x)` costs beside CPython's own floors, in this embedded interpreter
 /// (prints only; timings are never asserted): `cargo test --release -p dlbind --test exchange_py
 /// -- --ignored --nocapture floors`.
