@@ -106,10 +106,17 @@ def paths_numpy_only():
 
 def paths_demo():
     for t in OURS:
-        # ours -> numpy, ours -> ours (C exchange table), ours -> ours (capsules), ours -> tvm_ffi
+        # ours -> numpy, ours -> ours (same-type view, then through Tensor's C exchange table
+        # with that shortcut off), ours -> ours (capsules), ours -> tvm_ffi
         npok = t.dtype != "bfloat16"  # numpy has no bfloat16
         x = np.from_dlpack(t) if npok else None
         y = m.from_dlpack(t)
+        m.set_same_type_views(False)
+        try:
+            y2 = m.from_dlpack(t)
+        finally:
+            m.set_same_type_views(True)
+        del y2
         z = m.from_dlpack(W(t.__dlpack__(max_version=(1, 3))))
         if not t.readonly:
             z2 = m.from_dlpack(W(t.__dlpack__()))
