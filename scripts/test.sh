@@ -15,7 +15,7 @@
 #   CARGO_TARGET_DIR=...     default: <repo>/target
 #   CARGO_BUILD_JOBS=N       passed through to cargo / maturin
 #   DLBIND_SKIP_RUST=1       skip steps 2-3 (codegen check, cargo test)
-#   DLBIND_SKIP_MEMCHECK=1   skip step 5b (valgrind memcheck subset, ~50 s; skipped anyway without valgrind)
+#   DLBIND_SKIP_MEMCHECK=1   skip step 5b (valgrind memcheck subset + checker self-test, ~35 s; skipped anyway without valgrind)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -97,6 +97,8 @@ check "pytest" "$PY" -m pytest "$ROOT/tests/python" -q -p no:cacheprovider -rfEs
 # ---------------------------------------------------------------- 5b. memcheck
 step "5b/5 valgrind memcheck subset (scripts/memcheck.sh; --full for the long run)"
 check "memcheck" env MEMCHECK_PYTHON="$PY" "$ROOT/scripts/memcheck.sh"
+# The checker itself: a planted leak and a planted double free must both be reported (~20 s).
+check "memcheck self-test" env MEMCHECK_PYTHON="$PY" "$ROOT/scripts/memcheck.sh" --self-test
 
 if [[ ${#FAILED[@]} -gt 0 ]]; then
   step "FAILED after $((SECONDS - T0)) s: ${FAILED[*]}"

@@ -7,7 +7,10 @@ Run by scripts/memcheck.sh under `valgrind --tool=memcheck` with PYTHONMALLOC=ma
 to generate suppressions for interpreter and numpy noise). --inject plants a known bug attributed
 to dlbind_demo's code, to show that the checker fails (scripts/memcheck.sh --self-test):
   leak: a capsule whose destructor was removed -> our manager allocation is definitely lost;
-  uaf:  our deleter called twice through ctypes -> invalid read / free inside dlbind's deleter.
+  uaf:  our deleter called twice through ctypes on a copy=True export -> the copy's buffer is
+        freed twice inside dlbind's deleter (invalid free). (The manager block itself is kept
+        for the next export after the first call, and the source object waits in the Tensor
+        free list, so a zero-copy export's second call would touch memory that is still live.)
 The driver checks its own results (live_exports(), refcounts) and exits 1 on a mismatch.
 """
 from __future__ import annotations
@@ -222,13 +225,13 @@ def inject(kind: str) -> None:
         del src
         gc.collect()
     else:
-        cap = src.__dlpack__(max_version=(1, 3))
+        # A copy: the tensor owns a buffer that its deleter frees (see the module docstring).
+        cap = src.__dlpack__(max_version=(1, 3), copy=True)
         p = api.PyCapsule_GetPointer(cap, b"dltensor_versioned")
         # DLManagedTensorVersioned: {DLPackVersion (8 bytes), manager_ctx, deleter, ...}
         deleter_addr = ctypes.c_void_p.from_address(p + 16).value
         deleter = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(deleter_addr)
         api.PyCapsule_SetDestructor(cap, None)
-        src = None  # noqa: F841  (the managed tensor holds the last reference)
         deleter(p)
         deleter(p)  # use after free (and double free) inside our deleter
     sys.stdout.flush()
