@@ -659,9 +659,9 @@ fn set_copy_pool_limit(bytes: usize) -> usize {
     old
 }
 
-/// How many tensors this process imported through a producer's C exchange table
-/// (`type(x).__dlpack_c_exchange_api__`) instead of `__dlpack__`; `from_dlpack(t)` of a `Tensor`
-/// counts too (it builds what `Tensor`'s own table gives, directly).
+/// How many tensors this process imported by calling a producer's C exchange table
+/// (`type(x).__dlpack_c_exchange_api__`) instead of `__dlpack__`. A `Tensor` imported as a
+/// direct view of another `Tensor` does not call it and is counted by `same_type_views`.
 #[pyfunction]
 fn exchange_imports() -> u64 {
     dlbind::exchange::exchange_imports()
