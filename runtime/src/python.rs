@@ -806,16 +806,16 @@ where
     {
         return r;
     }
+    let build = |t: ImportedTensor| Ok(T::into_instance(py, T::from_managed(py, t)?)?.into_ptr());
     // The producer's C exchange table (the path `from_dlpack` takes first for such objects),
     // with the handle moved straight into `T`.
     if device.is_none()
         && copy != Some(true)
-        && let Some(r) = crate::exchange::import_via_exchange_api_with(x, |t| Ok(T::into_instance(py, T::from_managed(py, t)?)?.into_ptr()))
+        && let Some(r) = crate::exchange::import_via_exchange_api_with(x, build)
     {
         return r;
     }
-    let t = from_dlpack(x, device, copy)?;
-    Ok(T::into_instance(py, T::from_managed(py, t)?)?.into_ptr())
+    build(from_dlpack(x, device, copy)?)
 }
 
 /// Parses `(x, /, *, device=None, copy=None)` from vectorcall arguments (keyword names by
