@@ -141,17 +141,7 @@ pub fn parse_export_request(
         req.max_version = Some(parse_max_version(mv).ok_or_else(|| type_error("max_version must be None or a tuple of two ints"))?);
     }
     if let Some(c) = given(copy) {
-        let p = c.as_ptr();
-        // SAFETY: pointer comparisons with the bool singletons.
-        req.copy = Some(unsafe {
-            if p == ffi::Py_True() {
-                true
-            } else if p == ffi::Py_False() {
-                false
-            } else {
-                return Err(type_error("copy must be None, True or False"));
-            }
-        });
+        req.copy = Some(copy_flag(c)?);
     }
     if let Some(d) = given(dl_device) {
         let (t, id) = int_pair(d).ok_or_else(|| type_error("dl_device must be None or a tuple of two ints (device_type, device_id)"))?;
@@ -507,20 +497,44 @@ pub fn parse_device_arg(device: Option<&Bound<'_, PyAny>>) -> PyResult<Option<De
     }
 }
 
-/// Parses a `copy=` argument: `None`, `True` or `False` (TypeError otherwise).
+/// Parses a `copy=` argument: `None`, a bool or a numpy bool scalar (TypeError otherwise).
 #[inline]
 pub fn parse_copy_arg(copy: Option<&Bound<'_, PyAny>>) -> PyResult<Option<bool>> {
-    let Some(c) = given(copy) else { return Ok(None) };
-    // SAFETY: pointer comparisons with the bool singletons.
-    unsafe {
-        if c.as_ptr() == ffi::Py_True() {
-            Ok(Some(true))
-        } else if c.as_ptr() == ffi::Py_False() {
-            Ok(Some(false))
-        } else {
-            Err(type_error("copy must be None, True or False").into())
-        }
+    match given(copy) {
+        None => Ok(None),
+        Some(c) => Ok(Some(copy_flag(c)?)),
     }
+}
+
+/// The value of a `copy=` argument that is not `None`: `True` / `False`, or a numpy bool
+/// scalar (`numpy.True_`, what `a.ndim > 0` gives for numpy values; numpy's own
+/// `from_dlpack` takes it too). Other objects are a TypeError: the array API types `copy` as
+/// `Optional[bool]`, and numpy's acceptance of any truthy object (`copy=0`, `copy=2.0`) would
+/// hide mistakes.
+#[inline]
+fn copy_flag(c: &Bound<'_, PyAny>) -> Result<bool, DlpackError> {
+    let p = c.as_ptr();
+    // SAFETY: pointer comparisons with the bool singletons.
+    if p == unsafe { ffi::Py_True() } {
+        return Ok(true);
+    }
+    // SAFETY: as above.
+    if p == unsafe { ffi::Py_False() } {
+        return Ok(false);
+    }
+    numpy_bool(c).ok_or_else(|| type_error("copy must be None, True or False (or a numpy bool)"))
+}
+
+/// The truth value of a numpy bool scalar (`numpy.bool`, named `numpy.bool_` before numpy 2);
+/// `None` for any other object.
+#[cold]
+fn numpy_bool(c: &Bound<'_, PyAny>) -> Option<bool> {
+    // SAFETY: `c` is live, so its type object is too and `tp_name` is a NUL-terminated string.
+    let name = unsafe { std::ffi::CStr::from_ptr((*ffi::Py_TYPE(c.as_ptr())).tp_name) };
+    if name != c"numpy.bool" && name != c"numpy.bool_" {
+        return None;
+    }
+    c.is_truthy().ok()
 }
 
 // ---------------------------------------------------------------------------------------------

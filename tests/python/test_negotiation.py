@@ -156,6 +156,33 @@ def test_copy_true_export(Tensor):
     assert np.from_dlpack(t)[0] == 5  # the source did not change
 
 
+@pytest.mark.parametrize("flag", [np.True_, np.False_], ids=["np.True_", "np.False_"])
+def test_copy_takes_numpy_bools(Tensor, m, flag):
+    """`copy=` takes numpy bool scalars, as numpy's own `from_dlpack` does (users pass
+    `copy=a.ndim > 0` with numpy values): each means what the Python bool means."""
+    t = Tensor.arange(5)
+    info = H.inspect_capsule(t.__dlpack__(max_version=(1, 3), copy=flag))
+    assert bool(info.flags & H.FLAG_IS_COPIED) == bool(flag)
+    assert (info.data == t.data_ptr) != bool(flag)
+    for f in (m.from_dlpack, Tensor.from_dlpack):
+        v = f(t, copy=flag)
+        assert (v.data_ptr == t.data_ptr) != bool(flag)
+        a = np.arange(3.0)
+        w = f(a, copy=flag)
+        assert (w.data_ptr == a.ctypes.data) != bool(flag)
+        np.testing.assert_array_equal(np.from_dlpack(w), a)
+
+
+@pytest.mark.parametrize("bad", [np.int64(1), 1, 0, 2.0, np.float32(1)], ids=repr)
+def test_copy_refuses_other_truthy_objects(Tensor, m, bad):
+    """Only bools (Python or numpy) are flags: numpy would read `copy=0` as False and `copy=2.0`
+    as True; here they are a TypeError."""
+    with pytest.raises(TypeError, match="copy must be"):
+        Tensor.arange(2).__dlpack__(max_version=(1, 3), copy=bad)
+    with pytest.raises(TypeError, match="copy must be"):
+        m.from_dlpack(Tensor.arange(2), copy=bad)
+
+
 def test_numpy_copy_true_does_not_share(Tensor):
     t = Tensor.arange(5)
     a = np.from_dlpack(t, copy=True)
