@@ -492,6 +492,13 @@ impl Lower {
                     format!("duplicate exception `{}`", e.name),
                 );
             }
+            // The name becomes a Rust variant and is looked up in Python's `builtins`.
+            if !is_ident(&e.name) {
+                self.err(
+                    format!("exceptions[{i}].name"),
+                    format!("`{}` is not an identifier (the name of a Python built-in exception)", e.name),
+                );
+            }
         }
         let mut kinds_seen = HashSet::new();
         for (i, f) in s.failures.iter().enumerate() {

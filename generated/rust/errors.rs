@@ -115,3 +115,16 @@ impl FailureKind {
         }
     }
 }
+
+impl PyExceptionKind {
+    /// The name of the Python built-in exception type (`builtins.<name>`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            PyExceptionKind::BufferError => "BufferError",
+            PyExceptionKind::TypeError => "TypeError",
+            PyExceptionKind::ValueError => "ValueError",
+            PyExceptionKind::AttributeError => "AttributeError",
+            PyExceptionKind::MemoryError => "MemoryError",
+        }
+    }
+}

@@ -13,7 +13,10 @@ import numpy as np
 import pytest
 
 import dlbind_demo as m
+import dlpack_helpers as H
 from dlbind_demo import Tensor
+
+EXC = H.SPEC.exc  # exception classes from the spec's failure mapping
 
 ATTR = "__dlpack_c_exchange_api__"
 CAPSULE_NAME = b"dlpack_exchange_api"
@@ -195,12 +198,12 @@ def test_owning_export_zero_dim():
 def test_owning_export_wrong_type_sets_exception():
     f = fns()
     out = MTV_P()
-    with pytest.raises(TypeError, match="expected a 'Tensor' object"):
+    with pytest.raises(EXC("BadArgumentType"), match="expected a 'Tensor' object"):
         f["from_py"](np.arange(3.0), ctypes.byref(out))
     assert not out
-    with pytest.raises(ValueError, match="NULL"):
+    with pytest.raises(EXC("BadArgumentValue"), match="NULL"):
         f["from_py_raw"](None, ctypes.byref(out))
-    with pytest.raises(ValueError, match="out is NULL"):
+    with pytest.raises(EXC("BadArgumentValue"), match="out is NULL"):
         FROM_PY(api_of().managed_tensor_from_py_object_no_sync)(Tensor.arange(2), None)
 
 
@@ -230,7 +233,7 @@ def test_to_py_object_round_trip():
 def test_to_py_object_errors():
     f = fns()
     obj = ctypes.c_void_p()
-    with pytest.raises(ValueError, match="tensor is NULL"):
+    with pytest.raises(EXC("BadArgumentValue"), match="tensor is NULL"):
         f["to_py"](None, ctypes.byref(obj))
     # A tensor whose major version is too new is refused, and deleted (ownership was transferred).
     t = Tensor.arange(2)
@@ -238,7 +241,7 @@ def test_to_py_object_errors():
     out = MTV_P()
     assert f["from_py"](t, ctypes.byref(out)) == 0
     out.contents.version.major = 99
-    with pytest.raises(BufferError):
+    with pytest.raises(EXC("VersionTooNew")):
         f["to_py"](out, ctypes.byref(obj))
     assert sys.getrefcount(t) == rc
 
@@ -269,7 +272,7 @@ def test_non_owning_fill_zero_dim_and_errors():
     dl = DLTensor()
     assert f["fill"](Tensor.zeros(()), ctypes.byref(dl)) == 0
     assert dl.ndim == 0 and not dl.shape and not dl.strides
-    with pytest.raises(TypeError, match="expected a 'Tensor' object"):
+    with pytest.raises(EXC("BadArgumentType"), match="expected a 'Tensor' object"):
         f["fill"](b"bytes", ctypes.byref(dl))
 
 
@@ -309,14 +312,14 @@ def test_allocator_errors_go_through_set_error():
     out = MTV_P()
     proto, _keep = _prototype((4,), device=(2, 0))  # kDLCUDA
     assert f["alloc"](ctypes.byref(proto), ctypes.byref(out), None, cb) == -1
-    assert errors[-1][0] == "BufferError" and "CPU" in errors[-1][1]
+    assert errors[-1][0] == EXC("UnsupportedDevice").__name__ and "CPU" in errors[-1][1]
     proto, _keep = _prototype((4,), code=200, bits=8)  # unknown type code
     assert f["alloc"](ctypes.byref(proto), ctypes.byref(out), None, cb) == -1
-    assert errors[-1][0] == "BufferError"
+    assert errors[-1][0] == EXC("UnsupportedDtype").__name__
     proto, _keep = _prototype((-1,))
     assert f["alloc"](ctypes.byref(proto), ctypes.byref(out), None, cb) == -1
     assert f["alloc"](None, ctypes.byref(out), None, cb) == -1
-    assert errors[-1][0] == "ValueError"
+    assert errors[-1][0] == EXC("BadArgumentValue").__name__
     assert not out
 
 
@@ -329,7 +332,7 @@ def test_current_work_stream():
     assert s.value is None
     s = ctypes.c_void_p(12345)
     assert f["stream"](2, 0, ctypes.byref(s)) == 0  # kDLCUDA: no current stream set -> default
-    with pytest.raises(ValueError):
+    with pytest.raises(EXC("BadArgumentValue"), match="out_current_stream is NULL"):
         f["stream"](1, 0, None)
 
 
@@ -414,7 +417,7 @@ def test_table_is_preferred_over_dunder():
             return (1, 0)
 
     # The table's from_py_object refuses a foreign type: that error proves the table was used.
-    with pytest.raises(TypeError, match="expected a 'Tensor' object"):
+    with pytest.raises(EXC("BadArgumentType"), match="expected a 'Tensor' object"):
         m.from_dlpack(Fake())
 
 
@@ -444,7 +447,7 @@ def test_from_dlpack_device_and_copy_with_table():
     assert c.data_ptr != t.data_ptr and c.tobytes() == t.tobytes()
     v = m.from_dlpack(t, copy=False, device="cpu")
     assert v.data_ptr == t.data_ptr
-    with pytest.raises(BufferError):
+    with pytest.raises(EXC("UnsupportedDevice")):
         m.from_dlpack(t, device=(2, 0))
 
 
@@ -463,7 +466,7 @@ def test_tvm_ffi_consumes_the_table():
         def __dlpack__(self, **kw):
             raise RuntimeError("the __dlpack__ path was taken")
 
-    with pytest.raises(TypeError, match="expected a 'Tensor' object"):
+    with pytest.raises(EXC("BadArgumentType"), match="expected a 'Tensor' object"):
         tvm_ffi.from_dlpack(Fake())
     del v
 
@@ -586,7 +589,7 @@ def test_table_cache_follows_class_changes_and_alternating_types(through_the_tab
     assert m.exchange_imports() == n + 3, "only the Tensor imports used a table"
     # The cache follows changes to the class (CPython bumps the type's version tag).
     P.__dlpack_c_exchange_api__ = Tensor.__dlpack_c_exchange_api__
-    with pytest.raises(TypeError, match="expected a 'Tensor' object"):
+    with pytest.raises(EXC("BadArgumentType"), match="expected a 'Tensor' object"):
         m.from_dlpack(p)  # Tensor's table refuses a P: proof the table was used
     del P.__dlpack_c_exchange_api__
     assert m.from_dlpack(p).shape == (3,)

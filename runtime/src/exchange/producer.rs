@@ -7,7 +7,7 @@
 use std::ffi::{CString, c_char, c_int, c_void};
 use std::ptr::{self, NonNull};
 
-use pyo3::exceptions::{PySystemError, PyTypeError, PyValueError};
+use pyo3::exceptions::PySystemError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::{Borrowed, PyClass};
@@ -55,17 +55,21 @@ unsafe fn with_gil_held(what: &'static str, f: impl FnOnce(Python<'_>) -> PyResu
 unsafe fn as_source<'a, 'py, T: PyClass>(py: Python<'py>, obj: *mut c_void, what: &str) -> PyResult<Borrowed<'a, 'py, T>> {
     let o = obj.cast::<ffi::PyObject>();
     if o.is_null() {
-        return Err(PyValueError::new_err(format!("{what}: py_object is NULL")));
+        return Err(bad_value(format!("{what}: py_object is NULL")));
     }
     // SAFETY: `o` is live (caller contract); type checks only read the type.
     unsafe {
         let tp = T::type_object_raw(py);
         if ffi::Py_TYPE(o) != tp && ffi::PyObject_TypeCheck(o, tp) == 0 {
             let got = Borrowed::from_ptr(py, o).get_type().name().map(|n| n.to_string()).unwrap_or_default();
-            return Err(PyTypeError::new_err(format!(
-                "{what}: expected a '{}' object (the type this DLPack exchange table belongs to), got '{got}'",
-                <T as PyClass>::NAME
-            )));
+            return Err(DlpackError::new(
+                FailureKind::BadArgumentType,
+                format!(
+                    "{what}: expected a '{}' object (the type this DLPack exchange table belongs to), got '{got}'",
+                    <T as PyClass>::NAME
+                ),
+            )
+            .into());
         }
         Ok(Borrowed::from_ptr(py, o).cast_unchecked::<T>())
     }
@@ -90,7 +94,7 @@ where
     unsafe {
         with_gil_held(WHAT, |py| {
             if out.is_null() {
-                return Err(PyValueError::new_err(format!("{WHAT}: out is NULL")));
+                return Err(bad_value(format!("{WHAT}: out is NULL")));
             }
             let slf = as_source::<T>(py, py_object, WHAT)?;
             let m = <T::Frozen as SourceAccess<T>>::with(&slf, |src| {
@@ -118,7 +122,7 @@ where
     unsafe {
         with_gil_held(WHAT, |py| {
             if out.is_null() {
-                return Err(PyValueError::new_err(format!("{WHAT}: out is NULL")));
+                return Err(bad_value(format!("{WHAT}: out is NULL")));
             }
             let slf = as_source::<T>(py, py_object, WHAT)?;
             // The fields are written straight into `out`: a `DLTensor` returned through the
@@ -177,16 +181,16 @@ where
     unsafe {
         with_gil_held(WHAT, |py| {
             let Some(m) = NonNull::new(tensor) else {
-                return Err(PyValueError::new_err(format!("{WHAT}: tensor is NULL")));
+                return Err(bad_value(format!("{WHAT}: tensor is NULL")));
             };
             // Ownership is ours from here: `ImportedTensor` deletes it on every path.
             let imported = ImportedTensor::from_managed_versioned(m)?;
             if out_py_object.is_null() {
-                return Err(PyValueError::new_err(format!("{WHAT}: out_py_object is NULL")));
+                return Err(bad_value(format!("{WHAT}: out_py_object is NULL")));
             }
             let Some(ctor) = T::exchange_constructor() else {
                 drop(imported);
-                return Err(no_constructor::<T>(WHAT));
+                return Err(no_constructor::<T>(WHAT).into());
             };
             let obj = ctor(py, imported)?;
             *out_py_object = obj.into_ptr().cast::<c_void>();
@@ -195,11 +199,20 @@ where
     }
 }
 
-fn no_constructor<T: PyClass>(what: &str) -> PyErr {
-    PyTypeError::new_err(format!(
-        "{what}: '{}' cannot be built from a DLPack tensor (implement dlbind::exchange::FromManagedTensor for it)",
-        <T as PyClass>::NAME
-    ))
+fn no_constructor<T: PyClass>(what: &str) -> DlpackError {
+    DlpackError::new(
+        FailureKind::BadArgumentType,
+        format!(
+            "{what}: '{}' cannot be built from a DLPack tensor (implement dlbind::exchange::FromManagedTensor for it)",
+            <T as PyClass>::NAME
+        ),
+    )
+}
+
+/// A NULL or otherwise invalid argument (the spec's `BadArgumentValue`).
+#[cold]
+fn bad_value(message: String) -> PyErr {
+    DlpackError::new(FailureKind::BadArgumentValue, message).into()
 }
 
 type SetError = Option<unsafe extern "C" fn(error_ctx: *mut c_void, kind: *const c_char, message: *const c_char)>;
@@ -236,14 +249,16 @@ where
     if unsafe { ffi::Py_IsInitialized() } == 0 {
         return report("RuntimeError", "managed_tensor_allocator: the Python interpreter is not running");
     }
+    // A failure as `SetError` takes it: the spec's exception name and the message.
+    let dl = |e: DlpackError| (e.exception().name().to_owned(), format!("{WHAT}: {}", e.message()));
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> Result<(), (String, String)> {
         if prototype.is_null() || out.is_null() {
-            return Err(("ValueError".into(), format!("{WHAT}: prototype or out is NULL")));
+            let e = DlpackError::new(FailureKind::BadArgumentValue, "prototype or out is NULL");
+            return Err(dl(e));
         }
         // SAFETY: DLPack contract: a live prototype; only dtype/ndim/shape/device are read.
         let (dtype, ndim, shape_ptr, device) =
             unsafe { ((*prototype).dtype, (*prototype).ndim, (*prototype).shape, (*prototype).device) };
-        let dl = |e: DlpackError| (format!("{:?}", e.exception()), format!("{WHAT}: {}", e.message()));
         let device = Device::from(device);
         if device != Device::CPU {
             return Err(dl(DlpackError::new(
@@ -268,7 +283,8 @@ where
         let buf = AlignedBuffer::zeroed(nbytes).map_err(|e| dl(e.into()))?;
         let imported = ImportedTensor::from_buffer(buf, &shape, dtype);
         let Some(ctor) = T::exchange_constructor() else {
-            return Err(("TypeError".into(), no_constructor::<T>(WHAT).to_string()));
+            let e = no_constructor::<T>(WHAT); // its message names WHAT already
+            return Err((e.exception().name().to_owned(), e.message().to_owned()));
         };
         Python::attach(|py| {
             let res = (|| -> PyResult<NonNull<DLManagedTensorVersioned>> {
@@ -309,9 +325,9 @@ pub unsafe extern "C" fn current_work_stream(
     device_id: i32,
     out_current_stream: *mut *mut c_void,
 ) -> c_int {
-    let r = std::panic::catch_unwind(|| -> Result<*mut c_void, String> {
+    let r = std::panic::catch_unwind(|| -> Result<*mut c_void, DlpackError> {
         if out_current_stream.is_null() {
-            return Err("current_work_stream: out_current_stream is NULL".into());
+            return Err(DlpackError::new(FailureKind::BadArgumentValue, "current_work_stream: out_current_stream is NULL"));
         }
         if consumer_default_stream(device_type).is_none() {
             return Ok(ptr::null_mut());
@@ -321,7 +337,7 @@ pub unsafe extern "C" fn current_work_stream(
             Ok(rt) => match rt.current_stream(device) {
                 Ok(Some(h)) => Ok(h.0 as usize as *mut c_void),
                 Ok(None) => Ok(ptr::null_mut()),
-                Err(e) => Err(format!("current_work_stream: {e}")),
+                Err(e) => Err(DlpackError::new(FailureKind::DeviceUnavailable, format!("current_work_stream: {e}"))),
             },
             // No GPU runtime in this process: nothing set a current stream.
             Err(_) => Ok(ptr::null_mut()),
@@ -333,8 +349,8 @@ pub unsafe extern "C" fn current_work_stream(
             unsafe { *out_current_stream = s };
             0
         }
-        Ok(Err(msg)) => {
-            set_python_error(|| PyValueError::new_err(msg));
+        Ok(Err(e)) => {
+            set_python_error(|| e.into());
             -1
         }
         Err(_) => {
