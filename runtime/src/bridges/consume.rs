@@ -409,7 +409,7 @@ pub fn import_buffer(obj: &Bound<'_, PyAny>) -> PyResult<ImportedTensor> {
         };
         let byte_strides: Option<Vec<i64>> =
             if v.strides.is_null() { None } else { Some(std::slice::from_raw_parts(v.strides, n).iter().map(|&s| s as i64).collect()) };
-        let fmt = if v.format.is_null() { String::from("B") } else { CStr::from_ptr(v.format).to_string_lossy().into_owned() };
+        let fmt = if v.format.is_null() { String::new() } else { CStr::from_ptr(v.format).to_string_lossy().into_owned() };
         (v.buf, shape, byte_strides, fmt, item, v.readonly != 0)
     };
     let dtype = dtype_from_buffer_format(&fmt, item)?;

@@ -8,7 +8,7 @@ use std::ffi::{c_long, c_ulong};
 use crate::dtype_table::{DTypeInfo, describe, dtype_by_buffer_format, dtype_by_dl, dtype_by_typestr, itemsize};
 use crate::error::DlpackError;
 use crate::failure::FailureKind;
-use crate::ffi::DLDataType;
+use crate::ffi::{DLDataType, DLDataTypeCode};
 
 /// The byte-order character of native data in a typestr.
 const NATIVE: char = if cfg!(target_endian = "little") { '<' } else { '>' };
@@ -64,7 +64,8 @@ pub fn dtype_from_typestr(s: &str) -> Result<DLDataType, DlpackError> {
     dtype_by_typestr(&native).map(|i| i.dtype).ok_or_else(bad)
 }
 
-/// Parses a PEP 3118 format of one element (`"f"`, `"<d"`, `"@l"`, `"Zf"`, NULL → `"B"`).
+/// Parses a PEP 3118 format of one element (`"f"`, `"<d"`, `"@l"`, `"Zf"`; empty, as for a NULL
+/// format, → unsigned bytes).
 /// Platform-sized codes are resolved by size to the table's fixed-size codes. `itemsize` is
 /// the exporter's; it must match the dtype's width.
 pub fn dtype_from_buffer_format(fmt: &str, itemsize_given: usize) -> Result<DLDataType, DlpackError> {
@@ -72,7 +73,7 @@ pub fn dtype_from_buffer_format(fmt: &str, itemsize_given: usize) -> Result<DLDa
     let (order, code) = match fmt.chars().next() {
         Some(c @ ('@' | '=' | '<' | '>' | '!')) => (c, &fmt[1..]),
         Some(_) => ('@', fmt),
-        None => ('@', "B"),
+        None => ('@', ""),
     };
     let little = cfg!(target_endian = "little");
     let foreign = match order {
@@ -80,22 +81,21 @@ pub fn dtype_from_buffer_format(fmt: &str, itemsize_given: usize) -> Result<DLDa
         '>' | '!' => little,
         _ => false,
     };
-    let sized = |signed: bool, size: usize| -> &'static str {
-        match (signed, size) {
-            (true, 8) => "q",
-            (false, 8) => "Q",
-            (true, _) => "i",
-            (false, _) => "I",
-        }
+    // Platform-sized codes: the table's integer row of that width (the spec's own letter for it).
+    let sized = |signed: bool, size: usize| -> Option<&'static DTypeInfo> {
+        let code = if signed { DLDataTypeCode::kDLInt } else { DLDataTypeCode::kDLUInt };
+        dtype_by_dl(DLDataType { code: code.0, bits: u8::try_from(8 * size).ok()?, lanes: 1 })
     };
-    let code = match code {
+    let info = match code {
+        // No format: unsigned bytes (PEP 3118).
+        "" => sized(false, 1),
         "l" => sized(true, std::mem::size_of::<c_long>()),
         "L" => sized(false, std::mem::size_of::<c_ulong>()),
         "n" => sized(true, std::mem::size_of::<isize>()),
         "N" => sized(false, std::mem::size_of::<usize>()),
-        c => c,
-    };
-    let info = dtype_by_buffer_format(code).ok_or_else(bad)?;
+        c => dtype_by_buffer_format(c),
+    }
+    .ok_or_else(bad)?;
     let width = itemsize(info.dtype).ok_or_else(bad)?;
     if foreign && width > 1 {
         return Err(DlpackError::new(
@@ -156,6 +156,11 @@ mod tests {
             assert_eq!(dtype_from_buffer_format("l", 8).unwrap(), i64_);
         }
         assert_eq!(dtype_from_buffer_format("n", std::mem::size_of::<isize>()).unwrap().bits as usize, 8 * std::mem::size_of::<isize>());
+        let u = dtype_from_buffer_format("L", std::mem::size_of::<c_ulong>()).unwrap();
+        assert_eq!((u.code, u.bits as usize), (DLDataTypeCode::kDLUInt.0, 8 * std::mem::size_of::<c_ulong>()));
+        let u = dtype_from_buffer_format("@N", std::mem::size_of::<usize>()).unwrap();
+        assert_eq!((u.code, u.bits as usize), (DLDataTypeCode::kDLUInt.0, 8 * std::mem::size_of::<usize>()));
+        assert_eq!(dtype_from_buffer_format("l", 1).unwrap_err().kind(), FailureKind::UnsupportedDtype);
     }
 
     #[test]
