@@ -190,6 +190,46 @@ def test_unusable_legacy_value_falls_back_to_dunder():
     assert m.exchange_imports() == n
 
 
+@pytest.mark.parametrize("name", LEGACY_ATTRS)
+def test_stray_int_addresses_are_not_dereferenced(name):
+    """A legacy `int` attribute is trusted only when it (and its function pointers) lie in a
+    loaded shared object: small numbers, heap addresses (a Python object's, a numpy buffer
+    holding a copy of a real table) and huge values fall back to `__dlpack__` instead of
+    crashing the process."""
+    real = ctypes.string_at(_get_pointer(Tensor.__dlpack_c_exchange_api__, b"dlpack_exchange_api"), 56)
+    heap_copy = np.frombuffer(real, dtype=np.uint8).copy()  # a valid-looking table on the heap
+    keep = object()
+    for value in (8, 4096, 1 << 40, 2**64 - 8, id(keep), heap_copy.ctypes.data):
+        class Stray:
+            def __init__(self):
+                self.a = np.arange(3.0)
+
+            def __dlpack__(self, **kw):
+                return self.a.__dlpack__(**kw)
+
+            def __dlpack_device__(self):
+                return (1, 0)
+
+        setattr(Stray, name, value)
+        n = m.exchange_imports()
+        assert m.from_dlpack(Stray()).shape == (3,), hex(value)
+        assert m.exchange_imports() == n, hex(value)
+    del heap_copy
+
+
+@pytest.mark.parametrize("name", LEGACY_ATTRS)
+def test_int_address_of_a_table_in_a_loaded_library_is_used(name):
+    """The accepting side of the rule above for a foreign table: torch's table is a static in
+    its extension library, so its address as an `int` is used (torch's own type check refuses
+    the foreign object, proving its table was called)."""
+    torch = pytest.importorskip("torch", reason="needs torch: the only foreign producer here with a static table")
+    addr = _get_pointer(torch.Tensor.__dlpack_c_exchange_api__, b"dlpack_exchange_api")
+    Legacy = _legacy_class(addr, name)
+    with pytest.raises(Exception) as e:
+        m.from_dlpack(Legacy())
+    assert "the __dlpack__ path was taken" not in str(e.value), e.value
+
+
 def test_derived_types_publish_only_the_standard_name():
     assert hasattr(Tensor, "__dlpack_c_exchange_api__")
     for name in LEGACY_ATTRS:

@@ -674,7 +674,11 @@ fn numpy_fast_imports() -> u64 {
     dlbind::bridges::numpy_fast_imports()
 }
 
-#[pymodule]
+/// `gil_used = true`: on a free-threaded interpreter (3.13t+) importing this module turns the GIL
+/// back on. dlbind's hot paths (the spare manager blocks, the export counter, the per-type
+/// caches, the free lists) are ordered by the GIL; PyO3 0.30 declares modules GIL-free unless
+/// told otherwise.
+#[pymodule(gil_used = true)]
 fn dlbind_demo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Tensor>()?;
     dlbind::freelist::enable_freelist::<Tensor>(m.py(), TENSOR_FREELIST)?;

@@ -328,9 +328,13 @@ unsafe fn table_from_capsule(attr: *mut ffi::PyObject) -> *const DLPackExchangeA
     }
 }
 
-/// A table pointer from an exact `int` holding its address, as legacy producers publish it:
-/// NULL for a negative, zero, `usize::MAX` or misaligned value (none can be a table). Never
-/// raises (an OverflowError is cleared).
+/// A table pointer from an exact `int` holding its address, as legacy producers publish it.
+/// NULL (never raises; an OverflowError is cleared) unless the address can be a table: non-zero,
+/// aligned, and — since an `int` is any number a Python class may hold — one of this process's
+/// dlbind tables ([`exchange_api`]) or inside a loaded shared object (the process-lifetime static
+/// a C extension exports), as are its five function pointers. A stray number (`__c_dlpack_exchange_api__ = 8`) then falls back to `__dlpack__`
+/// instead of being dereferenced. An address inside a loaded object that is not a table is
+/// still trusted, as every consumer of that legacy protocol (tvm-ffi) trusts it.
 ///
 /// # Safety
 /// GIL held; `attr` is a live exact `int`.
@@ -343,10 +347,59 @@ unsafe fn table_from_int(attr: *mut ffi::PyObject) -> *const DLPackExchangeAPIHe
             ffi::PyErr_Clear();
         }
     }
-    match usize::try_from(v) {
-        Ok(a) if a != 0 && a != usize::MAX && a % std::mem::align_of::<DLPackExchangeAPI>() == 0 => a as *const DLPackExchangeAPIHeader,
-        _ => ptr::null(),
+    let table = match usize::try_from(v) {
+        Ok(a) if a != 0 && a != usize::MAX && a % std::mem::align_of::<DLPackExchangeAPI>() == 0 => a as *const DLPackExchangeAPI,
+        _ => return ptr::null(),
+    };
+    if is_own_table(table) {
+        return table.cast();
     }
+    if !in_loaded_object(table.cast()) || !in_loaded_object(table.cast::<u8>().wrapping_add(size_of::<DLPackExchangeAPI>() - 1).cast()) {
+        return ptr::null();
+    }
+    // SAFETY: the whole struct lies in a loaded object's mapping (checked above), so it can be
+    // read; its function pointers are only checked here, not called.
+    let t = unsafe { table.read_unaligned() };
+    let fns: [*const c_void; 5] = [
+        t.managed_tensor_allocator.map_or(ptr::null(), |f| f as *const c_void),
+        t.managed_tensor_from_py_object_no_sync.map_or(ptr::null(), |f| f as *const c_void),
+        t.managed_tensor_to_py_object_no_sync.map_or(ptr::null(), |f| f as *const c_void),
+        t.dltensor_from_py_object_no_sync.map_or(ptr::null(), |f| f as *const c_void),
+        t.current_work_stream.map_or(ptr::null(), |f| f as *const c_void),
+    ];
+    // Only the optional non-owning fill may be NULL (checked again by `supported_table`).
+    if fns.iter().enumerate().all(|(i, &f)| (i == 3 && f.is_null()) || in_loaded_object(f)) {
+        table.cast()
+    } else {
+        ptr::null()
+    }
+}
+
+/// Whether `p` is a table [`exchange_api`] built (the registry is only read on this cold path:
+/// the lookup result is cached per type).
+fn is_own_table(p: *const DLPackExchangeAPI) -> bool {
+    let tables = TABLES.lock().unwrap_or_else(|e| e.into_inner());
+    tables.iter().any(|(_, t)| ptr::eq(t.0, p))
+}
+
+/// Whether `p` lies inside a shared object (or the executable) the dynamic loader has mapped.
+#[cfg(unix)]
+fn in_loaded_object(p: *const c_void) -> bool {
+    if p.is_null() {
+        return false;
+    }
+    // SAFETY: `dladdr` only looks `p` up in the loader's tables (it never dereferences it) and
+    // writes `info`, a valid out-parameter.
+    unsafe {
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        libc::dladdr(p, &mut info) != 0 && !info.dli_fbase.is_null()
+    }
+}
+
+/// Without a loader to ask, no `int` address is trusted.
+#[cfg(not(unix))]
+fn in_loaded_object(_p: *const c_void) -> bool {
+    false
 }
 
 /// `type(obj).__dlpack_c_exchange_api__` resolved to a table we can use — or, when the type has
