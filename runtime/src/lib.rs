@@ -46,6 +46,7 @@ pub mod export;
 pub mod exchange;
 pub mod gpu;
 pub mod import;
+mod interp;
 pub mod python;
 pub mod freelist;
 pub mod bridges;

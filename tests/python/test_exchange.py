@@ -276,6 +276,18 @@ def test_non_owning_fill_zero_dim_and_errors():
         f["fill"](b"bytes", ctypes.byref(dl))
 
 
+def test_non_owning_fill_refuses_read_only_data():
+    """A bare DLTensor has no READ_ONLY flag, so read-only data is refused (a kernel consumer
+    would write through it); the owning export of the same object sets the flag instead."""
+    f = fns()
+    t = Tensor.arange(4).set_readonly()
+    dl = DLTensor()
+    with pytest.raises(EXC("ReadOnlyLegacy"), match="read-only"):
+        f["fill"](t, ctypes.byref(dl))
+    assert not dl.data and dl.ndim == 0, "nothing written on refusal"
+    assert f["fill"](Tensor.arange(4), ctypes.byref(dl)) == 0 and dl.ndim == 1
+
+
 # --- managed_tensor_allocator --------------------------------------------------------------------
 
 def _prototype(shape, code=2, bits=32, device=(1, 0)):

@@ -98,8 +98,12 @@ impl Drop for Keeper {
                 return;
             }
             // Usually dropped by a thread holding the GIL (a Python object's dealloc): skip the
-            // Ensure/Release pair then.
+            // Ensure/Release pair then. Another thread takes it only while the interpreter is
+            // not finalising (`interp`); otherwise the reference is leaked.
             let held = crate::python::this_thread_holds_gil();
+            if !held && !crate::interp::may_take_gil() {
+                return;
+            }
             let gil = (!held).then(|| ffi::PyGILState_Ensure());
             match self {
                 Keeper::Object(o) => ffi::Py_DECREF(o.as_ptr()),

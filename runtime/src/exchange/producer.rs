@@ -129,6 +129,15 @@ where
             // nested results was re-read from the stack with loads that straddle the stores
             // that had just written it (a CPU stall longer than the rest of the fill).
             <T::Frozen as SourceAccess<T>>::with(&slf, |src| {
+                // A bare DLTensor has no flags: read-only data would reach the consumer as
+                // writable. Refused, as a legacy capsule refuses it; the owning export sets
+                // READ_ONLY instead.
+                if src.dlpack_readonly() {
+                    return Err(DlpackError::new(
+                        FailureKind::ReadOnlyLegacy,
+                        format!("{WHAT}: read-only data cannot be lent as a bare DLTensor (it has no READ_ONLY flag); use managed_tensor_from_py_object_no_sync"),
+                    ));
+                }
                 let ndim = src.dlpack_ndim();
                 let Some((shape, strides)) = src.exchange_dims() else {
                     return Err(DlpackError::new(
@@ -361,8 +370,7 @@ pub unsafe extern "C" fn current_work_stream(
 }
 
 fn set_python_error(e: impl FnOnce() -> PyErr) {
-    // SAFETY: plain C API query.
-    if unsafe { ffi::Py_IsInitialized() } != 0 {
-        Python::attach(|py| e().restore(py));
-    }
+    // `try_attach`: never panics (an unwind out of this `extern "C"` caller would abort); it
+    // declines while the interpreter is not initialised or is finalising.
+    let _ = Python::try_attach(|py| e().restore(py));
 }

@@ -206,7 +206,8 @@ unsafe fn release<M: ManagedKind>(p: *mut M, gil_held: bool) {
     drop(device_copy);
     // SAFETY: plain C API calls. The allocation (pymalloc) is freed and the owner reference
     // dropped only while the interpreter is alive and with the GIL held (taken here unless the
-    // caller holds it). After finalization both are leaked on purpose.
+    // caller holds it, and only when not finalising: see `interp`). After (or, on a thread
+    // without the GIL, during) finalization both are leaked on purpose.
     unsafe {
         // A deleter usually runs on a thread that holds the GIL (a consumer's array being
         // freed): skip the Ensure/Release pair then.
@@ -216,7 +217,7 @@ unsafe fn release<M: ManagedKind>(p: *mut M, gil_held: bool) {
                 ffi::Py_DECREF(owner);
             }
             count_exports(-1);
-        } else if ffi::Py_IsInitialized() != 0 {
+        } else if crate::interp::may_take_gil() {
             let gil = ffi::PyGILState_Ensure();
             give_block::<M>(hdr.cast::<c_void>(), ndim);
             if !owner.is_null() {
