@@ -1,11 +1,12 @@
 //! Consumer side: [`ImportedTensor`], the owning handle of an imported DLPack tensor.
 //!
 //! Capsule rules (DLPack 1.3 / array API): tell the struct apart by name with
-//! `PyCapsule_IsValid`; refuse a versioned tensor whose major version is newer than ours and any
-//! dtype we cannot describe **before** taking ownership (the capsule stays unconsumed and its own
-//! destructor frees it once); rename to the generated `used_*` name immediately on taking
-//! ownership; a capsule already named `used_*` → `CapsuleConsumed`. NULL strides mean
-//! C-contiguous; element 0 is at `data + byte_offset`. Legacy tensors are read-only (they cannot
+//! `PyCapsule_IsValid`; refuse a versioned tensor whose major version is newer than ours, any
+//! dtype we cannot describe and padded sub-byte data (`IS_SUBBYTE_TYPE_PADDED` on a sub-byte
+//! dtype: dlbind reads packed sub-byte data only) **before** taking ownership (the capsule stays
+//! unconsumed and its own destructor frees it once); rename to the generated `used_*` name
+//! immediately on taking ownership; a capsule already named `used_*` → `CapsuleConsumed`. NULL
+//! strides mean C-contiguous; element 0 is at `data + byte_offset`. Legacy tensors are read-only (they cannot
 //! say otherwise), versioned ones follow `READ_ONLY`. The producer's deleter is called exactly
 //! once, when the handle drops, from whatever thread drops it.
 
@@ -25,7 +26,7 @@ use crate::export::c_contiguous_strides;
 use crate::failure::FailureKind;
 use crate::ffi::{
     DLDataType, DLManagedTensor, DLManagedTensorVersioned, DLPACK_CAPSULE_NAME, DLPACK_FLAG_BITMASK_IS_COPIED,
-    DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION, DLPACK_USED_CAPSULE_NAME, DLPACK_VERSIONED_CAPSULE_NAME,
+    DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED, DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION, DLPACK_USED_CAPSULE_NAME, DLPACK_VERSIONED_CAPSULE_NAME,
     DLPACK_VERSIONED_USED_CAPSULE_NAME, DLPackVersion, DLTensor,
 };
 
@@ -107,6 +108,25 @@ fn owned_meta(shape: &[i64], strides: Option<&[i64]>) -> (*const i64, *const i64
     // SAFETY: the buffer holds 2 * n values.
     let (sp, st) = (buf.as_ptr(), unsafe { buf.as_ptr().add(n) });
     (sp, st, Some(buf))
+}
+
+/// A versioned tensor flagged `IS_SUBBYTE_TYPE_PADDED`: refused when its (validated) dtype is
+/// sub-byte, since dlbind reads packed sub-byte data only (its size checks and copies assume
+/// packing); accepted for whole-byte dtypes, where the flag means nothing.
+#[cold]
+#[inline(never)]
+fn check_subbyte_padding(dtype: DLDataType) -> Result<(), DlpackError> {
+    match crate::dtype_table::valid_elem_size(dtype) {
+        Some(ElemSize::SubByte { .. }) => Err(DlpackError::new(
+            FailureKind::UnsupportedLayout,
+            format!(
+                "DLManagedTensorVersioned.flags: sub-byte elements ({}) padded to one per byte \
+                 (DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) are not supported; dlbind reads packed sub-byte data",
+                describe(dtype)
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn malformed(msg: String) -> DlpackError {
@@ -397,7 +417,8 @@ impl ImportedTensor {
     /// Consumes a DLPack capsule (`"dltensor"` or `"dltensor_versioned"`).
     ///
     /// On success the capsule is renamed to its `used_*` name and this handle owns the tensor.
-    /// On a version or dtype error the capsule is left unconsumed (its destructor frees it).
+    /// On a validation error (version, dtype, layout, padded sub-byte data) the capsule is left
+    /// unconsumed (its destructor frees it).
     pub fn from_capsule(capsule: &Bound<'_, PyAny>) -> PyResult<ImportedTensor> {
         let cap = capsule.as_ptr();
         // SAFETY: `cap` is a live object; `PyCapsule_GetName` never raises on an exact capsule;
@@ -465,7 +486,13 @@ impl ImportedTensor {
                     ),
                 ));
             }
-            validate_dltensor(&(*m.as_ptr()).dl_tensor)
+            let mt = &*m.as_ptr();
+            validate_dltensor(&mt.dl_tensor)?;
+            // One AND on the common path; the dtype is looked at only when the flag is set.
+            if mt.flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED != 0 {
+                return check_subbyte_padding(mt.dl_tensor.dtype);
+            }
+            Ok(())
         }
     }
 
@@ -808,15 +835,21 @@ mod nd {
 
     use super::*;
 
-    /// Pointer to the lowest-addressed element, absolute strides, and the axes to invert.
+    /// Pointer to the lowest-addressed element, absolute strides, and the axes to invert, for a
+    /// tensor with elements. Dims of size <= 1 get stride 0 and are never inverted: their stride is
+    /// never used to address anything, and validation lets it be any `i64` (`|i64::MIN|` would be
+    /// a negative `isize` stride for ndarray).
     fn plan<T>(t: &ImportedTensor) -> (Vec<usize>, Vec<usize>, *mut T, Vec<usize>) {
         let shape: Vec<usize> = t.shape().iter().map(|&d| d as usize).collect();
         let mut strides = Vec::with_capacity(shape.len());
         let mut inverted = Vec::new();
         let mut p = t.typed_ptr::<T>();
-        let empty = shape.contains(&0);
         for (i, (&s, &n)) in t.strides().iter().zip(&shape).enumerate() {
-            if s < 0 && !empty && n > 0 {
+            if n <= 1 {
+                strides.push(0);
+                continue;
+            }
+            if s < 0 {
                 // Element j of this axis sits at p + j*s; start at the last one and walk up.
                 p = p.wrapping_offset(s as isize * (n as isize - 1));
                 inverted.push(i);
@@ -826,18 +859,48 @@ mod nd {
         (shape, strides, p, inverted)
     }
 
+    /// Whether two distinct indices may address the same element (sufficient test, not
+    /// necessary): ignoring dims of size <= 1 and taking the others by increasing `|stride|`, each
+    /// `|stride|` must exceed the extent `sum((n - 1) * |stride|)` of the smaller ones. Zero strides
+    /// on dims > 1 fail it too. Meaningful for tensors with elements only.
+    pub(super) fn strides_may_alias(shape: &[i64], strides: &[i64]) -> bool {
+        let mut dims: Vec<(u64, u64)> =
+            shape.iter().zip(strides).filter(|&(&n, _)| n > 1).map(|(&n, &s)| (s.unsigned_abs(), n as u64)).collect();
+        dims.sort_unstable();
+        let mut extent = 0u64;
+        for (s, n) in dims {
+            if s <= extent {
+                return true;
+            }
+            // Saturating: a saturated extent only makes the test refuse more.
+            extent = extent.saturating_add((n - 1).saturating_mul(s));
+        }
+        false
+    }
+
+    fn empty_shape_error(what: &str, e: ndarray::ShapeError) -> DlpackError {
+        DlpackError::new(FailureKind::UnsupportedLayout, format!("{what}: shape not representable by ndarray: {e}"))
+    }
+
     impl ImportedTensor {
         /// An `ndarray` view (dtype `T`, host memory); negative, zero and size-1 strides are
         /// supported.
         pub fn as_ndarray<T: DLPackElement>(&self) -> Result<ArrayViewD<'_, T>, DlpackError> {
             self.check_typed::<T>("as_ndarray")?;
-            if !(self.data as usize).is_multiple_of(std::mem::align_of::<T>()) && self.numel() > 0 {
+            if self.numel() == 0 {
+                // Strides of empty tensors are not validated: none is passed on (C-contiguous
+                // view of an empty slice).
+                let shape: Vec<usize> = self.shape().iter().map(|&d| d as usize).collect();
+                return ArrayViewD::from_shape(IxDyn(&shape), &[]).map_err(|e| empty_shape_error("as_ndarray", e));
+            }
+            if !(self.data as usize).is_multiple_of(std::mem::align_of::<T>()) {
                 return Err(DlpackError::new(FailureKind::UnsupportedLayout, "as_ndarray: data is not aligned"));
             }
             let (shape, strides, p, inverted) = plan::<T>(self);
-            // SAFETY: `p` is the lowest-addressed element of the producer's layout and every
-            // element reached with non-negative strides from it is an element of the tensor,
-            // readable host memory alive for `'_`.
+            // SAFETY: `p` is the lowest-addressed element of the producer's layout (validated at
+            // import: the span fits isize::MAX bytes) and every element reached with the
+            // non-negative strides from it is an element of the tensor, readable host memory
+            // alive for `'_`.
             let mut v = unsafe { ArrayViewD::from_shape_ptr(IxDyn(&shape).strides(IxDyn(&strides)), p as *const T) };
             for ax in inverted {
                 v.invert_axis(Axis(ax));
@@ -846,21 +909,38 @@ mod nd {
         }
 
         /// A mutable `ndarray` view. Refused for read-only tensors and for layouts where two
-        /// indices share memory (zero strides on dims > 1).
+        /// indices may share memory (zero strides on dims > 1, or any overlap: each `|stride|`,
+        /// by increasing size, must exceed the extent of the smaller ones; dims of size 1 aside).
         pub fn as_ndarray_mut<T: DLPackElement>(&mut self) -> Result<ArrayViewMutD<'_, T>, DlpackError> {
             if self.readonly {
                 return Err(DlpackError::new(FailureKind::UnsupportedLayout, "as_ndarray_mut: tensor is read-only"));
             }
             self.check_typed::<T>("as_ndarray_mut")?;
+            if self.numel() == 0 {
+                // As in `as_ndarray`: nothing to alias, strides not passed on.
+                let shape: Vec<usize> = self.shape().iter().map(|&d| d as usize).collect();
+                return ArrayViewMutD::from_shape(IxDyn(&shape), &mut []).map_err(|e| empty_shape_error("as_ndarray_mut", e));
+            }
             if self.shape().iter().zip(self.strides()).any(|(&n, &s)| n > 1 && s == 0) {
                 return Err(DlpackError::new(FailureKind::UnsupportedLayout, "as_ndarray_mut: broadcast (zero) strides alias"));
             }
-            if !(self.data as usize).is_multiple_of(std::mem::align_of::<T>()) && self.numel() > 0 {
+            if strides_may_alias(self.shape(), self.strides()) {
+                return Err(DlpackError::new(
+                    FailureKind::UnsupportedLayout,
+                    format!(
+                        "as_ndarray_mut: strides {:?} for shape {:?} overlap (distinct indices may share an element)",
+                        self.strides(),
+                        self.shape()
+                    ),
+                ));
+            }
+            if !(self.data as usize).is_multiple_of(std::mem::align_of::<T>()) {
                 return Err(DlpackError::new(FailureKind::UnsupportedLayout, "as_ndarray_mut: data is not aligned"));
             }
             let (shape, strides, p, inverted) = plan::<T>(self);
             // SAFETY: as for `as_ndarray`, plus exclusivity (`&mut self`), writability (not
-            // read-only) and no aliasing (no zero strides on repeated indices).
+            // read-only) and no aliasing (`strides_may_alias` is false: distinct indices address
+            // distinct elements).
             let mut v = unsafe { ArrayViewMutD::from_shape_ptr(IxDyn(&shape).strides(IxDyn(&strides)), p) };
             for ax in inverted {
                 v.invert_axis(Axis(ax));
