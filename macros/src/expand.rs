@@ -28,7 +28,10 @@ pub fn expand(model: &Model, spec: &SpecView) -> syn::Result<TokenStream> {
     })
 }
 
-/// `const _: () = assert_pyclass::<T>();`: a clear error when the type is not a `#[pyclass]`.
+/// `const _: () = assert_pyclass::<T>();`: a clear error when the type is not a `#[pyclass]`,
+/// or is one without `frozen`. Exports keep pointers into the data field after the PyO3 borrow
+/// ends, so a class that hands out `&mut self` (methods, setters) could reallocate that memory
+/// under a live capsule, memoryview or numpy array; a frozen class only gives `&self`.
 fn assert_pyclass(model: &Model) -> TokenStream {
     let ident = &model.ident;
     quote_spanned! {ident.span()=>

@@ -28,6 +28,11 @@
 //! | `device` | field | `dlbind::device::Device` | default CPU |
 //! | `readonly` | field (`bool`) or struct | — | default writable |
 //!
+//! The type must be a `#[pyclass(frozen)]` (a compile error otherwise): exports (capsules,
+//! memoryviews, `__array_interface__` arrays) keep pointers into the data field after the PyO3
+//! borrow ends, and a non-frozen class's `&mut self` methods or setters could reallocate it
+//! under them. Element writes go through interior mutability.
+//!
 //! Misuse is a compile error pointing at the offending span; see `tests/ui/cases/`.
 //! The emitted `__dlpack__` takes its method and keyword names from the spec IR
 //! (`dlbind_codegen::ir::Ir::try_embedded()`), so editing the spec and rebuilding changes them.
@@ -53,7 +58,8 @@ mod spec;
 mod spec_source;
 
 /// Derives `dlbind::export::DLPackSource` and a `#[pymethods]` block with `__dlpack__` and
-/// `__dlpack_device__` (names and keyword names from the DLPack spec). See the crate docs.
+/// `__dlpack_device__` (names and keyword names from the DLPack spec) for a
+/// `#[pyclass(frozen)]` struct. See the crate docs.
 #[proc_macro_derive(DLPackExport, attributes(dlpack))]
 pub fn derive_dlpack_export(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);

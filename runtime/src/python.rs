@@ -35,7 +35,10 @@ use crate::protocol;
 
 /// How to reach `&T` from `&Bound<T>`: implemented for PyO3's `True` (frozen classes, via
 /// `Bound::get`) and `False` (via `Bound::try_borrow`). Every `#[pyclass]` satisfies
-/// `T::Frozen: SourceAccess<T>`.
+/// `T::Frozen: SourceAccess<T>`. `#[derive(DLPackExport)]` requires `frozen`; the `False` impl
+/// serves hand-written `DLPackSource` impls on non-frozen classes, whose safety contract
+/// forbids reallocating the data from `&mut self` while exports exist (the borrow is released
+/// once the export is built).
 pub trait SourceAccess<T: PyClass> {
     /// Runs `f` with a shared reference to the value.
     fn with<R>(slf: &Bound<'_, T>, f: impl FnOnce(&T) -> R) -> PyResult<R>;

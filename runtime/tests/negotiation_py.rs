@@ -75,7 +75,9 @@ impl Arr {
     }
 }
 
-/// A non-frozen class (try_borrow path).
+/// A non-frozen class (try_borrow path) with a hand-written DLPackSource: the derive requires
+/// `#[pyclass(frozen)]`, but `dlpack_method` still serves non-frozen classes. It has no
+/// `&mut self` method, so `data` is never reallocated under a live export.
 #[pyclass]
 struct MutArr {
     data: Vec<i32>,

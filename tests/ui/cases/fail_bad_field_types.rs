@@ -1,6 +1,6 @@
 use dlbind::prelude::*;
 
-#[pyclass]
+#[pyclass(frozen)]
 #[derive(DLPackExport)]
 struct Image {
     #[dlpack(data)]
@@ -9,7 +9,7 @@ struct Image {
     dims: Vec<f32>,
 }
 
-#[pyclass]
+#[pyclass(frozen)]
 #[derive(DLPackExport)]
 struct Flags {
     #[dlpack(data)]

@@ -1,6 +1,6 @@
 use dlbind::prelude::*;
 
-#[pyclass]
+#[pyclass(frozen)]
 #[derive(DLPackExport)]
 struct Names {
     #[dlpack(data)]

@@ -1,7 +1,7 @@
 use dlbind::prelude::*;
 
 // `#[dlpack(stream)]` takes an `Option<u64>`: the raw stream with pending work, or None.
-#[pyclass]
+#[pyclass(frozen)]
 #[derive(DLPackExport)]
 struct Pending {
     #[dlpack(data)]

@@ -6,7 +6,7 @@ use dlbind::prelude::*;
 use dlbind::storage::Buffer;
 
 // Vec<T> data, shape, strides; the user's own #[pymethods] block sits beside the derive's.
-#[pyclass]
+#[pyclass(frozen)]
 #[derive(DLPackExport)]
 struct Image {
     #[dlpack(data)]
@@ -68,7 +68,7 @@ struct Tensor {
 }
 
 // An owned ndarray array: shape, strides and dtype come from it.
-#[pyclass]
+#[pyclass(frozen)]
 #[derive(DLPackExport)]
 struct Grid {
     #[dlpack(array)]
@@ -76,7 +76,7 @@ struct Grid {
 }
 
 // Tuple struct.
-#[pyclass]
+#[pyclass(frozen)]
 #[derive(DLPackExport)]
 struct Pair(#[dlpack(data)] Vec<i32>, #[dlpack(shape)] Vec<u64>);
 
