@@ -61,6 +61,18 @@ fn source_impl(model: &Model) -> TokenStream {
         },
     };
 
+    // The bytes the data field holds, for the export-side span check (ndarray arrays are
+    // consistent by construction).
+    let data_bytes = match &model.data.kind {
+        DataKind::Slice { elem } => quote_spanned! {dspan=>
+            ::core::option::Option::Some(::core::mem::size_of_val::<[#elem]>(&#data[..]))
+        },
+        DataKind::Source => quote_spanned! {dspan=>
+            ::dlbind::export::DataSource::bytes_from_start(&#data)
+        },
+        DataKind::Array { .. } => quote! { ::core::option::Option::None },
+    };
+
     let dtype = match &model.dtype {
         DtypeSource::Element(elem) => {
             let span = syn::spanned::Spanned::span(elem);
@@ -155,6 +167,8 @@ fn source_impl(model: &Model) -> TokenStream {
             fn dlpack_device(&self) -> ::dlbind::device::Device { #device }
             #[inline]
             fn dlpack_readonly(&self) -> bool { #readonly }
+            #[inline]
+            fn dlpack_data_bytes(&self) -> ::core::option::Option<usize> { #data_bytes }
             #stream
         }
     }

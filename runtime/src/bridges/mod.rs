@@ -36,7 +36,7 @@ use pyo3::prelude::*;
 use crate::copy::is_c_contiguous;
 use crate::device::Device;
 use crate::error::DlpackError;
-use crate::export::{DLPackSource, c_contiguous_strides};
+use crate::export::{DLPackSource, c_contiguous_strides, check_data_span};
 use crate::failure::FailureKind;
 use crate::ffi::DLDataType;
 use crate::python::SourceAccess;
@@ -66,7 +66,8 @@ pub(crate) struct Snapshot {
 }
 
 impl Snapshot {
-    pub(crate) fn of<S: DLPackSource + ?Sized>(src: &S) -> Snapshot {
+    /// What `src` says, after the export-side span check ([`check_data_span`]).
+    pub(crate) fn of<S: DLPackSource + ?Sized>(src: &S) -> Result<Snapshot, DlpackError> {
         let n = src.dlpack_ndim();
         let mut shape = vec![0i64; n];
         src.dlpack_fill_shape(&mut shape);
@@ -74,7 +75,8 @@ impl Snapshot {
         if !src.dlpack_fill_strides(&mut strides) {
             c_contiguous_strides(&shape, &mut strides);
         }
-        Snapshot {
+        check_data_span(&shape, &strides, src.dlpack_dtype(), src.dlpack_data_bytes())?;
+        Ok(Snapshot {
             data: src.dlpack_data_ptr(),
             dtype: src.dlpack_dtype(),
             shape,
@@ -82,7 +84,7 @@ impl Snapshot {
             device: src.dlpack_device(),
             readonly: src.dlpack_readonly(),
             stream: src.dlpack_stream(),
-        }
+        })
     }
 
     pub(crate) fn is_c_contiguous(&self) -> bool {
@@ -96,7 +98,7 @@ where
     T: PyClass + DLPackSource,
     T::Frozen: SourceAccess<T>,
 {
-    <T::Frozen as SourceAccess<T>>::with(slf, |src| Snapshot::of(src))
+    Ok(<T::Frozen as SourceAccess<T>>::with(slf, |src| Snapshot::of(src))??)
 }
 
 /// The `NoProtocol` failure (AttributeError) for an interface attribute that does not apply.

@@ -18,7 +18,7 @@ use crate::copy::contiguous_nbytes;
 use crate::device::Device;
 use crate::dtype_table::validate_dtype;
 use crate::error::DlpackError;
-use crate::export::ExportRequest;
+use crate::export::{ExportRequest, check_data_span};
 use crate::export::managed::export_versioned_managed;
 use crate::export::request::EXPORT_VERSION;
 use crate::failure::FailureKind;
@@ -148,6 +148,7 @@ where
                 if shape.len() != ndim || strides.len() != ndim || ndim > i32::MAX as usize {
                     return Err(DlpackError::new(FailureKind::UnsupportedLayout, format!("{WHAT}: inconsistent dims")));
                 }
+                check_data_span(shape, strides, src.dlpack_dtype(), src.dlpack_data_bytes())?;
                 let (sp, st) = if ndim == 0 {
                     (ptr::null_mut(), ptr::null_mut())
                 } else {

@@ -25,7 +25,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 
 use super::request::{EXPORT_VERSION, ExportPlan, ExportRequest, SourceInfo, plan_export};
-use super::{DLPackSource, c_contiguous_strides};
+use super::{DLPackSource, c_contiguous_strides, check_data_span};
 use std::sync::Arc;
 
 use crate::alloc::AlignedBuffer;
@@ -307,6 +307,11 @@ pub(crate) unsafe fn build_managed<M: ManagedKind, S: DLPackSource + ?Sized>(
     src.dlpack_fill_shape(shape);
     if !src.dlpack_fill_strides(strides) {
         c_contiguous_strides(shape, strides);
+    }
+    if let Err(e) = check_data_span(shape, strides, dtype, src.dlpack_data_bytes()) {
+        // SAFETY: `raw` was taken above (GIL held) and nothing else refers to it.
+        unsafe { give_block::<M>(raw.cast::<c_void>(), ndim) };
+        return Err(e);
     }
 
     let prepared = if !plan.copy && !gpu_involved(src, plan) {

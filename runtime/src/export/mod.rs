@@ -12,6 +12,8 @@ pub use request::{ExportPlan, ExportRequest, SourceInfo, plan_export};
 
 use crate::device::Device;
 use crate::element::DLPackElement;
+use crate::error::DlpackError;
+use crate::failure::FailureKind;
 use crate::ffi::DLDataType;
 
 /// A type that can describe itself as one DLPack tensor. `#[derive(DLPackExport)]` implements
@@ -54,6 +56,62 @@ pub unsafe trait DLPackSource {
     fn dlpack_stream(&self) -> Option<crate::gpu::StreamHandle> {
         None
     }
+    /// How many bytes the memory holds from `dlpack_data_ptr()` on, with nothing before it, when
+    /// the source knows (the derive returns its data field's [`DataSource::bytes_from_start`]).
+    /// Every export then checks that the shape and strides stay inside it
+    /// ([`check_data_span`]: a MalformedTensor error instead of handing out memory that is not
+    /// there). `None` (the default): the shape and strides are trusted, as the safety contract
+    /// above requires.
+    fn dlpack_data_bytes(&self) -> Option<usize> {
+        None
+    }
+}
+
+/// Checks that the elements `shape` and `strides` (in elements) address, at `dtype`'s width,
+/// lie inside `data_bytes` bytes from element 0 (no negative reach). `None` → nothing to check.
+/// An empty tensor addresses nothing. Cheap when it passes (one pass over the dims).
+#[inline]
+pub fn check_data_span(shape: &[i64], strides: &[i64], dtype: DLDataType, data_bytes: Option<usize>) -> Result<(), DlpackError> {
+    let Some(avail) = data_bytes else { return Ok(()) };
+    let mut last: i128 = 0; // the highest element index addressed
+    let mut first: i128 = 0; // the lowest (negative strides reach back)
+    let mut empty = false;
+    for (&d, &s) in shape.iter().zip(strides) {
+        if d <= 0 {
+            if d < 0 {
+                return Err(span_error(shape, strides, avail));
+            }
+            empty = true;
+            continue;
+        }
+        let reach = (d as i128 - 1) * s as i128;
+        // i128: one reach always fits (< 2^126); sums saturate (64 dims could overflow).
+        if reach < 0 {
+            first = first.saturating_add(reach);
+        } else {
+            last = last.saturating_add(reach);
+        }
+    }
+    if empty {
+        return Ok(());
+    }
+    let bits = dtype.bits as i128 * dtype.lanes as i128;
+    if first < 0 || (last.saturating_add(1).saturating_mul(bits).saturating_add(7)) / 8 > avail as i128 {
+        return Err(span_error(shape, strides, avail));
+    }
+    Ok(())
+}
+
+#[cold]
+#[inline(never)]
+fn span_error(shape: &[i64], strides: &[i64], avail: usize) -> DlpackError {
+    DlpackError::new(
+        FailureKind::MalformedTensor,
+        format!(
+            "shape {shape:?} with strides {strides:?} addresses memory outside the {avail} bytes the data field holds \
+             (negative reach or past the end): fix the array's shape, strides or data"
+        ),
+    )
 }
 
 /// Storage that can back a `#[dlpack(data)]` field.
@@ -66,6 +124,12 @@ pub unsafe trait DataSource {
     fn data_ptr(&self) -> *mut c_void;
     /// The element dtype, or `None` for untyped bytes (the dtype comes from elsewhere).
     fn element_dtype(&self) -> Option<DLDataType>;
+    /// How many bytes the storage holds from `data_ptr()` on (nothing before it), or `None`
+    /// when it does not know (a view whose extent was checked where it was made). Exports check
+    /// shape and strides against it ([`DLPackSource::dlpack_data_bytes`]).
+    fn bytes_from_start(&self) -> Option<usize> {
+        None
+    }
 }
 
 // SAFETY: a Vec's buffer pointer is valid (dangling and aligned when empty) while the Vec lives
@@ -79,6 +143,10 @@ unsafe impl<T: DLPackElement> DataSource for Vec<T> {
     fn element_dtype(&self) -> Option<DLDataType> {
         Some(T::DTYPE)
     }
+    #[inline]
+    fn bytes_from_start(&self) -> Option<usize> {
+        Some(std::mem::size_of_val::<[T]>(self))
+    }
 }
 
 // SAFETY: as for Vec: the boxed slice's pointer is valid while the box lives.
@@ -90,6 +158,10 @@ unsafe impl<T: DLPackElement> DataSource for Box<[T]> {
     #[inline]
     fn element_dtype(&self) -> Option<DLDataType> {
         Some(T::DTYPE)
+    }
+    #[inline]
+    fn bytes_from_start(&self) -> Option<usize> {
+        Some(std::mem::size_of_val::<[T]>(self))
     }
 }
 
@@ -103,6 +175,10 @@ unsafe impl<T: DLPackElement> DataSource for Arc<[T]> {
     fn element_dtype(&self) -> Option<DLDataType> {
         Some(T::DTYPE)
     }
+    #[inline]
+    fn bytes_from_start(&self) -> Option<usize> {
+        Some(std::mem::size_of_val::<[T]>(self))
+    }
 }
 
 /// C-contiguous element strides for `shape` (written into `out`, same length).
@@ -112,5 +188,33 @@ pub fn c_contiguous_strides(shape: &[i64], out: &mut [i64]) {
     for i in (0..shape.len()).rev() {
         out[i] = acc;
         acc = acc.wrapping_mul(shape[i].max(1));
+    }
+}
+
+#[cfg(test)]
+mod span_tests {
+    use super::*;
+
+    const F32: DLDataType = DLDataType { code: 2, bits: 32, lanes: 1 };
+    const FP4: DLDataType = DLDataType { code: 17, bits: 4, lanes: 1 };
+
+    #[test]
+    fn spans_inside_the_data_pass_and_others_fail() {
+        let ok = |shape: &[i64], strides: &[i64], dt, n| check_data_span(shape, strides, dt, Some(n)).is_ok();
+        assert!(ok(&[3, 4], &[4, 1], F32, 48));
+        assert!(!ok(&[3, 4], &[4, 1], F32, 47), "one byte short");
+        assert!(ok(&[4, 3], &[1, 4], F32, 48), "transposed");
+        assert!(!ok(&[2], &[-1], F32, 1 << 20), "negative stride reaches before element 0");
+        assert!(ok(&[0, 5], &[7, 1], F32, 0), "empty addresses nothing");
+        assert!(!ok(&[0, -1], &[1, 1], F32, 1 << 20), "a negative dimension is never fine");
+        assert!(ok(&[], &[], F32, 4), "0-d: one element");
+        assert!(!ok(&[], &[], F32, 3));
+        assert!(ok(&[5], &[1], FP4, 3), "5 packed fp4 elements fit in 3 bytes");
+        assert!(!ok(&[5], &[1], FP4, 2));
+        assert!(!ok(&[1 << 62, 4], &[1 << 62, 1], F32, usize::MAX), "no overflow");
+        assert!(check_data_span(&[1 << 40], &[1], F32, None).is_ok(), "unknown extent: trusted");
+        let e = check_data_span(&[2, 2], &[2, 1], F32, Some(8)).unwrap_err();
+        assert_eq!(e.kind(), FailureKind::MalformedTensor);
+        assert!(e.message().contains("8 bytes"), "{}", e.message());
     }
 }

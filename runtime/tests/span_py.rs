@@ -1,0 +1,99 @@
+//! A derived type whose shape and strides do not fit its data field (safe Rust can build one)
+//! is refused by every export path with the spec's `MalformedTensor` exception, instead of
+//! handing consumers memory that is not there; consistent instances of the same type export.
+
+mod common;
+
+use std::ffi::c_void;
+
+use dlbind::error::py_exception;
+use dlbind::exchange::lookup_exchange_api;
+use dlbind::failure::FailureKind;
+use dlbind::ffi::{DLManagedTensorVersioned, DLTensor};
+use dlbind::live_exports;
+use dlbind::prelude::*;
+use dlbind::pyo3::types::IntoPyDict;
+
+#[pyclass(frozen)]
+#[derive(DLPackExport)]
+struct Grid {
+    #[dlpack(data)]
+    data: Vec<f32>,
+    #[dlpack(shape)]
+    shape: Vec<i64>,
+    #[dlpack(strides)]
+    strides: Vec<i64>,
+}
+
+fn grid<'py>(py: Python<'py>, len: usize, shape: &[i64], strides: &[i64]) -> Bound<'py, PyAny> {
+    Bound::new(py, Grid { data: vec![0.0; len], shape: shape.to_vec(), strides: strides.to_vec() }).unwrap().into_any()
+}
+
+fn is_malformed(py: Python<'_>, e: &PyErr) -> bool {
+    let want = py_exception(FailureKind::MalformedTensor.exception(), String::new());
+    e.get_type(py).is(&want.get_type(py)) && e.to_string().contains("outside the")
+}
+
+/// The outcome of every export path of `x`, in order: `__dlpack__` (legacy and versioned),
+/// memoryview, the array interface, the table's owning export and its non-owning fill.
+fn export_all(py: Python<'_>, x: &Bound<'_, PyAny>) -> Vec<PyResult<()>> {
+    let kw = [("max_version", (1, 3))].into_py_dict(py).unwrap();
+    let mut out = vec![
+        x.call_method0("__dlpack__").map(drop),
+        x.call_method("__dlpack__", (), Some(&kw)).map(drop),
+        py.eval(c"memoryview", None, None).unwrap().call1((x,)).map(drop),
+        x.getattr("__array_interface__").map(drop),
+    ];
+    // SAFETY: GIL held, `x` live; the table (checked non-NULL) is process-lifetime; the out
+    // parameters are valid; an owning export that succeeds is deleted at once.
+    unsafe {
+        let t = lookup_exchange_api(py, x.as_ptr());
+        assert!(!t.is_null(), "derived types have a table");
+        let mut m: *mut DLManagedTensorVersioned = std::ptr::null_mut();
+        out.push(if ((*t).managed_tensor_from_py_object_no_sync.unwrap())(x.as_ptr().cast::<c_void>(), &mut m) == 0 {
+            ((*m).deleter.unwrap())(m);
+            Ok(())
+        } else {
+            Err(PyErr::fetch(py))
+        });
+        let mut dl: DLTensor = std::mem::zeroed();
+        out.push(if ((*t).dltensor_from_py_object_no_sync.unwrap())(x.as_ptr().cast::<c_void>(), &mut dl) == 0 {
+            Ok(())
+        } else {
+            Err(PyErr::fetch(py))
+        });
+    }
+    out
+}
+
+#[test]
+fn inconsistent_arrays_are_refused_by_every_export() {
+    Python::attach(|py| {
+        let base = live_exports();
+        let bad = [
+            (5, vec![2, 3], vec![3, 1]),  // 6 elements described, 5 held
+            (0, vec![1], vec![1]),        // empty data, one element described
+            (6, vec![2, 3], vec![1, 3]),  // strides reach element 1 + 2*3 = 7
+            (6, vec![3], vec![-1]),       // a negative stride from element 0 reaches before the data
+            (4, vec![], vec![]),          // fine: 0-d needs one element (control below)
+        ];
+        for (len, shape, strides) in &bad[..4] {
+            let x = grid(py, *len, shape, strides);
+            for (i, r) in export_all(py, &x).into_iter().enumerate() {
+                let e = r.expect_err(&format!("path {i} exported {shape:?}/{strides:?} over {len} elements"));
+                assert!(is_malformed(py, &e), "path {i}: {e}");
+            }
+        }
+        let (len, shape, strides) = &bad[4];
+        for (i, r) in export_all(py, &grid(py, *len, shape, strides)).into_iter().enumerate() {
+            r.unwrap_or_else(|e| panic!("0-d path {i}: {e}"));
+        }
+        // Consistent arrays, including a transposed one and an empty one with no data.
+        for (len, shape, strides) in [(6, vec![2, 3], vec![3, 1]), (6, vec![3, 2], vec![1, 3]), (0, vec![0, 4], vec![4, 1])] {
+            for (i, r) in export_all(py, &grid(py, len, &shape, &strides)).into_iter().enumerate() {
+                r.unwrap_or_else(|e| panic!("{shape:?}/{strides:?} path {i}: {e}"));
+            }
+        }
+        assert_eq!(live_exports(), base, "refusals leak nothing");
+    });
+}
