@@ -94,9 +94,9 @@ def test_stream_error_is_not_consumed_or_leaked(m, Tensor):
 def test_readonly_legacy_rejected(Tensor):
     t = readonly_view(Tensor.zeros((3,)))
     assert t.readonly
-    with pytest.raises(EXC("ReadOnlyLegacy")):
+    with pytest.raises(EXC("ReadOnlyLegacy"), match="max_version"):
         t.__dlpack__()
-    with pytest.raises(EXC("ReadOnlyLegacy")):
+    with pytest.raises(EXC("ReadOnlyLegacy"), match="max_version"):
         t.__dlpack__(max_version=(0, 8))
 
 

@@ -232,6 +232,31 @@ def test_copy_true_pyarrow_is_writable(m):
     np.testing.assert_array_equal(np.from_dlpack(t), np.arange(5))
 
 
+def test_strict_2022_12_producer_error_is_not_retried(m):
+    """Case 13, older api_version: array-api-strict in 2022.12 mode raises ValueError for
+    `max_version`. Only a TypeError means "old signature" (the retry rule), so the producer's
+    ValueError reaches the caller unchanged, as it does from numpy's `from_dlpack`."""
+    xp = pytest.importorskip("array_api_strict")
+    with xp.ArrayAPIStrictFlags(api_version="2022.12"):
+        y = xp.asarray([1, 2, 3])
+        with pytest.raises(ValueError, match="2023.12") as ours:
+            m.from_dlpack(y)
+        with pytest.raises(ValueError) as theirs:
+            np.from_dlpack(y)
+    assert type(ours.value) is type(theirs.value) and str(ours.value) == str(theirs.value)
+
+
+@pytest.mark.parametrize("kw", [{"copy": False}, {"device": (1, 0)}], ids=["copy=False", "device"])
+def test_legacy_only_producer_is_not_retried_when_keywords_matter(m, kw):
+    """A producer that takes only `stream` cannot honour `copy=False` or `device=`: dropping
+    them on the retry would silently ignore the request, so its TypeError is raised (numpy
+    does the same). Without those keywords the retry imports it (test_legacy_producer_fallback)."""
+    p = H.LegacyOnly(np.arange(3.0))
+    with pytest.raises(TypeError, match="max_version"):
+        m.from_dlpack(p, **kw)
+    assert p.calls == [], "the old signature was never called"
+
+
 def test_strict_api_version_roundtrip(m, Tensor):
     """Case 13: array-api-strict consumer of a Tensor and Tensor consumer of an xp array."""
     xp = pytest.importorskip("array_api_strict")
