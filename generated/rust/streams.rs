@@ -75,3 +75,24 @@ pub fn consumer_default_stream(device_type: crate::ffi::DLDeviceType) -> Option<
         _ => None,
     }
 }
+
+/// Whether the spec has stream rules for the device (kDLCUDA, kDLROCM); other devices are stream-less.
+pub fn has_stream_rules(device_type: crate::ffi::DLDeviceType) -> bool {
+    matches!(device_type, crate::ffi::DLDeviceType::kDLCUDA | crate::ffi::DLDeviceType::kDLROCM)
+}
+
+/// The `stream=` value a consumer passes on a device to ask for `action` (the rules read
+/// backwards: the value the spec maps to it; a pointer above the device's threshold is passed
+/// as itself). `None` when the device has no value for that action.
+pub fn stream_value_for(device_type: crate::ffi::DLDeviceType, action: StreamAction) -> Option<i64> {
+    match (device_type, action) {
+        (crate::ffi::DLDeviceType::kDLCUDA, StreamAction::NoSync) => Some(-1),
+        (crate::ffi::DLDeviceType::kDLCUDA, StreamAction::LegacyDefault) => Some(1),
+        (crate::ffi::DLDeviceType::kDLCUDA, StreamAction::PerThreadDefault) => Some(2),
+        (crate::ffi::DLDeviceType::kDLCUDA, StreamAction::Pointer(s)) if s > 2 => Some(s),
+        (crate::ffi::DLDeviceType::kDLROCM, StreamAction::NoSync) => Some(-1),
+        (crate::ffi::DLDeviceType::kDLROCM, StreamAction::DefaultStream) => Some(0),
+        (crate::ffi::DLDeviceType::kDLROCM, StreamAction::Pointer(s)) if s > 2 => Some(s),
+        _ => None,
+    }
+}

@@ -33,7 +33,7 @@ use crate::device::Device;
 use crate::error::{DlpackError, Result};
 use crate::failure::FailureKind;
 use crate::ffi::DLDeviceType;
-use crate::stream_rules::{StreamAction, consumer_default_stream, resolve_stream};
+use crate::stream_rules::{StreamAction, consumer_default_stream, has_stream_rules, resolve_stream, stream_value_for};
 
 use super::{
     AllocKind, CopyKind, DevicePtr, DeviceRuntime, EventHandle, OwnedAllocation, StreamHandle,
@@ -237,9 +237,9 @@ fn has_gpu_context(device: Device) -> bool {
     )
 }
 
-/// Whether the tensor's device has streams of its own (CUDA, ROCm).
+/// Whether the tensor's device has streams of its own (the spec's stream rules: CUDA, ROCm).
 fn is_stream_device(d: Device) -> bool {
-    is_type(d, DLDeviceType::kDLCUDA) || is_type(d, DLDeviceType::kDLROCM)
+    has_stream_rules(d.device_type)
 }
 
 /// Maps a validated stream action to a handle: `None` for stream-less devices and for -1.
@@ -773,24 +773,18 @@ pub fn c_strides(shape: &[i64]) -> Vec<i64> {
 /// The `stream=` a consumer passes to a producer for data that will be used on `device`,
 /// given the destination's current stream: CUDA → the current stream (> 2), 2 for the
 /// per-thread stream, else 1 (never 0); ROCm → the current stream, else 0; stream-less
-/// devices → `None`. Built on the generated `consumer_default_stream`.
+/// devices → `None`. Built on the generated `consumer_default_stream` and `stream_value_for`.
 pub fn consumer_stream_from_current(device: Device, current: Option<StreamHandle>) -> Option<i64> {
     let default = consumer_default_stream(device.device_type);
-    if is_type(device, DLDeviceType::kDLCUDA) {
-        return match current {
-            Some(StreamHandle::PER_THREAD) => Some(2),
-            Some(StreamHandle(h)) if h > 2 && h <= i64::MAX as u64 => Some(h as i64),
-            // None, 0 (null = legacy in the driver API) and 1 → the legacy default stream.
-            _ => default,
-        };
-    }
-    if is_type(device, DLDeviceType::kDLROCM) {
-        return match current {
-            Some(StreamHandle(h)) if h > 2 && h <= i64::MAX as u64 => Some(h as i64),
-            _ => default,
-        };
-    }
-    default
+    // The action the current stream stands for, passed as the value the spec's rules give it
+    // (`stream_value_for`). Handles 0 and 1 (the legacy stream), and actions the device has no
+    // value for, pass the device's default.
+    let action = match current {
+        Some(StreamHandle::PER_THREAD) => StreamAction::PerThreadDefault,
+        Some(StreamHandle(h)) if h <= i64::MAX as u64 => StreamAction::Pointer(h as i64),
+        _ => return default,
+    };
+    stream_value_for(device.device_type, action).or(default)
 }
 
 /// [`consumer_stream_from_current`] with the current stream taken from `runtime` (a
