@@ -36,6 +36,34 @@ def test_pyi_stub_shipped(m):
     assert not missing, f"stub {cands} lacks {missing}"
 
 
+def test_pyi_stub_protocol_matches_the_spec():
+    """The demo's hand-written stub spells the protocol as the spec does: `__dlpack__`'s and
+    `from_dlpack`'s keyword-only arguments (names, order, types, default None),
+    `__dlpack_device__`'s return type and the exchange-table attribute. A spec change that the
+    stub does not follow fails here."""
+    import ast
+
+    tree = ast.parse((H.ROOT / "examples" / "tensor" / "dlbind_demo.pyi").read_text())
+    proto = H.SPEC.raw["protocol"]
+
+    def kwonly(fn):
+        assert all(isinstance(d, ast.Constant) and d.value is None for d in fn.args.kw_defaults), fn.name
+        return [(a.arg, ast.unparse(a.annotation)) for a in fn.args.kwonlyargs]
+
+    def spec_kwargs(key):
+        return [(k["name"], k["py_type"]) for k in proto[key]["kwargs"]]
+
+    tensor = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Tensor")
+    members = {n.name: n for n in tensor.body if isinstance(n, ast.FunctionDef)}
+    assert kwonly(members[proto["dlpack"]["name"]]) == spec_kwargs("dlpack")
+    assert ast.unparse(members[proto["dlpack_device"]["name"]].returns) == proto["dlpack_device"]["returns"]
+    module_fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == proto["from_dlpack"]["name"])
+    for fn in (members[proto["from_dlpack"]["name"]], module_fn):
+        assert kwonly(fn) == spec_kwargs("from_dlpack"), ast.unparse(fn.args)
+    attrs = [n.target.id for n in tensor.body if isinstance(n, ast.AnnAssign)]
+    assert H.SPEC.raw["exchange_api"]["attribute"]["value"] in attrs
+
+
 def test_dlpack_device_is_cpu(Tensor):
     dev = Tensor.zeros((2,)).__dlpack_device__()
     assert tuple(dev) == (H.KDLCPU, 0)
