@@ -150,6 +150,11 @@ fn source_impl(model: &Model) -> TokenStream {
         None => quote! {},
     };
 
+    // SAFETY (of the emitted impl): the pointer is the data field's own (`Vec`/`Box`/`Arc`
+    // slice, ndarray array or `DataSource`), shape and strides are the fields the user marked,
+    // and every export checks them against the data's length (`dlpack_data_bytes`, where the
+    // storage knows it); `assert_pyclass` requires `#[pyclass(frozen)]`, so no `&mut self`
+    // method can reallocate the data while an export keeps the object alive.
     quote! {
         #[automatically_derived]
         unsafe impl ::dlbind::export::DLPackSource for #ident {

@@ -26,6 +26,11 @@ struct ViewCtx<O> {
     dims: Box<[i64]>,
 }
 
+/// The deleter of [`share`]'s views.
+///
+/// # Safety
+/// `m` is NULL or the first field of a `ViewCtx<O>` leaked by `share`, and this is the only
+/// call for it (the DLPack deleter contract).
 unsafe extern "C" fn view_deleter<O>(m: *mut DLManagedTensorVersioned) {
     if m.is_null() {
         return;
@@ -33,8 +38,9 @@ unsafe extern "C" fn view_deleter<O>(m: *mut DLManagedTensorVersioned) {
     // SAFETY: `m` is the first field of a `ViewCtx<O>` leaked by `share`; called exactly once.
     let ctx = unsafe { Box::from_raw(m.cast::<ViewCtx<O>>()) };
     // For a `Py<…>` owner, dropping decrefs now when attached to the interpreter, or defers
-    // it to PyO3's reference pool otherwise.
-    drop(ctx);
+    // it to PyO3's reference pool otherwise. A panic in a generic owner's drop must not unwind
+    // into C (it would abort): it is caught and the owner leaked.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(ctx)));
 }
 
 /// A `Buffer` whose element 0 is `data`, kept valid by `owner` (a `Py<Tensor>` for views; any
@@ -86,8 +92,10 @@ pub unsafe fn share<O: Send + 'static>(
     ctx.managed.dl_tensor.strides = unsafe { base.add(ndim) };
     let raw = Box::into_raw(ctx);
     // SAFETY: `raw` is live and unused elsewhere; the managed tensor is its first field.
-    // `from_managed_versioned` owns it from here (on error it has already called the deleter).
     let m = unsafe { NonNull::new_unchecked(ptr::addr_of_mut!((*raw).managed)) };
+    // SAFETY: `m` is a live, fully built versioned tensor whose deleter (`view_deleter`) frees
+    // exactly what `share` allocated; `from_managed_versioned` owns it from here (on error it
+    // has already called the deleter).
     let imported = unsafe { ImportedTensor::from_managed_versioned(m) }?;
     Ok(Buffer::from(imported))
 }
