@@ -136,7 +136,7 @@ impl List {
 unsafe fn zero(base: *mut u8, range: std::ops::Range<usize>) {
     // SAFETY: caller contract.
     unsafe {
-        if range.start % 8 == 0 && range.end % 8 == 0 {
+        if range.start.is_multiple_of(8) && range.end.is_multiple_of(8) {
             for i in (range.start..range.end).step_by(8) {
                 base.add(i).cast::<u64>().write(0);
             }

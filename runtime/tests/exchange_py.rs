@@ -25,7 +25,7 @@ use dlbind::{ImportedTensor, from_dlpack, live_exports};
 /// Whether `err` is the exception the spec maps `kind` to.
 fn is_failure(py: Python<'_>, err: &PyErr, kind: FailureKind) -> bool {
     let want = py_exception(kind.exception(), String::new());
-    err.get_type(py).is(&want.get_type(py))
+    err.get_type(py).is(want.get_type(py))
 }
 
 /// Derived, without a constructor; i64 dims (non-owning fill available).

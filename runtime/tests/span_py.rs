@@ -31,7 +31,7 @@ fn grid<'py>(py: Python<'py>, len: usize, shape: &[i64], strides: &[i64]) -> Bou
 
 fn is_malformed(py: Python<'_>, e: &PyErr) -> bool {
     let want = py_exception(FailureKind::MalformedTensor.exception(), String::new());
-    e.get_type(py).is(&want.get_type(py)) && e.to_string().contains("outside the")
+    e.get_type(py).is(want.get_type(py)) && e.to_string().contains("outside the")
 }
 
 /// The outcome of every export path of `x`, in order: `__dlpack__` (legacy and versioned),

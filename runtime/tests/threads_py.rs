@@ -9,7 +9,8 @@ use dlbind::pyo3::prelude::*;
 use dlbind::{ImportedTensor, from_dlpack};
 
 fn refcount(obj: &Bound<'_, PyAny>) -> isize {
-    obj.get_refcnt()
+    // SAFETY: `obj` is a live object and the caller is attached (it holds a `Bound`).
+    unsafe { dlbind::pyo3::ffi::Py_REFCNT(obj.as_ptr()) }
 }
 
 #[test]

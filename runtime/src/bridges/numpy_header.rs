@@ -67,7 +67,7 @@ pub const DESCR_CACHE: usize = 32;
 /// The `numpy.ndarray` type once verified; NULL before; [`DISABLED`] when the probe failed or
 /// the environment turned the path off.
 static NDARRAY: AtomicPtr<ffi::PyTypeObject> = AtomicPtr::new(std::ptr::null_mut());
-const DISABLED: *mut ffi::PyTypeObject = 1 as *mut ffi::PyTypeObject;
+const DISABLED: *mut ffi::PyTypeObject = std::ptr::dangling_mut::<ffi::PyTypeObject>();
 
 static DESCR_KEYS: [AtomicUsize; DESCR_CACHE] = [const { AtomicUsize::new(0) }; DESCR_CACHE];
 /// `UNSUPPORTED` or `code | bits << 8 | lanes << 16`.
