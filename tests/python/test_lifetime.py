@@ -1,4 +1,5 @@
 """Refcounts, deleters, owners outliving producers, threads, shutdown, leak loops (cases 53-60)."""
+import ctypes
 import gc
 import subprocess
 import sys
@@ -157,6 +158,36 @@ def test_numpy_view_of_our_export_dropped_in_other_thread(m, Tensor):
     _drop_in_thread(holder)
     gc.collect()
     assert m.live_exports() == live
+
+
+def test_our_deleter_called_without_the_gil(m, Tensor):
+    """dlbind's deleter called by threads that do NOT hold the GIL (a ctypes CFUNCTYPE call
+    releases it for the duration), several at once: each takes the GIL itself and releases the
+    export exactly once (owner reference and live-export count restored)."""
+    deleter_t = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+    set_name = ctypes.pythonapi.PyCapsule_SetName
+    set_name.restype, set_name.argtypes = ctypes.c_int, [ctypes.py_object, ctypes.c_char_p]
+    t = Tensor.arange(100)
+    rc, live = sys.getrefcount(t), m.live_exports()
+    ptrs = []
+    for _ in range(32):
+        cap = t.__dlpack__(max_version=(1, 3))
+        ptrs.append(H.inspect_capsule(cap).struct_addr)
+        assert set_name(cap, b"used_dltensor_versioned") == 0  # consumed: its destructor frees nothing
+        del cap
+    assert m.live_exports() == live + 32 and sys.getrefcount(t) == rc + 32
+
+    def worker(chunk):
+        for p in chunk:
+            deleter_t(H.DLManagedTensorVersioned.from_address(p).deleter)(p)
+
+    ths = [threading.Thread(target=worker, args=(ptrs[i::4],)) for i in range(4)]
+    for th in ths:
+        th.start()
+    for th in ths:
+        th.join()
+    assert m.live_exports() == live
+    assert sys.getrefcount(t) == rc
 
 
 def test_deleter_from_thread_without_gil(m):
