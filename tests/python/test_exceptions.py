@@ -242,6 +242,19 @@ def test_no_protocol(m, obj):
         m.from_dlpack(obj)
 
 
+@pytest.mark.parametrize("devtype", [2, 4, 10])
+def test_choice_foreign_device_capsule_is_a_device_tagged_view(m, devtype):
+    """dlbind's documented choice for case 49 (README "Choices"): device memory is imported as
+    a view that keeps its device (and the producer's data pointer), not refused."""
+    a = np.arange(3, dtype=np.float32)
+    cap = a.__dlpack__(max_version=(1, 0))
+    H.dl_tensor_of(cap).device.device_type = devtype
+    t = m.from_dlpack(H.W(cap, dev=(devtype, 0)))
+    assert tuple(t.device) == (devtype, 0) and t.data_ptr == a.ctypes.data
+    assert H.capsule_name(cap) == H.VERSIONED_USED
+    del t, cap
+
+
 @pytest.mark.parametrize("devtype", [2, 4, 10])  # device memory the host cannot read
 def test_foreign_device_import(m, devtype):
     """Case 49: a capsule describing non-CPU memory is either refused (BufferError, capsule not

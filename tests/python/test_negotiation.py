@@ -84,6 +84,25 @@ def test_legacy_producer_copy_request(m):
     assert t.tobytes() == a.tobytes()
 
 
+def test_choice_legacy_producer_copy_true_is_copied(m):
+    """dlbind's documented choice for case 10 (README "Choices": from_dlpack(copy=True) asks for
+    a view and copies it itself), pinned: a real copy, not a TypeError."""
+    a = np.arange(6, dtype=np.float32)
+    p = H.LegacyOnly(a)
+    t = m.from_dlpack(p, copy=True)
+    assert t.data_ptr != a.ctypes.data and t.tobytes() == a.tobytes()
+    assert p.calls == [None], "the old signature was called once, without a stream"
+
+
+def test_choice_copy_true_legacy_capsule_copies_without_flag(Tensor):
+    """dlbind's documented choice for case 46 (numpy's): a legacy capsule for copy=True holds
+    a copy (there is no IS_COPIED flag to set), not a BufferError."""
+    t = Tensor.arange(5)
+    cap = t.__dlpack__(copy=True)
+    assert H.capsule_name(cap) == H.LEGACY and H.inspect_capsule(cap).data != t.data_ptr
+    np.testing.assert_array_equal(np.from_dlpack(H.W(cap)), np.arange(5))
+
+
 def test_versioned_only_producer(m):
     """Case 11: a producer that refuses legacy requests still imports (we ask for (1, 3))."""
     a = np.arange(3, dtype=np.int64)
