@@ -384,6 +384,22 @@ fn import_from_producer(obj: &Bound<'_, PyAny>, device: Option<Device>, copy: Op
     {
         return Ok(t);
     }
+    import_through_dlpack(obj, device, copy)
+}
+
+/// [`from_dlpack`] for a caller that already tried the numpy header and the exchange table
+/// for this object and call (`device` None, `copy` not True) and found neither: straight to the
+/// capsule / `__dlpack__` / bridges, without looking the table up a second time.
+#[inline]
+fn from_dlpack_after_fast_paths(obj: &Bound<'_, PyAny>, copy: Option<bool>) -> PyResult<ImportedTensor> {
+    debug_assert_ne!(copy, Some(true));
+    let tensor = import_through_dlpack(obj, None, copy)?;
+    finish_import(tensor, None, copy)
+}
+
+/// The producer's capsule: `obj` itself when it is one, else its `__dlpack__` (keywords as the
+/// call asks; a TypeError retried once without them), else the bridges.
+fn import_through_dlpack(obj: &Bound<'_, PyAny>, device: Option<Device>, copy: Option<bool>) -> PyResult<ImportedTensor> {
     let py = obj.py();
     let o = obj.as_ptr();
     // SAFETY: type checks on a live object.
@@ -826,11 +842,12 @@ where
     let build = |t: ImportedTensor| Ok(T::into_instance(py, T::from_managed(py, t)?)?.into_ptr());
     // The producer's C exchange table (the path `from_dlpack` takes first for such objects),
     // with the handle moved straight into `T`.
-    if device.is_none()
-        && copy != Some(true)
-        && let Some(r) = crate::exchange::import_via_exchange_api_with(x, build)
-    {
-        return r;
+    if device.is_none() && copy != Some(true) {
+        if let Some(r) = crate::exchange::import_via_exchange_api_with(x, build) {
+            return r;
+        }
+        // Both fast paths were tried for this call (the numpy header under a weaker condition).
+        return build(from_dlpack_after_fast_paths(x, copy)?);
     }
     build(from_dlpack(x, device, copy)?)
 }
