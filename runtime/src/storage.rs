@@ -195,4 +195,10 @@ unsafe impl DataSource for Buffer {
     fn element_dtype(&self) -> Option<DLDataType> {
         None
     }
+    /// Owned memory knows its length; imported and borrowed memory is a view whose element 0
+    /// may sit anywhere inside the producer's allocation (negative strides), checked on import.
+    #[inline]
+    fn bytes_from_start(&self) -> Option<usize> {
+        self.owned_len()
+    }
 }

@@ -9,7 +9,7 @@ use std::ffi::c_void;
 use dlbind::error::py_exception;
 use dlbind::exchange::lookup_exchange_api;
 use dlbind::failure::FailureKind;
-use dlbind::ffi::{DLManagedTensorVersioned, DLTensor};
+use dlbind::ffi::{DLDataType, DLManagedTensorVersioned, DLTensor};
 use dlbind::live_exports;
 use dlbind::prelude::*;
 use dlbind::pyo3::types::IntoPyDict;
@@ -25,6 +25,29 @@ struct Grid {
     strides: Vec<i64>,
 }
 
+/// Derived over untyped owned storage (`Buffer`, as the demo's `Tensor`), fixed dtype.
+#[pyclass(frozen)]
+#[derive(DLPackExport)]
+#[dlpack(dtype = "float32")]
+struct Raw {
+    #[dlpack(data)]
+    buf: dlbind::Buffer,
+    #[dlpack(shape)]
+    shape: Vec<i64>,
+}
+
+/// Derived with a runtime dtype over a boxed slice.
+#[pyclass(frozen)]
+#[derive(DLPackExport)]
+struct Dyn {
+    #[dlpack(data)]
+    data: Box<[u8]>,
+    #[dlpack(dtype)]
+    dtype: DLDataType,
+    #[dlpack(shape)]
+    shape: Vec<i64>,
+}
+
 fn grid<'py>(py: Python<'py>, len: usize, shape: &[i64], strides: &[i64]) -> Bound<'py, PyAny> {
     Bound::new(py, Grid { data: vec![0.0; len], shape: shape.to_vec(), strides: strides.to_vec() }).unwrap().into_any()
 }
@@ -35,7 +58,8 @@ fn is_malformed(py: Python<'_>, e: &PyErr) -> bool {
 }
 
 /// The outcome of every export path of `x`, in order: `__dlpack__` (legacy and versioned),
-/// memoryview, the array interface, the table's owning export and its non-owning fill.
+/// memoryview, the array interface, the table's owning export and (where the type has it) its
+/// non-owning fill.
 fn export_all(py: Python<'_>, x: &Bound<'_, PyAny>) -> Vec<PyResult<()>> {
     let kw = [("max_version", (1, 3))].into_py_dict(py).unwrap();
     let mut out = vec![
@@ -56,12 +80,11 @@ fn export_all(py: Python<'_>, x: &Bound<'_, PyAny>) -> Vec<PyResult<()>> {
         } else {
             Err(PyErr::fetch(py))
         });
-        let mut dl: DLTensor = std::mem::zeroed();
-        out.push(if ((*t).dltensor_from_py_object_no_sync.unwrap())(x.as_ptr().cast::<c_void>(), &mut dl) == 0 {
-            Ok(())
-        } else {
-            Err(PyErr::fetch(py))
-        });
+        // The non-owning fill exists only for types that store i64 shape and strides.
+        if let Some(fill) = (*t).dltensor_from_py_object_no_sync {
+            let mut dl: DLTensor = std::mem::zeroed();
+            out.push(if fill(x.as_ptr().cast::<c_void>(), &mut dl) == 0 { Ok(()) } else { Err(PyErr::fetch(py)) });
+        }
     }
     out
 }
@@ -93,6 +116,40 @@ fn inconsistent_arrays_are_refused_by_every_export() {
             for (i, r) in export_all(py, &grid(py, len, &shape, &strides)).into_iter().enumerate() {
                 r.unwrap_or_else(|e| panic!("{shape:?}/{strides:?} path {i}: {e}"));
             }
+        }
+        assert_eq!(live_exports(), base, "refusals leak nothing");
+    });
+}
+
+#[test]
+fn owned_buffers_and_boxed_slices_are_checked_too() {
+    Python::attach(|py| {
+        let base = live_exports();
+        let raw = |bytes: usize, shape: Vec<i64>| {
+            let buf = dlbind::Buffer::from(dlbind::alloc::AlignedBuffer::zeroed(bytes).unwrap());
+            Bound::new(py, Raw { buf, shape }).unwrap().into_any()
+        };
+        for (i, r) in export_all(py, &raw(16, vec![1 << 20])).into_iter().enumerate() {
+            let e = r.expect_err(&format!("path {i}: 2^20 floats over 16 bytes"));
+            assert!(is_malformed(py, &e), "path {i}: {e}");
+        }
+        for (i, r) in export_all(py, &raw(16, vec![4])).into_iter().enumerate() {
+            r.unwrap_or_else(|e| panic!("4 floats in 16 bytes, path {i}: {e}"));
+        }
+        // A runtime dtype that describes nothing (zero lanes) or is unknown is refused before
+        // any span arithmetic (a zero width would make every span fit).
+        let f32_ = <f32 as DLPackElement>::DTYPE;
+        for dtype in [DLDataType { lanes: 0, ..f32_ }, DLDataType { bits: 0, ..f32_ }, DLDataType { code: 200, ..f32_ }] {
+            let x = Bound::new(py, Dyn { data: vec![0u8; 0].into_boxed_slice(), dtype, shape: vec![1 << 20] }).unwrap().into_any();
+            let want = py_exception(FailureKind::UnsupportedDtype.exception(), String::new());
+            for (i, r) in export_all(py, &x).into_iter().enumerate() {
+                let e = r.expect_err(&format!("path {i}: dtype {dtype:?}"));
+                assert!(e.get_type(py).is(want.get_type(py)) && e.to_string().contains("cannot export"), "path {i}: {e}");
+            }
+        }
+        let ok = Bound::new(py, Dyn { data: vec![0u8; 8].into_boxed_slice(), dtype: f32_, shape: vec![2] }).unwrap().into_any();
+        for (i, r) in export_all(py, &ok).into_iter().enumerate() {
+            r.unwrap_or_else(|e| panic!("Box<[u8]> of 8 bytes as 2 floats, path {i}: {e}"));
         }
         assert_eq!(live_exports(), base, "refusals leak nothing");
     });

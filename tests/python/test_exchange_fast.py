@@ -9,6 +9,7 @@ Timings are not tested here (bench/bench_dlpack.py).
 """
 
 import ctypes
+import sys
 import gc
 import weakref
 
@@ -215,6 +216,48 @@ def test_stray_int_addresses_are_not_dereferenced(name):
         assert m.from_dlpack(Stray()).shape == (3,), hex(value)
         assert m.exchange_imports() == n, hex(value)
     del heap_copy
+
+
+def _maps():
+    """(start, end, perms, path) of this process's mappings (Linux)."""
+    out = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split()
+            a, b = (int(x, 16) for x in parts[0].split("-"))
+            out.append((a, b, parts[1], parts[5] if len(parts) > 5 else ""))
+    return out
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps (Linux)")
+@pytest.mark.parametrize("name", LEGACY_ATTRS)
+def test_int_addresses_inside_libraries_that_are_not_tables_fall_back(name):
+    """Addresses inside a loaded library that are not a usable table: its ELF header (readable,
+    major version not ours: the garbage `prev_api` after it must not be followed) and, where the
+    loader left one, a no-access gap between a library's segments (inside its address range, so
+    `dladdr` would accept it). Both fall back to `__dlpack__`."""
+    maps = _maps()
+    so = m.__file__ if m.__file__.endswith(".so") else next(p for *_, p in maps if "dlbind_demo" in p)
+    header = min(a for a, _, _, p in maps if p == so)
+    addrs = [header, header + 64]
+    gaps = [a for a, _, perm, p in maps if perm.startswith("---") and p.startswith("/")]
+    addrs += gaps[:3]
+
+    class Stray:
+        def __init__(self):
+            self.a = np.arange(3.0)
+
+        def __dlpack__(self, **kw):
+            return self.a.__dlpack__(**kw)
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    for value in addrs:
+        cls = type("Stray", (Stray,), {name: value})
+        n = m.exchange_imports()
+        assert m.from_dlpack(cls()).shape == (3,), hex(value)
+        assert m.exchange_imports() == n, hex(value)
 
 
 @pytest.mark.parametrize("name", LEGACY_ATTRS)

@@ -329,12 +329,15 @@ unsafe fn table_from_capsule(attr: *mut ffi::PyObject) -> *const DLPackExchangeA
 }
 
 /// A table pointer from an exact `int` holding its address, as legacy producers publish it.
-/// NULL (never raises; an OverflowError is cleared) unless the address can be a table: non-zero,
-/// aligned, and — since an `int` is any number a Python class may hold — one of this process's
-/// dlbind tables ([`exchange_api`]) or inside a loaded shared object (the process-lifetime static
-/// a C extension exports), as are its five function pointers. A stray number (`__c_dlpack_exchange_api__ = 8`) then falls back to `__dlpack__`
-/// instead of being dereferenced. An address inside a loaded object that is not a table is
-/// still trusted, as every consumer of that legacy protocol (tvm-ffi) trusts it.
+/// NULL (never raises; an OverflowError is cleared) unless the address can be a table. An `int`
+/// is any number a Python class may hold, so it must be one of this process's dlbind tables
+/// ([`exchange_api`]), or else lie in a readable segment of a loaded object (the
+/// process-lifetime static a C extension exports, e.g. tvm-ffi's torch table) with our major
+/// version (no `prev_api` chain is followed from an `int`) and its function pointers in
+/// executable segments. A stray number (`__c_dlpack_exchange_api__ = 8`, a heap address, an
+/// address in a library's unmapped gap) then falls back to `__dlpack__` instead of being
+/// dereferenced. A table that passes these checks is trusted as tvm-ffi trusts it: function
+/// pointers into code that is not the function they claim to be are not detected.
 ///
 /// # Safety
 /// GIL held; `attr` is a live exact `int`.
@@ -354,25 +357,25 @@ unsafe fn table_from_int(attr: *mut ffi::PyObject) -> *const DLPackExchangeAPIHe
     if is_own_table(table) {
         return table.cast();
     }
-    if !in_loaded_object(table.cast()) || !in_loaded_object(table.cast::<u8>().wrapping_add(size_of::<DLPackExchangeAPI>() - 1).cast()) {
+    if !segments::contains(table as usize, size_of::<DLPackExchangeAPI>(), segments::READ) {
         return ptr::null();
     }
-    // SAFETY: the whole struct lies in a loaded object's mapping (checked above), so it can be
-    // read; its function pointers are only checked here, not called.
+    // SAFETY: the whole struct lies in a readable loaded segment (checked above); its function
+    // pointers are only checked here, not called.
     let t = unsafe { table.read_unaligned() };
-    let fns: [*const c_void; 5] = [
-        t.managed_tensor_allocator.map_or(ptr::null(), |f| f as *const c_void),
-        t.managed_tensor_from_py_object_no_sync.map_or(ptr::null(), |f| f as *const c_void),
-        t.managed_tensor_to_py_object_no_sync.map_or(ptr::null(), |f| f as *const c_void),
-        t.dltensor_from_py_object_no_sync.map_or(ptr::null(), |f| f as *const c_void),
-        t.current_work_stream.map_or(ptr::null(), |f| f as *const c_void),
-    ];
-    // Only the optional non-owning fill may be NULL (checked again by `supported_table`).
-    if fns.iter().enumerate().all(|(i, &f)| (i == 3 && f.is_null()) || in_loaded_object(f)) {
-        table.cast()
-    } else {
-        ptr::null()
+    if t.header.version.major != DLPACK_MAJOR_VERSION {
+        return ptr::null();
     }
+    let code = |f: Option<usize>| f.is_some_and(|f| segments::contains(f, 1, segments::EXEC));
+    let required = [
+        t.managed_tensor_allocator.map(|f| f as usize),
+        t.managed_tensor_from_py_object_no_sync.map(|f| f as usize),
+        t.managed_tensor_to_py_object_no_sync.map(|f| f as usize),
+        t.current_work_stream.map(|f| f as usize),
+    ];
+    // The non-owning fill is the one entry the spec lets be NULL.
+    let fill = t.dltensor_from_py_object_no_sync.map(|f| f as usize);
+    if required.into_iter().all(code) && (fill.is_none() || code(fill)) { table.cast() } else { ptr::null() }
 }
 
 /// Whether `p` is a table [`exchange_api`] built (the registry is only read on this cold path:
@@ -382,24 +385,65 @@ fn is_own_table(p: *const DLPackExchangeAPI) -> bool {
     tables.iter().any(|(_, t)| ptr::eq(t.0, p))
 }
 
-/// Whether `p` lies inside a shared object (or the executable) the dynamic loader has mapped.
-#[cfg(unix)]
-fn in_loaded_object(p: *const c_void) -> bool {
-    if p.is_null() {
-        return false;
+/// The loaded objects' segments (`dl_iterate_phdr`): whether an address range lies inside one
+/// `PT_LOAD` segment with the given permissions. Mapped segments only: the gaps a library
+/// reserves between its segments (no access) are not in any.
+#[cfg(target_os = "linux")]
+mod segments {
+    use std::ffi::{c_int, c_void};
+
+    pub(super) const READ: u32 = libc::PF_R;
+    pub(super) const EXEC: u32 = libc::PF_X;
+
+    struct Query {
+        start: usize,
+        end: usize,
+        flags: u32,
+        found: bool,
     }
-    // SAFETY: `dladdr` only looks `p` up in the loader's tables (it never dereferences it) and
-    // writes `info`, a valid out-parameter.
-    unsafe {
-        let mut info: libc::Dl_info = std::mem::zeroed();
-        libc::dladdr(p, &mut info) != 0 && !info.dli_fbase.is_null()
+
+    /// Called once per loaded object; stops the walk (non-zero) when a segment holds the range.
+    unsafe extern "C" fn visit(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> c_int {
+        // SAFETY: `dl_iterate_phdr` passes a valid `info` whose `dlpi_phdr` holds `dlpi_phnum`
+        // headers, and our `data` (a live `Query`, see `contains`). Nothing here can panic.
+        unsafe {
+            let q = &mut *data.cast::<Query>();
+            let info = &*info;
+            for i in 0..usize::from(info.dlpi_phnum) {
+                let ph = &*info.dlpi_phdr.add(i);
+                if ph.p_type != libc::PT_LOAD || ph.p_flags & q.flags != q.flags {
+                    continue;
+                }
+                let seg_start = (info.dlpi_addr as usize).wrapping_add(ph.p_vaddr as usize);
+                let seg_end = seg_start.saturating_add(ph.p_memsz as usize);
+                if seg_start <= q.start && q.end <= seg_end {
+                    q.found = true;
+                    return 1;
+                }
+            }
+            0
+        }
+    }
+
+    /// Whether `[addr, addr + len)` lies inside one loaded segment with all of `flags`.
+    pub(super) fn contains(addr: usize, len: usize, flags: u32) -> bool {
+        let Some(end) = addr.checked_add(len) else { return false };
+        let mut q = Query { start: addr, end, flags, found: false };
+        // SAFETY: `visit` matches the callback type and only uses `q` while this call runs.
+        unsafe { libc::dl_iterate_phdr(Some(visit), (&raw mut q).cast::<c_void>()) };
+        q.found
     }
 }
 
-/// Without a loader to ask, no `int` address is trusted.
-#[cfg(not(unix))]
-fn in_loaded_object(_p: *const c_void) -> bool {
-    false
+/// Without `dl_iterate_phdr`, no foreign `int` address is trusted.
+#[cfg(not(target_os = "linux"))]
+mod segments {
+    pub(super) const READ: u32 = 4;
+    pub(super) const EXEC: u32 = 1;
+
+    pub(super) fn contains(_addr: usize, _len: usize, _flags: u32) -> bool {
+        false
+    }
 }
 
 /// `type(obj).__dlpack_c_exchange_api__` resolved to a table we can use — or, when the type has

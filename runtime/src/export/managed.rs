@@ -8,7 +8,8 @@
 //! callable from any thread, with or without the GIL) takes the GIL with `PyGILState_Ensure`
 //! unless this thread already holds it (`python::this_thread_holds_gil`), drops the strong
 //! reference to the Python owner and frees the allocation — or, when the interpreter is gone
-//! (`Py_IsInitialized() == 0`), frees only the Rust-owned copy buffer and leaks the rest. The capsule destructor runs with the GIL held and skips `PyGILState_*`.
+//! (`Py_IsInitialized() == 0`) or, on a thread without the GIL, finalising
+//! (`interp.rs`), frees only the Rust-owned copy buffer and leaks the rest. The capsule destructor runs with the GIL held and skips `PyGILState_*`.
 //!
 //! Exports that involve a GPU (a non-CPU source, a non-CPU `dl_device`, or a source that
 //! reports a producer stream) go through the GPU planner ([`crate::gpu::plan_export`]): it

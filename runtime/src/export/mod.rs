@@ -67,11 +67,17 @@ pub unsafe trait DLPackSource {
     }
 }
 
-/// Checks that the elements `shape` and `strides` (in elements) address, at `dtype`'s width,
-/// lie inside `data_bytes` bytes from element 0 (no negative reach). `None` → nothing to check.
-/// An empty tensor addresses nothing. Cheap when it passes (one pass over the dims).
+/// Checks what an export is about to hand out: the dtype is one dlbind can describe (the
+/// spec's rules, as on import: a known code, the bits it requires, `lanes == 1`; a constant
+/// dtype folds this away), and the elements `shape` and `strides` (in elements) address, at
+/// that width, lie inside `data_bytes` bytes from element 0 (no negative reach; `None` →
+/// not checked). An empty tensor addresses nothing. Cheap when it passes (one pass over the
+/// dims).
 #[inline]
 pub fn check_data_span(shape: &[i64], strides: &[i64], dtype: DLDataType, data_bytes: Option<usize>) -> Result<(), DlpackError> {
+    if crate::dtype_table::valid_elem_size(dtype).is_none() {
+        return Err(bad_export_dtype(dtype));
+    }
     let Some(avail) = data_bytes else { return Ok(()) };
     let mut last: i128 = 0; // the highest element index addressed
     let mut first: i128 = 0; // the lowest (negative strides reach back)
@@ -104,6 +110,15 @@ pub fn check_data_span(shape: &[i64], strides: &[i64], dtype: DLDataType, data_b
 
 #[cold]
 #[inline(never)]
+fn bad_export_dtype(dtype: DLDataType) -> DlpackError {
+    match crate::dtype_table::validate_dtype(dtype) {
+        Err(e) => DlpackError::new(e.kind(), format!("cannot export: {}", e.message())),
+        Ok(_) => unreachable!("called for an invalid dtype"),
+    }
+}
+
+#[cold]
+#[inline(never)]
 fn span_error(shape: &[i64], strides: &[i64], avail: usize) -> DlpackError {
     DlpackError::new(
         FailureKind::MalformedTensor,
@@ -118,7 +133,9 @@ fn span_error(shape: &[i64], strides: &[i64], avail: usize) -> DlpackError {
 ///
 /// # Safety
 /// `data_ptr()` points to the first element of the storage and stays valid while `self` is
-/// alive and not mutated; `element_dtype()`, when `Some`, is the dtype of the stored elements.
+/// alive and not mutated; `element_dtype()`, when `Some`, is the dtype of the stored elements;
+/// `bytes_from_start()`, when `Some`, does not exceed the bytes readable from `data_ptr()` on
+/// (exports trust it to bound the shape and strides).
 pub unsafe trait DataSource {
     /// Address of the first element (non-null; dangling-but-aligned when empty).
     fn data_ptr(&self) -> *mut c_void;
@@ -195,8 +212,10 @@ pub fn c_contiguous_strides(shape: &[i64], out: &mut [i64]) {
 mod span_tests {
     use super::*;
 
-    const F32: DLDataType = DLDataType { code: 2, bits: 32, lanes: 1 };
-    const FP4: DLDataType = DLDataType { code: 17, bits: 4, lanes: 1 };
+    use crate::ffi::DLDataTypeCode;
+
+    const F32: DLDataType = DLDataType { code: DLDataTypeCode::kDLFloat.0, bits: 32, lanes: 1 };
+    const FP4: DLDataType = DLDataType { code: DLDataTypeCode::kDLFloat4_e2m1fn.0, bits: 4, lanes: 1 };
 
     #[test]
     fn spans_inside_the_data_pass_and_others_fail() {
@@ -213,6 +232,12 @@ mod span_tests {
         assert!(!ok(&[5], &[1], FP4, 2));
         assert!(!ok(&[1 << 62, 4], &[1 << 62, 1], F32, usize::MAX), "no overflow");
         assert!(check_data_span(&[1 << 40], &[1], F32, None).is_ok(), "unknown extent: trusted");
+        for bad in [DLDataType { lanes: 0, ..F32 }, DLDataType { bits: 0, ..F32 }, DLDataType { code: 200, ..F32 }, DLDataType { bits: 8, ..FP4 }] {
+            let e = check_data_span(&[4], &[1], bad, Some(1 << 20)).unwrap_err();
+            assert_eq!(e.kind(), FailureKind::UnsupportedDtype, "{bad:?}");
+            let e = check_data_span(&[4], &[1], bad, None).unwrap_err();
+            assert_eq!(e.kind(), FailureKind::UnsupportedDtype, "unknown extent too: {bad:?}");
+        }
         let e = check_data_span(&[2, 2], &[2, 1], F32, Some(8)).unwrap_err();
         assert_eq!(e.kind(), FailureKind::MalformedTensor);
         assert!(e.message().contains("8 bytes"), "{}", e.message());
