@@ -87,8 +87,8 @@ pub fn dtype_from_buffer_format(fmt: &str, itemsize_given: usize) -> Result<DLDa
         dtype_by_dl(DLDataType { code: code.0, bits: u8::try_from(8 * size).ok()?, lanes: 1 })
     };
     let info = match code {
-        // No format: unsigned bytes (PEP 3118).
-        "" => sized(false, 1),
+        // No format at all: unsigned bytes (PEP 3118). A lone byte-order character is not one.
+        "" if fmt.is_empty() => sized(false, 1),
         "l" => sized(true, std::mem::size_of::<c_long>()),
         "L" => sized(false, std::mem::size_of::<c_ulong>()),
         "n" => sized(true, std::mem::size_of::<isize>()),
@@ -161,6 +161,9 @@ mod tests {
         let u = dtype_from_buffer_format("@N", std::mem::size_of::<usize>()).unwrap();
         assert_eq!((u.code, u.bits as usize), (DLDataTypeCode::kDLUInt.0, 8 * std::mem::size_of::<usize>()));
         assert_eq!(dtype_from_buffer_format("l", 1).unwrap_err().kind(), FailureKind::UnsupportedDtype);
+        for lone in ["<", "@", "=", ">", "!"] {
+            assert!(dtype_from_buffer_format(lone, 1).is_err(), "{lone:?} names no type");
+        }
     }
 
     #[test]
