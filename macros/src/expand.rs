@@ -173,7 +173,11 @@ fn source_impl(model: &Model) -> TokenStream {
             #[inline]
             fn dlpack_readonly(&self) -> bool { #readonly }
             #[inline]
-            fn dlpack_data_bytes(&self) -> ::core::option::Option<usize> { #data_bytes }
+            fn dlpack_data_bytes(&self) -> ::core::option::Option<usize> {
+                #[allow(unused_imports)]
+                use ::dlbind::__private::{ExtentOfData as _, ExtentTrusted as _};
+                (&&::dlbind::__private::ExtentProbe::<Self>::new()).extent(|| #data_bytes)
+            }
             #stream
         }
     }

@@ -8,6 +8,7 @@ use std::ffi::c_void;
 
 use dlbind::error::py_exception;
 use dlbind::exchange::lookup_exchange_api;
+use dlbind::export::DLPackSource;
 use dlbind::failure::FailureKind;
 use dlbind::ffi::{DLDataType, DLManagedTensorVersioned, DLTensor};
 use dlbind::live_exports;
@@ -35,6 +36,20 @@ struct Raw {
     #[dlpack(shape)]
     shape: Vec<i64>,
 }
+
+/// As `Raw`, with the extent vouched for (`UncheckedExtent`): no span check.
+#[pyclass(frozen)]
+#[derive(DLPackExport)]
+#[dlpack(dtype = "float32")]
+struct Trusted {
+    #[dlpack(data)]
+    buf: dlbind::Buffer,
+    #[dlpack(shape)]
+    shape: Vec<i64>,
+}
+
+// SAFETY: the test builds `Trusted` only with a shape that fits its buffer.
+unsafe impl dlbind::export::UncheckedExtent for Trusted {}
 
 /// Derived with a runtime dtype over a boxed slice.
 #[pyclass(frozen)]
@@ -146,6 +161,14 @@ fn owned_buffers_and_boxed_slices_are_checked_too() {
                 let e = r.expect_err(&format!("path {i}: dtype {dtype:?}"));
                 assert!(e.get_type(py).is(want.get_type(py)) && e.to_string().contains("cannot export"), "path {i}: {e}");
             }
+        }
+        // The derive reports the data's extent unless the type vouches for it.
+        let buf = || dlbind::Buffer::from(dlbind::alloc::AlignedBuffer::zeroed(16).unwrap());
+        assert_eq!(Raw { buf: buf(), shape: vec![4] }.dlpack_data_bytes(), Some(16));
+        let trusted = Trusted { buf: buf(), shape: vec![4] };
+        assert_eq!(trusted.dlpack_data_bytes(), None);
+        for (i, r) in export_all(py, &Bound::new(py, trusted).unwrap().into_any()).into_iter().enumerate() {
+            r.unwrap_or_else(|e| panic!("trusted, path {i}: {e}"));
         }
         let ok = Bound::new(py, Dyn { data: vec![0u8; 8].into_boxed_slice(), dtype: f32_, shape: vec![2] }).unwrap().into_any();
         for (i, r) in export_all(py, &ok).into_iter().enumerate() {

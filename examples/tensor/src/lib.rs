@@ -41,6 +41,13 @@ pub struct Tensor {
     readonly: bool,
 }
 
+// SAFETY: every `Tensor` is built here, from a layout that fits its storage: `owned` gets a
+// buffer its callers size for the C-contiguous shape (`zeros`, `arange`, `from_bytes` checks the
+// byte count, copies allocate `contiguous_nbytes`), views take in-bounds offsets and strides of
+// their source, and imports take the producer's tensor as validated on import. So exports skip
+// the per-call span check on the `t.__dlpack__()` hot path (the dtype is still checked).
+unsafe impl dlbind::export::UncheckedExtent for Tensor {}
+
 // ---------------------------------------------------------------------------------------------
 // Helpers
 

@@ -79,30 +79,36 @@ pub fn check_data_span(shape: &[i64], strides: &[i64], dtype: DLDataType, data_b
         return Err(bad_export_dtype(dtype));
     }
     let Some(avail) = data_bytes else { return Ok(()) };
-    let mut last: i128 = 0; // the highest element index addressed
-    let mut first: i128 = 0; // the lowest (negative strides reach back)
-    let mut empty = false;
+    // u64 with checked steps (an export runs this on every call): `last` is the highest element
+    // index addressed; a negative reach (stride < 0 on a dimension > 1) or an overflow is
+    // refused unless the tensor is empty; a negative dimension always is.
+    let mut last: u64 = 0;
+    let (mut empty, mut negative_dim, mut bad) = (false, false, false);
     for (&d, &s) in shape.iter().zip(strides) {
-        if d <= 0 {
-            if d < 0 {
-                return Err(span_error(shape, strides, avail));
-            }
-            empty = true;
+        if d <= 1 {
+            empty |= d == 0;
+            negative_dim |= d < 0;
             continue;
         }
-        let reach = (d as i128 - 1) * s as i128;
-        // i128: one reach always fits (< 2^126); sums saturate (64 dims could overflow).
-        if reach < 0 {
-            first = first.saturating_add(reach);
-        } else {
-            last = last.saturating_add(reach);
+        if s < 0 {
+            bad = true;
+            continue;
         }
+        match ((d - 1) as u64).checked_mul(s as u64).and_then(|r| last.checked_add(r)) {
+            Some(v) => last = v,
+            None => bad = true,
+        }
+    }
+    if negative_dim {
+        return Err(span_error(shape, strides, avail));
     }
     if empty {
         return Ok(());
     }
-    let bits = dtype.bits as i128 * dtype.lanes as i128;
-    if first < 0 || (last.saturating_add(1).saturating_mul(bits).saturating_add(7)) / 8 > avail as i128 {
+    // bits * lanes <= 255 * 65535: no overflow there.
+    let bits = u64::from(dtype.bits) * u64::from(dtype.lanes);
+    let need = last.checked_add(1).and_then(|n| n.checked_mul(bits)).map(|b| b.div_ceil(8));
+    if bad || need.is_none_or(|n| n > avail as u64) {
         return Err(span_error(shape, strides, avail));
     }
     Ok(())
@@ -128,6 +134,17 @@ fn span_error(shape: &[i64], strides: &[i64], avail: usize) -> DlpackError {
         ),
     )
 }
+
+/// Opt-out of the export-side span check for a derived type whose constructors already keep
+/// every value's shape and strides inside its data: `#[derive(DLPackExport)]` then reports no
+/// data extent ([`DLPackSource::dlpack_data_bytes`] = `None`) and exports skip the per-call
+/// check (a few ns on the hottest path). The dtype is still checked.
+///
+/// # Safety
+/// For every value of the type that safe code can build, the elements its shape and strides
+/// address (at its dtype's width, from `dlpack_data_ptr()`) lie inside memory that stays
+/// readable while the value lives. Without this impl the derive checks it on every export.
+pub unsafe trait UncheckedExtent {}
 
 /// Storage that can back a `#[dlpack(data)]` field.
 ///
