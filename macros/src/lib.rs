@@ -1,4 +1,4 @@
-//! `#[derive(DLPackExport)]`: zero-copy DLPack export for `#[pyclass]` array types.
+//! `#[derive(DLPackExport)]`: zero-copy DLPack export for `#[pyclass(frozen)]` array types.
 //!
 //! A thin proc-macro crate: `attr` parses `#[dlpack(...)]` with syn, `model` validates the
 //! struct into a small model (against the spec's dtype table, read through `dlbind-codegen` by
@@ -32,6 +32,11 @@
 //! memoryviews, `__array_interface__` arrays) keep pointers into the data field after the PyO3
 //! borrow ends, and a non-frozen class's `&mut self` methods or setters could reallocate it
 //! under them. Element writes go through interior mutability.
+//!
+//! Every export checks the dtype and that the shape and strides stay inside the data field
+//! (`DLPackSource::dlpack_data_bytes`, emitted from the field's length); a type whose
+//! constructors guarantee that may `unsafe impl dlbind::export::UncheckedExtent` to skip the
+//! span check (detected like `FromManagedTensor`, by autoref specialization).
 //!
 //! Misuse is a compile error pointing at the offending span; see `tests/ui/cases/`.
 //! The emitted `__dlpack__` takes its method and keyword names from the spec IR
