@@ -967,6 +967,7 @@ where
     T: PyClass + FromManagedTensor + Into<pyo3::PyClassInitializer<T>>,
 {
     let py = module.py();
+    crate::interp::require_gil(py)?;
     let def = from_dlpack_method_def::<T>(doc)?;
     let modname = module.name()?;
     // SAFETY: `def` lives for the rest of the process; module and name are live objects.

@@ -165,6 +165,8 @@ where
     T: PyClass + ExchangeSource,
     T::Frozen: SourceAccess<T>,
 {
+    // Runs once, when the type object is created: the place to refuse a GIL-less interpreter.
+    crate::interp::require_gil(py)?;
     let table = exchange_api::<T>();
     // SAFETY: the name is a 'static C string (PyCapsule keeps the pointer); the pointer is a
     // leaked, never-freed table, so no destructor is needed.
