@@ -174,9 +174,8 @@ fn source_impl(model: &Model) -> TokenStream {
             fn dlpack_readonly(&self) -> bool { #readonly }
             #[inline]
             fn dlpack_data_bytes(&self) -> ::core::option::Option<usize> {
-                #[allow(unused_imports)]
-                use ::dlbind::__private::{ExtentOfData as _, ExtentTrusted as _};
-                (&&::dlbind::__private::ExtentProbe::<Self>::new()).extent(|| #data_bytes)
+                use ::dlbind::exchange::probe::{ExtentOfData as _, ExtentTrusted as _};
+                (&&&::dlbind::exchange::probe::Probe::<Self>::new()).dlbind_extent(|| #data_bytes)
             }
             #stream
         }

@@ -6,7 +6,7 @@ pub use pyo3;
 
 pub use crate::device::Device;
 pub use crate::element::DLPackElement;
-pub use crate::export::{DLPackSource, DataSource, UncheckedExtent, c_contiguous_strides};
+pub use crate::export::{DLPackSource, DataSource, c_contiguous_strides};
 pub use crate::ffi::{DLDataType, DLDeviceType};
 pub use crate::python::{SourceAccess, dlpack_device_method, dlpack_method};
 
@@ -103,47 +103,3 @@ impl<T> AssertFrozen<T> for pyo3::pyclass::boolean_struct::True {}
 /// Compile-time check used by the derive: `T` must be a `#[pyclass(frozen)]`.
 #[inline(always)]
 pub const fn assert_pyclass<T: AssertPyClass>() {}
-
-/// Picks, at compile time in the derive's expansion (the type is concrete there), whether the
-/// export-side span check runs: types that implement [`UncheckedExtent`] report no extent, all
-/// others their data field's. Autoref specialisation: the call is made on `&&ExtentProbe<T>`;
-/// [`ExtentTrusted`] (implemented for `&ExtentProbe<T>` when `T: UncheckedExtent`) matches at
-/// the first step, [`ExtentOfData`] (for every `ExtentProbe<T>`) one autoderef later.
-pub struct ExtentProbe<T>(core::marker::PhantomData<T>);
-
-impl<T> ExtentProbe<T> {
-    #[inline(always)]
-    pub const fn new() -> Self {
-        ExtentProbe(core::marker::PhantomData)
-    }
-}
-
-impl<T> core::fmt::Debug for ExtentProbe<T> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.write_str("ExtentProbe")
-    }
-}
-
-impl<T> Default for ExtentProbe<T> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-/// The extent is trusted (`T: UncheckedExtent`): none reported.
-pub trait ExtentTrusted {
-    #[inline(always)]
-    fn extent(&self, _of_data: impl FnOnce() -> Option<usize>) -> Option<usize> {
-        None
-    }
-}
-impl<T: UncheckedExtent> ExtentTrusted for &ExtentProbe<T> {}
-
-/// The data field's extent (every other type).
-pub trait ExtentOfData {
-    #[inline(always)]
-    fn extent(&self, of_data: impl FnOnce() -> Option<usize>) -> Option<usize> {
-        of_data()
-    }
-}
-impl<T> ExtentOfData for ExtentProbe<T> {}

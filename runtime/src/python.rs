@@ -806,7 +806,8 @@ where
 /// 2. an exact `numpy.ndarray`'s header view ([`FromManagedTensor::from_python_view`]);
 /// 3. `type(x)`'s C exchange table when neither `device` nor `copy=True` is asked for
 ///    ([`crate::exchange::import_via_exchange_api_with`], `T` built in place);
-/// 4. [`from_dlpack`] and [`FromManagedTensor::from_managed`].
+/// 4. [`FromManagedTensor::from_managed`] of the producer's capsule: straight to the
+///    capsule / `__dlpack__` path when 2 and 3 were both tried, else [`from_dlpack`].
 #[inline(always)]
 fn import_as<T>(py: Python<'_>, x: &Bound<'_, PyAny>, device: Option<Device>, copy: Option<bool>) -> PyResult<*mut ffi::PyObject>
 where

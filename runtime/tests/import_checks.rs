@@ -1,6 +1,8 @@
 //! Import checks: `IS_SUBBYTE_TYPE_PADDED` (refused on sub-byte dtypes before ownership is
 //! taken, accepted on whole-byte ones) and the aliasing rules of `as_ndarray_mut`.
 
+mod common;
+
 use std::ffi::c_void;
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -71,22 +73,6 @@ fn versioned(
     NonNull::new(Box::into_raw(o).cast::<DLManagedTensorVersioned>()).unwrap()
 }
 
-/// A capsule like a C producer makes: the destructor calls the deleter iff still unused.
-unsafe extern "C" fn cap_dtor(cap: *mut pyffi::PyObject) {
-    // SAFETY: CPython calls this with a live capsule and the GIL.
-    unsafe {
-        if pyffi::PyCapsule_IsValid(cap, DLPACK_VERSIONED_CAPSULE_NAME.as_ptr()) != 0 {
-            let p = pyffi::PyCapsule_GetPointer(cap, DLPACK_VERSIONED_CAPSULE_NAME.as_ptr()).cast::<DLManagedTensorVersioned>();
-            ((*p).deleter.unwrap())(p);
-        }
-    }
-}
-
-fn capsule(py: Python<'_>, m: NonNull<DLManagedTensorVersioned>) -> Bound<'_, PyAny> {
-    // SAFETY: static name, matching destructor.
-    unsafe { Bound::from_owned_ptr(py, pyffi::PyCapsule_New(m.as_ptr().cast(), DLPACK_VERSIONED_CAPSULE_NAME.as_ptr(), Some(cap_dtor))) }
-}
-
 fn capsule_unused(cap: &Bound<'_, PyAny>) -> bool {
     // SAFETY: a live capsule.
     unsafe { pyffi::PyCapsule_IsValid(cap.as_ptr(), DLPACK_VERSIONED_CAPSULE_NAME.as_ptr()) == 1 }
@@ -113,7 +99,7 @@ fn padded_subbyte_capsule_left_unconsumed() {
     static N: AtomicUsize = AtomicUsize::new(0);
     assert_eq!(FailureKind::UnsupportedLayout.exception(), PyExceptionKind::BufferError);
     Python::attach(|py| {
-        let cap = capsule(py, versioned(&[4], None, 0, FP4, PADDED, &N));
+        let cap = common::versioned_capsule(py, versioned(&[4], None, 0, FP4, PADDED, &N));
         let e = ImportedTensor::from_capsule(&cap).unwrap_err();
         assert!(e.is_instance_of::<PyBufferError>(py), "{e}");
         assert!(e.to_string().contains("DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED"), "{e}");
@@ -148,7 +134,7 @@ fn padded_flag_on_whole_byte_dtype_and_packed_subbyte_accepted() {
     Python::attach(|py| {
         for (dt, flags) in [(F32, PADDED), (FP4, 0)] {
             let before = N.load(Ordering::SeqCst);
-            let cap = capsule(py, versioned(&[4], None, 0, dt, flags, &N));
+            let cap = common::versioned_capsule(py, versioned(&[4], None, 0, dt, flags, &N));
             let t = ImportedTensor::from_capsule(&cap).unwrap();
             assert_eq!(t.dtype(), dt);
             assert!(!capsule_unused(&cap), "consumed capsule renamed");

@@ -109,25 +109,12 @@ unsafe extern "C" fn cap_dtor_legacy(cap: *mut pyffi::PyObject) {
         }
     }
 }
-unsafe extern "C" fn cap_dtor_versioned(cap: *mut pyffi::PyObject) {
-    // SAFETY: as above.
-    unsafe {
-        if pyffi::PyCapsule_IsValid(cap, DLPACK_VERSIONED_CAPSULE_NAME.as_ptr()) != 0 {
-            let p = pyffi::PyCapsule_GetPointer(cap, DLPACK_VERSIONED_CAPSULE_NAME.as_ptr()).cast::<DLManagedTensorVersioned>();
-            ((*p).deleter.unwrap())(p);
-        }
-    }
-}
-
 fn cap_legacy(py: Python<'_>, m: NonNull<DLManagedTensor>) -> Bound<'_, PyAny> {
     // SAFETY: static name, matching destructor.
     unsafe { Bound::from_owned_ptr(py, pyffi::PyCapsule_New(m.as_ptr().cast(), DLPACK_CAPSULE_NAME.as_ptr(), Some(cap_dtor_legacy))) }
 }
 fn cap_versioned(py: Python<'_>, m: NonNull<DLManagedTensorVersioned>) -> Bound<'_, PyAny> {
-    // SAFETY: static name, matching destructor.
-    unsafe {
-        Bound::from_owned_ptr(py, pyffi::PyCapsule_New(m.as_ptr().cast(), DLPACK_VERSIONED_CAPSULE_NAME.as_ptr(), Some(cap_dtor_versioned)))
-    }
+    common::versioned_capsule(py, m)
 }
 
 fn counts() -> (usize, usize) {

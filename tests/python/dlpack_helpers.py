@@ -336,6 +336,21 @@ class Spy:
         return self.inner.__dlpack_device__()
 
 
+class Forward:
+    """A plain Python producer over a numpy array: `__dlpack__` (any keywords) and
+    `__dlpack_device__` forwarded to it. Subclass it per test for class-attribute experiments
+    (each subclass is its own type, with its own exchange-table cache entry)."""
+
+    def __init__(self, arr):
+        self.a = arr
+
+    def __dlpack__(self, **kw):
+        return self.a.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
+
+
 class LegacyOnly:
     """An old producer: `__dlpack__(self, stream=None)` only (DLPack < 1.0 era)."""
 

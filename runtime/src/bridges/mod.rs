@@ -75,10 +75,11 @@ impl Snapshot {
         if !src.dlpack_fill_strides(&mut strides) {
             c_contiguous_strides(&shape, &mut strides);
         }
-        check_data_span(&shape, &strides, src.dlpack_dtype(), src.dlpack_data_bytes())?;
+        let dtype = src.dlpack_dtype();
+        check_data_span(&shape, &strides, dtype, src.dlpack_data_bytes())?;
         Ok(Snapshot {
             data: src.dlpack_data_ptr(),
-            dtype: src.dlpack_dtype(),
+            dtype,
             shape,
             strides,
             device: src.dlpack_device(),

@@ -10,6 +10,9 @@
 //!   `Some(construct::<T>)` when `T: FromManagedTensor`, else `None`.
 //! * [`DimsViaDeref`] / [`DimsViaArray`] / [`NoDims`]: `dlbind_dims()` is a function borrowing
 //!   the field as `&[i64]` (`Deref<Target = [i64]>`, `[i64; N]`), else `None`.
+//! * [`ExtentTrusted`] / [`ExtentOfData`]: `dlbind_extent(of_data)` is `None` when
+//!   `T: UncheckedExtent` (the type vouches for its layout), else `of_data()` (the data field's
+//!   byte count, for the export-side span check).
 
 use std::marker::PhantomData;
 use std::ops::Deref;
@@ -18,6 +21,7 @@ use pyo3::prelude::*;
 use pyo3::PyClass;
 
 use super::{Constructor, FromManagedTensor};
+use crate::export::UncheckedExtent;
 use crate::import::ImportedTensor;
 
 /// A type-level probe (zero-sized).
@@ -126,6 +130,30 @@ impl<X> NoDims<X> for Probe<X> {
     }
 }
 
+/// Level 1: `T: UncheckedExtent`: no extent reported, so exports skip the span check.
+pub trait ExtentTrusted {
+    /// `None`.
+    fn dlbind_extent(&self, of_data: impl FnOnce() -> Option<usize>) -> Option<usize>;
+}
+impl<T: UncheckedExtent> ExtentTrusted for &&Probe<T> {
+    #[inline(always)]
+    fn dlbind_extent(&self, _of_data: impl FnOnce() -> Option<usize>) -> Option<usize> {
+        None
+    }
+}
+
+/// Fallback: the data field's extent.
+pub trait ExtentOfData {
+    /// `of_data()`.
+    fn dlbind_extent(&self, of_data: impl FnOnce() -> Option<usize>) -> Option<usize>;
+}
+impl<T> ExtentOfData for Probe<T> {
+    #[inline(always)]
+    fn dlbind_extent(&self, of_data: impl FnOnce() -> Option<usize>) -> Option<usize> {
+        of_data()
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::needless_borrow)] // the extra references are the point (autoref specialization)
 mod tests {
@@ -144,6 +172,16 @@ mod tests {
         let _ = b;
         assert!((&&&Probe::<Vec<usize>>::new()).dlbind_dims().is_none());
         assert!((&&&Probe::<[u32; 2]>::new()).dlbind_dims().is_none());
+    }
+
+    #[test]
+    fn extent_probe_skips_only_types_that_vouch() {
+        struct Checked;
+        struct Vouched;
+        // SAFETY: test type, never exported.
+        unsafe impl UncheckedExtent for Vouched {}
+        assert_eq!((&&&Probe::<Checked>::new()).dlbind_extent(|| Some(16)), Some(16));
+        assert_eq!((&&&Probe::<Vouched>::new()).dlbind_extent(|| Some(16)), None);
     }
 
     #[test]

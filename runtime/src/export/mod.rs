@@ -10,6 +10,7 @@ use std::sync::Arc;
 pub use managed::{export_to_capsule, export_to_capsule_on, live_exports};
 pub use request::{ExportPlan, ExportRequest, SourceInfo, plan_export};
 
+use crate::copy::ElemSize;
 use crate::device::Device;
 use crate::element::DLPackElement;
 use crate::error::DlpackError;
@@ -75,9 +76,9 @@ pub unsafe trait DLPackSource {
 /// dims).
 #[inline]
 pub fn check_data_span(shape: &[i64], strides: &[i64], dtype: DLDataType, data_bytes: Option<usize>) -> Result<(), DlpackError> {
-    if crate::dtype_table::valid_elem_size(dtype).is_none() {
+    let Some(elem) = crate::dtype_table::valid_elem_size(dtype) else {
         return Err(bad_export_dtype(dtype));
-    }
+    };
     let Some(avail) = data_bytes else { return Ok(()) };
     // u64 with checked steps (an export runs this on every call): `last` is the highest element
     // index addressed; a negative reach (stride < 0 on a dimension > 1) or an overflow is
@@ -105,9 +106,11 @@ pub fn check_data_span(shape: &[i64], strides: &[i64], dtype: DLDataType, data_b
     if empty {
         return Ok(());
     }
-    // bits * lanes <= 255 * 65535: no overflow there.
-    let bits = u64::from(dtype.bits) * u64::from(dtype.lanes);
-    let need = last.checked_add(1).and_then(|n| n.checked_mul(bits)).map(|b| b.div_ceil(8));
+    // Bytes for elements 0..=last at the validated width (packed when sub-byte).
+    let need = last.checked_add(1).and_then(|n| match elem {
+        ElemSize::Bytes(b) => n.checked_mul(b as u64),
+        ElemSize::SubByte { bits } => n.checked_mul(u64::from(bits)).map(|b| b.div_ceil(8)),
+    });
     if bad || need.is_none_or(|n| n > avail as u64) {
         return Err(span_error(shape, strides, avail));
     }

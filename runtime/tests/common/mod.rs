@@ -29,3 +29,25 @@ pub fn numpy(py: Python<'_>) -> Option<Bound<'_, PyModule>> {
     add_venv(py);
     py.import("numpy").ok()
 }
+
+/// A versioned DLPack capsule as a C producer makes one: its destructor calls the tensor's
+/// deleter iff the capsule is still unused (a consumer that renamed it owns the tensor).
+pub fn versioned_capsule(
+    py: Python<'_>,
+    m: std::ptr::NonNull<dlbind::ffi::DLManagedTensorVersioned>,
+) -> Bound<'_, PyAny> {
+    use dlbind::ffi::{DLManagedTensorVersioned, DLPACK_VERSIONED_CAPSULE_NAME};
+    use dlbind::pyo3::ffi as pyffi;
+
+    unsafe extern "C" fn dtor(cap: *mut pyffi::PyObject) {
+        // SAFETY: CPython calls this with a live capsule and the GIL.
+        unsafe {
+            if pyffi::PyCapsule_IsValid(cap, DLPACK_VERSIONED_CAPSULE_NAME.as_ptr()) != 0 {
+                let p = pyffi::PyCapsule_GetPointer(cap, DLPACK_VERSIONED_CAPSULE_NAME.as_ptr()).cast::<DLManagedTensorVersioned>();
+                ((*p).deleter.unwrap())(p);
+            }
+        }
+    }
+    // SAFETY: static name, matching destructor.
+    unsafe { Bound::from_owned_ptr(py, pyffi::PyCapsule_New(m.as_ptr().cast(), DLPACK_VERSIONED_CAPSULE_NAME.as_ptr(), Some(dtor))) }
+}
