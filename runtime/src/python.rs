@@ -40,11 +40,15 @@ use crate::protocol;
 /// forbids reallocating the data from `&mut self` while exports exist (the borrow is released
 /// once the export is built).
 pub trait SourceAccess<T: PyClass> {
+    /// Whether the class is frozen (no `&mut self` access once created: what `T` lends stays
+    /// as it is while the object is alive).
+    const FROZEN: bool;
     /// Runs `f` with a shared reference to the value.
     fn with<R>(slf: &Bound<'_, T>, f: impl FnOnce(&T) -> R) -> PyResult<R>;
 }
 
 impl<T: PyClass<Frozen = True> + Sync> SourceAccess<T> for True {
+    const FROZEN: bool = true;
     #[inline(always)]
     fn with<R>(slf: &Bound<'_, T>, f: impl FnOnce(&T) -> R) -> PyResult<R> {
         Ok(f(slf.get()))
@@ -52,6 +56,7 @@ impl<T: PyClass<Frozen = True> + Sync> SourceAccess<T> for True {
 }
 
 impl<T: PyClass<Frozen = False>> SourceAccess<T> for False {
+    const FROZEN: bool = false;
     #[inline(always)]
     fn with<R>(slf: &Bound<'_, T>, f: impl FnOnce(&T) -> R) -> PyResult<R> {
         let r = slf.try_borrow()?;
@@ -809,48 +814,105 @@ where
 /// 4. [`FromManagedTensor::from_managed`] of the producer's capsule: straight to the
 ///    capsule / `__dlpack__` path when 2 and 3 were both tried, else [`from_dlpack`].
 #[inline(always)]
-fn import_as<T>(py: Python<'_>, x: &Bound<'_, PyAny>, device: Option<Device>, copy: Option<bool>) -> PyResult<*mut ffi::PyObject>
+fn import_as<T>(py: Python<'_>, x: &Bound<'_, PyAny>, device: Option<Device>, copy: Option<bool>) -> *mut ffi::PyObject
 where
     T: PyClass + FromManagedTensor + Into<pyo3::PyClassInitializer<T>>,
 {
+    // Every step returns the bare pointer (NULL with the exception set): a `PyResult` passed
+    // back through memory is copied whole, with wide loads that stall on the narrow stores that
+    // just wrote (parts of) it.
     if device.is_none() && copy != Some(true) {
         // SAFETY: reading the type of a live object.
         if unsafe { ffi::Py_TYPE(x.as_ptr()) } == T::type_object_raw(py) && crate::exchange::same_type_views_enabled() {
             // SAFETY: the exact type was checked just above.
             let src = unsafe { x.cast_unchecked::<T>() };
             if let Some(v) = T::share_from(src) {
-                let obj = T::into_instance(py, v?)?;
-                crate::exchange::note_same_type_view();
-                return Ok(obj.into_ptr());
+                let obj = match v {
+                    Ok(v) => new_instance(py, v),
+                    Err(e) => restore_error(py, e),
+                };
+                if !obj.is_null() {
+                    crate::exchange::note_same_type_view();
+                }
+                return obj;
             }
         }
     }
-    // An exact `numpy.ndarray`: the header view, built into `T` directly when `T` can, else
-    // through an `ImportedTensor` (the same view `from_dlpack` would take; the header is read once).
+    // A view of memory `x` keeps alive (numpy's header, a lending exchange table), built into
+    // `T` by [`instance_from_view`].
+    let view = |v: &crate::bridges::PythonView<'_, '_>| Ok(instance_from_view::<T>(py, v));
     if device.is_none_or(|d| d == Device::CPU)
         && copy != Some(true)
-        && let Some(r) = crate::bridges::with_ndarray_view(x, |v| {
-            let value = match T::from_python_view(v) {
-                Some(value) => value?,
-                // SAFETY: the view describes its owner's memory, which the handle keeps alive.
-                None => T::from_managed(py, unsafe { ImportedTensor::from_python_view(v) })?,
-            };
-            Ok(T::into_instance(py, value)?.into_ptr())
-        })
+        && let Some(r) = crate::bridges::with_ndarray_view(x, view)
     {
-        return r;
+        return restored(py, r);
     }
-    let build = |t: ImportedTensor| Ok(T::into_instance(py, T::from_managed(py, t)?)?.into_ptr());
+    let build = |t: PyResult<ImportedTensor>| match t.and_then(|t| T::from_managed(py, t)) {
+        Ok(v) => new_instance(py, v),
+        Err(e) => restore_error(py, e),
+    };
     // The producer's C exchange table (the path `from_dlpack` takes first for such objects),
-    // with the handle moved straight into `T`.
+    // with the view or handle moved straight into `T`.
     if device.is_none() && copy != Some(true) {
-        if let Some(r) = crate::exchange::import_via_exchange_api_with(x, build) {
-            return r;
+        if let Some(r) = crate::exchange::import_via_exchange_api_with(x, view, |t| Ok(build(Ok(t)))) {
+            return restored(py, r);
         }
         // Both fast paths were tried for this call (the numpy header under a weaker condition).
-        return build(from_dlpack_after_fast_paths(x, copy)?);
+        return build(from_dlpack_after_fast_paths(x, copy));
     }
-    build(from_dlpack(x, device, copy)?)
+    build(from_dlpack(x, device, copy))
+}
+
+/// `T::into_instance(value)` as a bare new reference (NULL with the exception set).
+#[inline(always)]
+fn new_instance<T>(py: Python<'_>, value: T) -> *mut ffi::PyObject
+where
+    T: PyClass + FromManagedTensor + Into<pyo3::PyClassInitializer<T>>,
+{
+    match T::into_instance(py, value) {
+        Ok(o) => o.into_ptr(),
+        Err(e) => restore_error(py, e),
+    }
+}
+
+/// A new `T` (a new reference) viewing `v`: built directly when `T` can
+/// ([`FromManagedTensor::from_python_view`]), else through an `ImportedTensor` holding the
+/// view's owner. Returns the bare pointer (NULL with the exception set, see [`restored`]): a
+/// `PyResult` returned through memory is copied with wide loads that stall on the narrow
+/// stores that just wrote it.
+#[inline(always)]
+fn instance_from_view<T>(py: Python<'_>, v: &crate::bridges::PythonView<'_, '_>) -> *mut ffi::PyObject
+where
+    T: PyClass + FromManagedTensor + Into<pyo3::PyClassInitializer<T>>,
+{
+    let value = match T::from_python_view(v) {
+        Some(Ok(value)) => value,
+        Some(Err(e)) => return restore_error(py, e),
+        // SAFETY: the view describes its owner's memory, which the handle keeps alive.
+        None => match T::from_managed(py, unsafe { ImportedTensor::from_python_view(v) }) {
+            Ok(value) => value,
+            Err(e) => return restore_error(py, e),
+        },
+    };
+    new_instance(py, value)
+}
+
+/// Sets `e` as the Python exception; NULL.
+#[cold]
+#[inline(never)]
+fn restore_error(py: Python<'_>, e: PyErr) -> *mut ffi::PyObject {
+    e.restore(py);
+    ptr::null_mut()
+}
+
+/// `r`'s object, or NULL with its error restored as the Python exception (a C entry point's
+/// return value; [`at_c_boundary`] passes a NULL it gets as `Ok` through).
+#[inline(always)]
+fn restored(py: Python<'_>, r: PyResult<*mut ffi::PyObject>) -> *mut ffi::PyObject {
+    r.unwrap_or_else(|e| {
+        e.restore(py);
+        ptr::null_mut()
+    })
 }
 
 /// Parses `(x, /, *, device=None, copy=None)` from vectorcall arguments (keyword names by
@@ -934,10 +996,10 @@ where
             if nargs == 1 && (kwnames.is_null() || ffi::PyTuple_GET_SIZE(kwnames) == 0) {
                 // `x` is borrowed from the caller's argument array for the whole call.
                 let x = Borrowed::from_ptr(py, *args);
-                import_as::<T>(py, &x, None, None)
+                Ok(import_as::<T>(py, &x, None, None))
             } else {
                 parse_from_dlpack_args(py, FROM_DLPACK_NAME, args, nargs, kwnames)
-                    .and_then(|(x, device, copy)| import_as::<T>(py, &x, device, copy))
+                    .map(|(x, device, copy)| import_as::<T>(py, &x, device, copy))
             }
         })
     }

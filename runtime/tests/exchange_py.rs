@@ -603,9 +603,10 @@ fn fastcall_table_import_frees_the_export_when_the_target_refuses_it() {
         let m = fast_module(py);
         let g = m.getattr("owned").unwrap().getattr("from_dlpack").unwrap();
         let base = live_exports();
-        // A 1-d `Plain` through its table into `Owned` (2-d only): the export succeeds, then
-        // `Owned::from_managed` refuses it; the producer's deleter must run exactly once.
-        let p = Bound::new(py, Plain { data: vec![1.0, 2.0, 3.0], shape: vec![3], strides: vec![1] }).unwrap().into_any();
+        // A 1-d `UsizeDims` (no non-owning fill: the table's owning export) into `Owned` (2-d
+        // only): the export succeeds, then `Owned::from_managed` refuses it; the producer's
+        // deleter must run exactly once.
+        let p = Bound::new(py, UsizeDims { data: vec![1, 2, 3], shape: vec![3] }).unwrap().into_any();
         // SAFETY: a live object.
         let rc = unsafe { pyffi::Py_REFCNT(p.as_ptr()) };
         let n = exchange_imports();
@@ -616,11 +617,123 @@ fn fastcall_table_import_frees_the_export_when_the_target_refuses_it() {
         // SAFETY: a live object.
         assert_eq!(unsafe { pyffi::Py_REFCNT(p.as_ptr()) }, rc, "the export's reference to the source was dropped");
         // A 2-d one goes through: the view holds the export until it is dropped.
-        let p2 = Bound::new(py, Plain { data: vec![0.0; 6], shape: vec![2, 3], strides: vec![3, 1] }).unwrap().into_any();
+        let p2 = Bound::new(py, UsizeDims { data: vec![0; 6], shape: vec![2, 3] }).unwrap().into_any();
         let r = g.call1((&p2,)).unwrap();
         assert_eq!(live_exports(), base + 1);
         drop(r);
         assert_eq!(live_exports(), base);
+
+        // The same through a lending table (`Plain`: frozen, i64 dims): the refused view's
+        // reference to the source is dropped; an accepted one holds the source, no export.
+        let p = Bound::new(py, Plain { data: vec![1.0, 2.0, 3.0], shape: vec![3], strides: vec![1] }).unwrap().into_any();
+        // SAFETY: a live object.
+        let rc = unsafe { pyffi::Py_REFCNT(p.as_ptr()) };
+        let e = g.call1((&p,)).unwrap_err();
+        assert!(e.to_string().contains("Owned is 2-d"), "{e}");
+        assert_eq!(exchange_imports(), n + 3);
+        // SAFETY: a live object.
+        assert_eq!(unsafe { pyffi::Py_REFCNT(p.as_ptr()) }, rc, "the refused view released the source");
+        let p2 = Bound::new(py, Plain { data: vec![0.0; 6], shape: vec![2, 3], strides: vec![3, 1] }).unwrap().into_any();
+        // SAFETY: a live object.
+        let rc2 = unsafe { pyffi::Py_REFCNT(p2.as_ptr()) };
+        let r = g.call1((&p2,)).unwrap();
+        // SAFETY: a live object.
+        assert_eq!((live_exports(), unsafe { pyffi::Py_REFCNT(p2.as_ptr()) }), (base, rc2 + 1), "lent: the view holds the source");
+        drop(r);
+        // SAFETY: a live object.
+        assert_eq!(unsafe { pyffi::Py_REFCNT(p2.as_ptr()) }, rc2);
+    });
+}
+
+/// Hand-written, not frozen, i64 dims: its table has a non-owning fill but does not lend.
+#[pyclass]
+struct Unfrozen {
+    data: Vec<f32>,
+    shape: Vec<i64>,
+    strides: Vec<i64>,
+}
+
+#[pymethods]
+impl Unfrozen {
+    #[classattr]
+    #[pyo3(name = "__dlpack_c_exchange_api__")]
+    fn exchange_table(py: Python<'_>) -> PyResult<Py<PyAny>> {
+        dlbind::exchange::exchange_api_capsule::<Unfrozen>(py)
+    }
+}
+
+// SAFETY: `data` with `shape`/`strides` (C-contiguous, set at construction) is owned by `self`.
+unsafe impl DLPackSource for Unfrozen {
+    fn dlpack_data_ptr(&self) -> *mut c_void {
+        self.data.as_ptr().cast_mut().cast()
+    }
+    fn dlpack_dtype(&self) -> DLDataType {
+        <f32 as DLPackElement>::DTYPE
+    }
+    fn dlpack_ndim(&self) -> usize {
+        self.shape.len()
+    }
+    fn dlpack_fill_shape(&self, out: &mut [i64]) {
+        out.copy_from_slice(&self.shape);
+    }
+    fn dlpack_fill_strides(&self, out: &mut [i64]) -> bool {
+        out.copy_from_slice(&self.strides);
+        true
+    }
+}
+
+// SAFETY: the dims are the stored `shape` / `strides`, as filled above.
+unsafe impl ExchangeSource for Unfrozen {
+    fn exchange_constructor() -> Option<dlbind::exchange::Constructor> {
+        None
+    }
+    fn exchange_dims_supported() -> bool {
+        true
+    }
+    fn exchange_dims(&self) -> Option<(&[i64], &[i64])> {
+        Some((&self.shape, &self.strides))
+    }
+}
+
+/// Which tables lend (`dlbind::exchange::import_via_exchange_api_with`): this module's tables of
+/// frozen types with a non-owning fill. Their imports hold the source, not a managed tensor;
+/// every other table is imported through its owning export.
+#[test]
+fn only_frozen_types_with_a_fill_lend() {
+    let _g = common::serial();
+    // `#[pyo3(name = ...)]` needs a literal: it must be the spec's attribute name.
+    assert_eq!("__dlpack_c_exchange_api__", dlbind::ffi::DLPACK_EXCHANGE_API_ATTR);
+    Python::attach(|py| {
+        // SAFETY: live objects.
+        let refcnt = |o: &Bound<'_, PyAny>| unsafe { pyffi::Py_REFCNT(o.as_ptr()) };
+        let base = live_exports();
+        let n = exchange_imports();
+        let sources = [
+            (Bound::new(py, Plain { data: vec![1.0; 6], shape: vec![3, 2], strides: vec![1, 3] }).unwrap().into_any(), true),
+            (Bound::new(py, Unfrozen { data: vec![1.0; 6], shape: vec![2, 3], strides: vec![3, 1] }).unwrap().into_any(), false),
+            (Bound::new(py, UsizeDims { data: vec![1; 6], shape: vec![6] }).unwrap().into_any(), false),
+        ];
+        for (i, (src, lends)) in sources.iter().enumerate() {
+            let rc = refcnt(src);
+            let t = from_dlpack(src, None, None).unwrap();
+            assert_eq!(exchange_imports(), n + i as u64 + 1, "source {i}: the table was used");
+            assert_eq!(live_exports(), base + usize::from(!lends), "source {i}: lends = {lends}");
+            // Lent: the view holds the source; owning: the managed tensor does.
+            assert_eq!(refcnt(src), rc + 1, "source {i}: the source is kept alive");
+            // What the table's owning export gives.
+            // SAFETY: GIL held; a live object.
+            let table = unsafe { lookup_exchange_api(py, src.as_ptr()) };
+            assert!(!table.is_null());
+            let mut m: *mut DLManagedTensorVersioned = ptr::null_mut();
+            // SAFETY: the entry of `type(src)`'s table, a live object, a writable out pointer.
+            assert_eq!(unsafe { (*table).managed_tensor_from_py_object_no_sync.unwrap()(src.as_ptr().cast(), &mut m) }, 0);
+            // SAFETY: a managed tensor we own.
+            let want = unsafe { ImportedTensor::from_managed_versioned(NonNull::new(m).unwrap()) }.unwrap();
+            assert_eq!((t.shape(), t.strides(), t.dtype(), t.device(), t.readonly()), (want.shape(), want.strides(), want.dtype(), want.device(), want.readonly()));
+            assert_eq!(t.data_ptr(), want.data_ptr());
+            drop((t, want));
+            assert_eq!((live_exports(), refcnt(src)), (base, rc), "source {i}: released");
+        }
     });
 }
 

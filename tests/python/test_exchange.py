@@ -372,12 +372,17 @@ def test_from_dlpack_uses_the_table(through_the_table, make):
     n, v, live = m.exchange_imports(), m.same_type_views(), m.live_exports()
     rc = sys.getrefcount(t)
     u = m.from_dlpack(t)
-    assert (m.exchange_imports(), m.same_type_views()) == (n + 1, v), "the table's owning export was called"
+    assert (m.exchange_imports(), m.same_type_views()) == (n + 1, v), "the table was called"
     assert (u.data_ptr, u.shape, u.strides, u.dtype, u.readonly) == (t.data_ptr, t.shape, t.strides, t.dtype, t.readonly)
-    assert m.live_exports() == live + 1, "a managed tensor from the table backs the view"
+    if t.readonly:
+        # The non-owning fill refuses read-only data (a bare DLTensor has no flag): the owning export.
+        assert m.live_exports() == live + 1, "a managed tensor from the table backs the view"
+    else:
+        # Tensor's own, frozen type: its table lends (the non-owning fill, the view holds t).
+        assert m.live_exports() == live, "no managed tensor: the table's non-owning fill"
     assert sys.getrefcount(t) == rc + 1, "it holds the source"
     del u
-    assert m.live_exports() == live and sys.getrefcount(t) == rc, "its deleter ran with the view"
+    assert m.live_exports() == live and sys.getrefcount(t) == rc, "the view released the source"
     # numpy has no table: the __dlpack__ path, counter unchanged.
     m.from_dlpack(np.arange(3.0))
     assert m.exchange_imports() == n + 1
@@ -387,18 +392,25 @@ def test_from_dlpack_uses_the_table(through_the_table, make):
                          ids=["no-keywords", "device", "device-and-copy", "copy-none"])
 @pytest.mark.parametrize("f", [m.from_dlpack, Tensor.from_dlpack], ids=["module", "staticmethod"])
 def test_every_entry_point_takes_the_table(through_the_table, f, kw):
-    """The argument-free fast path and the keyword path both import through the table (one
-    owning export each). copy=True of host memory takes the table's view too and copies it in
-    dlbind (the view's export is released as soon as the copy is made)."""
+    """The argument-free fast path and the keyword path both import through the table (its
+    non-owning fill for Tensor's writable data, the view holding t; the owning export for
+    read-only data). copy=True of host memory takes the table's view too and copies it in
+    dlbind (the source is released as soon as the copy is made)."""
     t = Tensor.arange(6, dtype="int32").reversed()
-    n, live = m.exchange_imports(), m.live_exports()
+    n, live, rc = m.exchange_imports(), m.live_exports(), sys.getrefcount(t)
     u = f(t, **kw)
-    assert m.exchange_imports() == n + 1 and m.live_exports() == live + 1
+    assert m.exchange_imports() == n + 1 and m.live_exports() == live and sys.getrefcount(t) == rc + 1
     assert (u.data_ptr, u.shape, u.strides) == (t.data_ptr, t.shape, t.strides)
     del u
+    assert m.live_exports() == live and sys.getrefcount(t) == rc
+    r = t.set_readonly()
+    u = f(r, **kw)
+    assert m.exchange_imports() == n + 2 and m.live_exports() == live + 1 and u.readonly
+    del u
     assert m.live_exports() == live
+    n, rc = m.exchange_imports(), sys.getrefcount(t)
     c = f(t, copy=True)
-    assert m.exchange_imports() == n + 2 and m.live_exports() == live
+    assert m.exchange_imports() == n + 1 and m.live_exports() == live and sys.getrefcount(t) == rc
     assert c.data_ptr != t.data_ptr and c.tobytes() == t.tobytes() and not c.readonly
 
 

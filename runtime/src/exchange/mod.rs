@@ -45,6 +45,7 @@ use crate::ffi::{
     DLManagedTensorVersioned, DLPACK_EXCHANGE_API_ATTR, DLPACK_EXCHANGE_API_LEGACY_ATTRS, DLPACK_EXCHANGE_API_CAPSULE_NAME, DLPACK_MAJOR_VERSION,
     DLPACK_MINOR_VERSION, DLPackExchangeAPI, DLPackExchangeAPIHeader, DLPackVersion,
 };
+use crate::bridges::PythonView;
 use crate::import::ImportedTensor;
 use crate::python::SourceAccess;
 
@@ -128,7 +129,35 @@ unsafe impl Send for TablePtr {}
 // SAFETY: as above.
 unsafe impl Sync for TablePtr {}
 
-static TABLES: Mutex<Vec<(std::any::TypeId, TablePtr)>> = Mutex::new(Vec::new());
+/// The tables [`exchange_api`] built: the type, the table, and for a table that *lends* (see
+/// [`lends`]) its type's [`LendProbe`].
+static TABLES: Mutex<Vec<(std::any::TypeId, TablePtr, Option<LendProbe>)>> = Mutex::new(Vec::new());
+
+/// Whether an object may be lent through its lending table's non-owning fill: it has the table's
+/// type (or a subclass) and its data is writable. Read-only data goes to the owning export
+/// directly (the fill refuses it, and a refusal is an exception set and dropped, several times
+/// the cost of the import).
+///
+/// # Safety
+/// GIL held; `o` is a live object.
+pub(crate) type LendProbe = unsafe fn(*mut ffi::PyObject) -> bool;
+
+/// The [`LendProbe`] of `T`.
+///
+/// # Safety
+/// As for [`LendProbe`].
+unsafe fn lend_probe<T>(o: *mut ffi::PyObject) -> bool
+where
+    T: PyClass + ExchangeSource,
+    T::Frozen: SourceAccess<T>,
+{
+    // SAFETY: caller contract (GIL held, live object).
+    let o = unsafe { pyo3::Borrowed::from_ptr(Python::assume_attached(), o) };
+    match o.cast::<T>() {
+        Ok(src) => <T::Frozen as SourceAccess<T>>::with(&src, |s| !s.dlpack_readonly()).unwrap_or(false),
+        Err(_) => false,
+    }
+}
 
 /// The process-lifetime exchange table of `T` (built and leaked on first use, once per type).
 pub fn exchange_api<T>() -> &'static DLPackExchangeAPI
@@ -138,7 +167,7 @@ where
 {
     let id = std::any::TypeId::of::<T>();
     let mut tables = TABLES.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, t)) = tables.iter().find(|(i, _)| *i == id) {
+    if let Some((_, t, _)) = tables.iter().find(|(i, _, _)| *i == id) {
         return t.0;
     }
     let table: &'static DLPackExchangeAPI = Box::leak(Box::new(DLPackExchangeAPI {
@@ -153,7 +182,10 @@ where
         },
         current_work_stream: Some(producer::current_work_stream),
     }));
-    tables.push((id, TablePtr(table)));
+    // A frozen type's non-owning fill describes memory that stays as it is while the object is
+    // alive, exactly what the owning export's strong reference guarantees (see [`lends`]).
+    let lends = T::exchange_dims_supported() && <T::Frozen as SourceAccess<T>>::FROZEN;
+    tables.push((id, TablePtr(table), lends.then_some(lend_probe::<T> as LendProbe)));
     table
 }
 
@@ -199,14 +231,25 @@ static LEGACY_ATTR_NAMES: PyOnceLock<Vec<Py<PyString>>> = PyOnceLock::new();
 // named [`DLPACK_EXCHANGE_API_CAPSULE_NAME`] or the table's address as a Python `int`.
 
 thread_local! {
-    /// `(type, tp_version_tag, table or 0, torch tensor type)` this thread resolved, in
+    /// `(type, tp_version_tag, table or 0, kind of table)` this thread resolved, in
     /// [`TABLE_CACHE_SLOTS`] slots chosen by the type's address (so code alternating between a
     /// few producer types keeps a hit for each). A valid version tag is unique for the type's
     /// current MRO dicts (CPython bumps it on any change and never reuses one); the table itself
     /// lives for the whole process (spec), so a hit needs no lookup. Misses (types without a
     /// usable table) are cached as 0.
-    static TABLE_CACHE: [Cell<(usize, u32, usize, bool)>; TABLE_CACHE_SLOTS] =
-        const { [const { Cell::new((0, 0, 0, false)) }; TABLE_CACHE_SLOTS] };
+    static TABLE_CACHE: [Cell<(usize, u32, usize, TableKind)>; TABLE_CACHE_SLOTS] =
+        const { [const { Cell::new((0, 0, 0, TableKind::Other)) }; TABLE_CACHE_SLOTS] };
+}
+
+/// What the consumer knows about a type's table beyond its address.
+#[derive(Clone, Copy)]
+enum TableKind {
+    /// Any producer's table: imported through its owning export.
+    Other,
+    /// A torch tensor type's table (see [`import_via_exchange_api`]).
+    Torch,
+    /// A table of this module that lends (see [`lends`]), with its type's probe.
+    Lends(LendProbe),
 }
 
 /// Slots of the per-thread table cache (a power of two).
@@ -384,7 +427,20 @@ unsafe fn table_from_int(attr: *mut ffi::PyObject) -> *const DLPackExchangeAPIHe
 /// the lookup result is cached per type).
 fn is_own_table(p: *const DLPackExchangeAPI) -> bool {
     let tables = TABLES.lock().unwrap_or_else(|e| e.into_inner());
-    tables.iter().any(|(_, t)| ptr::eq(t.0, p))
+    tables.iter().any(|(_, t, _)| ptr::eq(t.0, p))
+}
+
+/// Whether `p` is a table [`exchange_api`] built for a frozen type with a non-owning fill:
+/// such a table *lends*. Its `dltensor_from_py_object_no_sync` describes memory the object owns
+/// and cannot change while it is alive (frozen: no `&mut self`), with shape and strides stored
+/// in the object. A consumer that copies shape and strides at once and keeps a strong
+/// reference to the object holds exactly what the table's owning export would give (which
+/// keeps the same strong reference), without the managed tensor. Tables of other producers
+/// (other modules, even ones built with dlbind, torch, tvm-ffi) never lend: the spec makes the
+/// fill valid only until control returns.
+fn lends(p: *const DLPackExchangeAPI) -> Option<LendProbe> {
+    let tables = TABLES.lock().unwrap_or_else(|e| e.into_inner());
+    tables.iter().find(|(_, t, _)| ptr::eq(t.0, p)).and_then(|(_, _, probe)| *probe)
 }
 
 /// The loaded objects' segments (`dl_iterate_phdr`): whether an address range lies inside one
@@ -487,12 +543,12 @@ unsafe fn is_torch_tensor_type(tp: *mut ffi::PyTypeObject) -> bool {
     }
 }
 
-/// [`lookup_exchange_api`], and whether the type is a torch tensor type.
+/// [`lookup_exchange_api`], and what kind of table it is.
 ///
 /// # Safety
 /// As for [`lookup_exchange_api`].
 #[inline]
-unsafe fn lookup_table(py: Python<'_>, o: *mut ffi::PyObject) -> (*const DLPackExchangeAPI, bool) {
+unsafe fn lookup_table(py: Python<'_>, o: *mut ffi::PyObject) -> (*const DLPackExchangeAPI, TableKind) {
     // SAFETY: caller contract; type fields are plain reads; `_PyType_Lookup` never raises and
     // returns a borrowed reference kept alive by the type's dict for the duration of the checks.
     unsafe {
@@ -500,9 +556,9 @@ unsafe fn lookup_table(py: Python<'_>, o: *mut ffi::PyObject) -> (*const DLPackE
         let valid = ffi::PyType_HasFeature(tp, ffi::Py_TPFLAGS_VALID_VERSION_TAG) != 0;
         let tag = (*tp).tp_version_tag;
         if valid && tag != 0 {
-            let (ct, ctag, table, torch) = TABLE_CACHE.with(|c| c[cache_slot(tp)].get());
+            let (ct, ctag, table, kind) = TABLE_CACHE.with(|c| c[cache_slot(tp)].get());
             if ct == tp as usize && ctag == tag {
-                return (table as *const DLPackExchangeAPI, torch);
+                return (table as *const DLPackExchangeAPI, kind);
             }
         }
         let name = ATTR_NAME.get_or_init(py, || PyString::intern(py, DLPACK_EXCHANGE_API_ATTR).unbind());
@@ -520,13 +576,21 @@ unsafe fn lookup_table(py: Python<'_>, o: *mut ffi::PyObject) -> (*const DLPackE
                 table = supported_table(header);
             }
         }
-        let torch = !table.is_null() && is_torch_tensor_type(tp);
+        let kind = if table.is_null() {
+            TableKind::Other
+        } else if is_torch_tensor_type(tp) {
+            TableKind::Torch
+        } else if let Some(probe) = lends(table) {
+            TableKind::Lends(probe)
+        } else {
+            TableKind::Other
+        };
         let valid = ffi::PyType_HasFeature(tp, ffi::Py_TPFLAGS_VALID_VERSION_TAG) != 0;
         let tag = (*tp).tp_version_tag;
         if valid && tag != 0 {
-            TABLE_CACHE.with(|c| c[cache_slot(tp)].set((tp as usize, tag, table as usize, torch)));
+            TABLE_CACHE.with(|c| c[cache_slot(tp)].set((tp as usize, tag, table as usize, kind)));
         }
-        (table, torch)
+        (table, kind)
     }
 }
 
@@ -576,7 +640,14 @@ fn refuse_torch_lazy_bits(obj: &Bound<'_, PyAny>, complex: bool) -> PyResult<()>
 /// `resolve_*` call); other torch tensors take the table.
 #[inline]
 pub fn import_via_exchange_api(obj: &Bound<'_, PyAny>) -> PyResult<Option<ImportedTensor>> {
-    import_via_exchange_api_with(obj, Ok).transpose()
+    import_via_exchange_api_with(
+        obj,
+        // SAFETY: a lending table's view describes memory its owner keeps as it is while alive;
+        // the handle keeps a strong reference to the owner.
+        |v| Ok(unsafe { ImportedTensor::from_python_view(v) }),
+        Ok,
+    )
+    .transpose()
 }
 
 /// [`import_via_exchange_api`] handing the imported tensor to `f` (`None`: no usable table).
@@ -584,16 +655,39 @@ pub fn import_via_exchange_api(obj: &Bound<'_, PyAny>) -> PyResult<Option<Import
 /// (e.g. moved into the caller's array type) instead of being returned through a chain of
 /// `Result<Option<…>>` values: those copies of a freshly written handle cost more than the
 /// rest of the import (each wide copy of narrow fresh stores stalls the CPU).
+///
+/// A table of this module that *lends* ([`lends`]: a frozen type's) is asked for its
+/// non-owning `dltensor_from_py_object_no_sync` fill when the object's data is writable (its
+/// [`LendProbe`]; the fill refuses read-only data, as a bare DLTensor has no read-only flag),
+/// and `lend` gets the filled tensor as a [`PythonView`] whose owner is `obj`: `lend` copies
+/// shape and strides and keeps a strong reference to `obj`, which is what the table's owning
+/// export would hold, without the managed tensor (allocation, deleter). Such a view has no
+/// DLPack version ([`ImportedTensor::version`] is `None`, as for other views of Python
+/// objects). If the fill fails anyway, its exception is dropped and the owning export is used
+/// (which reports the failure, if it is one).
 #[inline(always)]
 pub fn import_via_exchange_api_with<R>(
     obj: &Bound<'_, PyAny>,
+    lend: impl FnOnce(&PythonView<'_, '_>) -> PyResult<R>,
     f: impl FnOnce(ImportedTensor) -> PyResult<R>,
 ) -> Option<PyResult<R>> {
     let py = obj.py();
     // SAFETY: GIL held (bound object), `obj` is live.
-    let (table, torch) = unsafe { lookup_table(py, obj.as_ptr()) };
+    let (table, kind) = unsafe { lookup_table(py, obj.as_ptr()) };
     if table.is_null() {
         return None;
+    }
+    let torch = matches!(kind, TableKind::Torch);
+    // SAFETY (the probe): GIL held, a live object.
+    if let TableKind::Lends(probe) = kind
+        && unsafe { probe(obj.as_ptr()) }
+    {
+        // SAFETY: a table of ours (checked when cached), process-lifetime; `obj` has the type
+        // the table was looked up on.
+        if let Some(r) = unsafe { lend_through(obj, table, lend) } {
+            note_exchange_import();
+            return Some(r);
+        }
     }
     // SAFETY: a table of our major version (checked), process-lifetime.
     let f_export = unsafe { (*table).managed_tensor_from_py_object_no_sync }?;
@@ -608,6 +702,52 @@ pub fn import_via_exchange_api_with<R>(
         note_exchange_import();
         f(t)
     }))
+}
+
+/// Calls a lending table's non-owning fill on `obj` and hands the result to `lend` (`None`:
+/// the fill refused, its exception dropped).
+///
+/// # Safety
+/// `table` is a table [`lends`] accepted, looked up on `type(obj)`.
+#[inline(always)]
+unsafe fn lend_through<R>(
+    obj: &Bound<'_, PyAny>,
+    table: *const DLPackExchangeAPI,
+    lend: impl FnOnce(&PythonView<'_, '_>) -> PyResult<R>,
+) -> Option<PyResult<R>> {
+    // SAFETY: caller contract (a lending table has the entry).
+    let fill = unsafe { (*table).dltensor_from_py_object_no_sync }?;
+    let mut dl = std::mem::MaybeUninit::<crate::ffi::DLTensor>::uninit();
+    // SAFETY: the entry's contract: a live object of the table's type, a writable DLTensor, the
+    // GIL held (bound object).
+    if unsafe { fill(obj.as_ptr().cast::<c_void>(), dl.as_mut_ptr()) } != 0 {
+        // SAFETY: GIL held; the producer set an exception, dropped here (the owning export
+        // follows and raises its own if the object cannot be exported).
+        unsafe { ffi::PyErr_Clear() };
+        return None;
+    }
+    // SAFETY: filled on success.
+    let dl = unsafe { dl.assume_init_ref() };
+    let ndim = usize::try_from(dl.ndim).ok()?;
+    let (shape, strides): (&[i64], &[i64]) = if ndim == 0 {
+        (&[], &[])
+    } else if dl.shape.is_null() || dl.strides.is_null() {
+        return None;
+    } else {
+        // SAFETY: the fill points shape and strides at `ndim` values stored in `obj`, which is
+        // alive and frozen for the whole call (see [`lends`]).
+        unsafe { (std::slice::from_raw_parts(dl.shape, ndim), std::slice::from_raw_parts(dl.strides, ndim)) }
+    };
+    let view = PythonView {
+        owner: obj,
+        data: dl.data.cast::<u8>().wrapping_add(dl.byte_offset as usize).cast(),
+        shape,
+        strides,
+        dtype: dl.dtype,
+        device: dl.device.into(),
+        readonly: false,
+    };
+    Some(lend(&view))
 }
 
 /// Calls the table's owning export on `obj`: the producer's managed tensor, or its exception.

@@ -135,7 +135,9 @@ where
                 if src.dlpack_readonly() {
                     return Err(DlpackError::new(
                         FailureKind::ReadOnlyLegacy,
-                        format!("{WHAT}: read-only data cannot be lent as a bare DLTensor (it has no READ_ONLY flag); use managed_tensor_from_py_object_no_sync"),
+                        // A literal: dlbind's consumer takes this refusal on every read-only import
+                        // through a lending table (see `exchange::lends`) and drops it.
+                        "dltensor_from_py_object_no_sync: read-only data cannot be lent as a bare DLTensor (it has no READ_ONLY flag); use managed_tensor_from_py_object_no_sync",
                     ));
                 }
                 let ndim = src.dlpack_ndim();
