@@ -126,6 +126,8 @@ def main(argv=None):
         try:
             g["t"] = m.from_dlpack(g["a"], copy=True) if not hasattr(m.Tensor, "arange") else \
                 m.Tensor.from_bytes(g["a"].tobytes(), (4, 4), "float32")
+            if hasattr(g["t"], "set_readonly"):
+                g["r"] = g["t"].set_readonly()
         except Exception as e:  # noqa: BLE001
             notes.append(f"could not create a dlbind Tensor: {type(e).__name__}: {e}")
     if pa is not None:
@@ -167,13 +169,16 @@ def main(argv=None):
     # A dlbind Tensor, three ways: the same-type view (from_dlpack sees that type(t) is its own
     # type, whose table is dlbind's, and builds what that table gives, a view of t's storage,
     # without calling it), the table itself (the shortcut off: type(t).__dlpack_c_exchange_api__
-    # looked up, its owning export called, the managed tensor imported, its deleter run when the
-    # view dies), and the __dlpack__ path (t's capsule, consumed by from_dlpack). Both of the
-    # first two are held to issue 5's 40 ns.
+    # looked up and its non-owning fill called, the view holding t; Tensor is frozen, so its table
+    # lends, see dlbind::exchange), and the __dlpack__ path (t's capsule, consumed by from_dlpack).
+    # Both of the first two are held to issue 5's 40 ns. A read-only r takes the table's owning
+    # export (the managed tensor imported, its deleter run when the view dies).
     row("import", "exchange_abs", "m.from_dlpack(t)  (same-type view: what the table gives)", "m.from_dlpack(t)",
         "np.from_dlpack(a)", "np.from_dlpack(a)", needs=("t",))
     row("import", "exchange_abs", "m.from_dlpack(t)  (through Tensor's C exchange table; same-type shortcut off)",
         "m.from_dlpack(t)", "np.from_dlpack(a)", "np.from_dlpack(a)", needs=("t",))
+    row("import", None, "m.from_dlpack(r)  (read-only r: Tensor's table, owning export; same-type shortcut off)",
+        "m.from_dlpack(r)", "np.from_dlpack(a)", "np.from_dlpack(a)", needs=("r",))
     row("import", None, "m.from_dlpack(t.__dlpack__(max_version=(1,3)))  (__dlpack__ path)",
         "m.from_dlpack(t.__dlpack__(max_version=(1,3)))", "np.from_dlpack(a)", "np.from_dlpack(a)", needs=("t",))
     row("import", None, "m.from_dlpack(t)  (through Tensor's C exchange table; same-type shortcut off)",

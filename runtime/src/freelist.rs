@@ -286,6 +286,7 @@ pub fn freelist_len<T: PyClass>(py: Python<'_>) -> Option<usize> {
 /// `value` written at that offset: the bytes PyO3 would have written, without `object.__new__`
 /// and PyO3's initializer. When it does not, or `T` has no free list, every instance is
 /// `Bound::new`.
+#[inline(always)]
 pub fn new_instance<T>(py: Python<'_>, value: T) -> PyResult<Bound<'_, T>>
 where
     T: PyClass<Frozen = True> + Sync + Into<PyClassInitializer<T>>,

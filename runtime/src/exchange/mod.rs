@@ -10,7 +10,10 @@
 //!   table up on the type without raising (`_PyType_Lookup`) — the standard name first, then the
 //!   legacy `__c_dlpack_exchange_api__` older producers use (a capsule or an `int` address) —
 //!   caches it per type, checks `header.version.major` (walking `prev_api`), and imports through
-//!   `managed_tensor_from_py_object_no_sync`. Derived types publish only the standard name: every
+//!   `managed_tensor_from_py_object_no_sync`, or, for writable objects of a table this module
+//!   built for a frozen type (a table that *lends*, below), through the non-owning
+//!   `dltensor_from_py_object_no_sync`, keeping a strong reference to the object as the owning
+//!   export would. Derived types publish only the standard name: every
 //!   consumer that knows the legacy one (tvm-ffi) reads the standard one first.
 //!   [`import_via_exchange_api_with`] is the same import handing the tensor to a closure, so
 //!   that [`crate::python::from_dlpack_fastcall`] builds its result type in place.
@@ -24,6 +27,21 @@
 //! The non-owning `dltensor_from_py_object_no_sync` is provided when the type's shape and
 //! strides fields can be borrowed as `&[i64]` (e.g. `Vec<i64>`, `Box<[i64]>`, `[i64; N]`, any
 //! `Deref<Target = [i64]>`); otherwise the entry is NULL (the spec allows it).
+//!
+//! ## Tables that lend
+//!
+//! The spec makes the non-owning fill valid only until control returns, so a consumer that
+//! keeps the tensor uses the owning export. A table that this copy of dlbind built (one
+//! extension module's) for a *frozen* type whose shape and strides are stored in the object is
+//! different: the fill describes memory the object owns or keeps alive and cannot change while
+//! it is alive (no `&mut self`), and the owning export
+//! keeps exactly one thing alive, a strong reference to the object. So for a writable object of
+//! such a table, [`import_via_exchange_api_with`] calls the fill, copies shape and strides at
+//! once and keeps a strong reference to the object: what the owning export would hold, without
+//! the managed tensor (its allocation and deleter; ~15 ns of ~70). Read-only objects (the fill
+//! refuses them) and every other table (other modules, even ones built with dlbind, torch,
+//! tvm-ffi) take the owning export. Each lending table has a probe (the type check and
+//! `dlpack_readonly`) that picks the entry without raising.
 
 pub mod probe;
 pub mod producer;
@@ -430,14 +448,8 @@ fn is_own_table(p: *const DLPackExchangeAPI) -> bool {
     tables.iter().any(|(_, t, _)| ptr::eq(t.0, p))
 }
 
-/// Whether `p` is a table [`exchange_api`] built for a frozen type with a non-owning fill:
-/// such a table *lends*. Its `dltensor_from_py_object_no_sync` describes memory the object owns
-/// and cannot change while it is alive (frozen: no `&mut self`), with shape and strides stored
-/// in the object. A consumer that copies shape and strides at once and keeps a strong
-/// reference to the object holds exactly what the table's owning export would give (which
-/// keeps the same strong reference), without the managed tensor. Tables of other producers
-/// (other modules, even ones built with dlbind, torch, tvm-ffi) never lend: the spec makes the
-/// fill valid only until control returns.
+/// The probe of `p` when it is a table [`exchange_api`] built for a frozen type with a
+/// non-owning fill: a table that *lends* (see the module docs); `None` for every other table.
 fn lends(p: *const DLPackExchangeAPI) -> Option<LendProbe> {
     let tables = TABLES.lock().unwrap_or_else(|e| e.into_inner());
     tables.iter().find(|(_, t, _)| ptr::eq(t.0, p)).and_then(|(_, _, probe)| *probe)
@@ -656,10 +668,9 @@ pub fn import_via_exchange_api(obj: &Bound<'_, PyAny>) -> PyResult<Option<Import
 /// `Result<Option<…>>` values: those copies of a freshly written handle cost more than the
 /// rest of the import (each wide copy of narrow fresh stores stalls the CPU).
 ///
-/// A table of this module that *lends* ([`lends`]: a frozen type's) is asked for its
-/// non-owning `dltensor_from_py_object_no_sync` fill when the object's data is writable (its
-/// [`LendProbe`]; the fill refuses read-only data, as a bare DLTensor has no read-only flag),
-/// and `lend` gets the filled tensor as a [`PythonView`] whose owner is `obj`: `lend` copies
+/// A table of this module that *lends* (see the module docs) is asked for its non-owning
+/// `dltensor_from_py_object_no_sync` fill when the object's data is writable (the fill refuses
+/// read-only data, as a bare DLTensor has no read-only flag), and `lend` gets the filled tensor as a [`PythonView`] whose owner is `obj`: `lend` copies
 /// shape and strides and keeps a strong reference to `obj`, which is what the table's owning
 /// export would hold, without the managed tensor (allocation, deleter). Such a view has no
 /// DLPack version ([`ImportedTensor::version`] is `None`, as for other views of Python
