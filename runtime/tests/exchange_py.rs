@@ -695,6 +695,71 @@ unsafe impl ExchangeSource for Unfrozen {
     }
 }
 
+/// Hand-written, frozen, with a non-owning fill that refuses every object (its dims are not
+/// stored): its table lends, but the fill fails and the consumer falls back to the owning export.
+#[pyclass(frozen)]
+struct FillRefuses {
+    data: Vec<f32>,
+}
+
+#[pymethods]
+impl FillRefuses {
+    #[classattr]
+    #[pyo3(name = "__dlpack_c_exchange_api__")]
+    fn exchange_table(py: Python<'_>) -> PyResult<Py<PyAny>> {
+        dlbind::exchange::exchange_api_capsule::<FillRefuses>(py)
+    }
+}
+
+// SAFETY: `data` (one dimension of `data.len()` elements) is owned by `self`.
+unsafe impl DLPackSource for FillRefuses {
+    fn dlpack_data_ptr(&self) -> *mut c_void {
+        self.data.as_ptr().cast_mut().cast()
+    }
+    fn dlpack_dtype(&self) -> DLDataType {
+        <f32 as DLPackElement>::DTYPE
+    }
+    fn dlpack_ndim(&self) -> usize {
+        1
+    }
+    fn dlpack_fill_shape(&self, out: &mut [i64]) {
+        out[0] = self.data.len() as i64;
+    }
+}
+
+// SAFETY: `exchange_dims` never returns borrowed dims.
+unsafe impl ExchangeSource for FillRefuses {
+    fn exchange_constructor() -> Option<dlbind::exchange::Constructor> {
+        None
+    }
+    fn exchange_dims_supported() -> bool {
+        true
+    }
+    fn exchange_dims(&self) -> Option<(&[i64], &[i64])> {
+        None
+    }
+}
+
+#[test]
+fn a_lending_table_whose_fill_fails_falls_back_to_the_owning_export() {
+    let _g = common::serial();
+    Python::attach(|py| {
+        let src = Bound::new(py, FillRefuses { data: vec![2.0; 5] }).unwrap().into_any();
+        let api = table_of(&src);
+        let mut dl = std::mem::MaybeUninit::<DLTensor>::uninit();
+        // SAFETY: the entry of `type(src)`'s table, a live object, a writable DLTensor.
+        assert_eq!(unsafe { api.dltensor_from_py_object_no_sync.unwrap()(src.as_ptr().cast(), dl.as_mut_ptr()) }, -1);
+        assert!(is_failure(py, &take_err(py), FailureKind::UnsupportedLayout), "the fill refuses");
+        let (base, n) = (live_exports(), exchange_imports());
+        let t = from_dlpack(&src, None, None).unwrap();
+        assert!(PyErr::take(py).is_none(), "the fill's exception was dropped");
+        assert_eq!((exchange_imports(), live_exports()), (n + 1, base + 1), "the owning export backs the view");
+        assert_eq!((t.shape(), t.data_ptr().cast_const()), (&[5i64][..], src.cast::<FillRefuses>().unwrap().get().data.as_ptr().cast()));
+        drop(t);
+        assert_eq!(live_exports(), base);
+    });
+}
+
 /// Which tables lend (`dlbind::exchange::import_via_exchange_api_with`): this module's tables of
 /// frozen types with a non-owning fill. Their imports hold the source, not a managed tensor;
 /// every other table is imported through its owning export.
