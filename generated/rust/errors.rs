@@ -36,6 +36,11 @@ pub enum FailureKind {
     DeviceUnavailable,
     /// out of memory
     OutOfMemory,
+    /// a C entry point was called while the Python interpreter is not initialised
+    InterpreterNotRunning,
+    /// a panic stopped before it could cross into C or Python, or a producer broke the DLPack
+    /// contract (failed without setting an exception, returned NULL)
+    InternalError,
 }
 
 /// The Python exception types failures map to.
@@ -51,6 +56,11 @@ pub enum PyExceptionKind {
     AttributeError,
     /// Out of memory.
     MemoryError,
+    /// The Python interpreter cannot run the call (not initialised).
+    RuntimeError,
+    /// An internal error: a panic stopped at a C boundary, or a producer that broke the DLPack
+    /// contract.
+    SystemError,
 }
 
 impl FailureKind {
@@ -71,6 +81,8 @@ impl FailureKind {
         FailureKind::NoProtocol,
         FailureKind::DeviceUnavailable,
         FailureKind::OutOfMemory,
+        FailureKind::InterpreterNotRunning,
+        FailureKind::InternalError,
     ];
 
     /// The Python exception this failure raises.
@@ -91,6 +103,8 @@ impl FailureKind {
             FailureKind::NoProtocol => PyExceptionKind::AttributeError,
             FailureKind::DeviceUnavailable => PyExceptionKind::BufferError,
             FailureKind::OutOfMemory => PyExceptionKind::MemoryError,
+            FailureKind::InterpreterNotRunning => PyExceptionKind::RuntimeError,
+            FailureKind::InternalError => PyExceptionKind::SystemError,
         }
     }
 
@@ -112,6 +126,8 @@ impl FailureKind {
             FailureKind::NoProtocol => "the object does not implement __dlpack__",
             FailureKind::DeviceUnavailable => "the device (or its runtime) is not available",
             FailureKind::OutOfMemory => "out of memory",
+            FailureKind::InterpreterNotRunning => "a C entry point was called while the Python interpreter is not initialised",
+            FailureKind::InternalError => "a panic stopped before it could cross into C or Python, or a producer broke the DLPack contract (failed without setting an exception, returned NULL)",
         }
     }
 }
@@ -125,6 +141,8 @@ impl PyExceptionKind {
             PyExceptionKind::ValueError => "ValueError",
             PyExceptionKind::AttributeError => "AttributeError",
             PyExceptionKind::MemoryError => "MemoryError",
+            PyExceptionKind::RuntimeError => "RuntimeError",
+            PyExceptionKind::SystemError => "SystemError",
         }
     }
 }

@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 
 use pyo3::exceptions::{
-    PyAttributeError, PyBaseException, PyBufferError, PyMemoryError, PySystemError, PyTypeError, PyValueError,
+    PyAttributeError, PyBaseException, PyBufferError, PyMemoryError, PyRuntimeError, PySystemError, PyTypeError, PyValueError,
 };
 use pyo3::prelude::*;
 use pyo3::types::PyType;
@@ -54,6 +54,8 @@ pub fn py_exception(kind: PyExceptionKind, message: String) -> PyErr {
         "ValueError" => PyValueError::new_err(message),
         "AttributeError" => PyAttributeError::new_err(message),
         "MemoryError" => PyMemoryError::new_err(message),
+        "RuntimeError" => PyRuntimeError::new_err(message),
+        "SystemError" => PySystemError::new_err(message),
         other => builtin_exception(other, message),
     }
 }

@@ -701,7 +701,7 @@ pub(crate) unsafe fn at_c_boundary<R>(
             failed
         }
         Err(_) => {
-            pyo3::exceptions::PySystemError::new_err(format!("panic in {what}")).restore(py);
+            PyErr::from(DlpackError::new(FailureKind::InternalError, format!("panic in {what}"))).restore(py);
             failed
         }
     }
@@ -735,7 +735,7 @@ unsafe fn set_type_dict_item(py: Python<'_>, tp: *mut ffi::PyTypeObject, key: &B
     unsafe {
         let dict = (*tp).tp_dict;
         if dict.is_null() {
-            return Err(pyo3::exceptions::PySystemError::new_err("type has no __dict__"));
+            return Err(DlpackError::new(FailureKind::InternalError, "type has no __dict__").into());
         }
         if ffi::PyDict_SetItem(dict, key.as_ptr(), value.as_ptr()) != 0 {
             return Err(PyErr::fetch(py));

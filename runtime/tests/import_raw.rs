@@ -285,19 +285,20 @@ fn deleter_runs_on_the_dropping_thread_once() {
     assert_eq!(counts(), (before.0 + 4, before.1 + 5));
 }
 
+/// Whether `kind` raises exactly `E`.
+fn err_is<E: dlbind::pyo3::PyTypeInfo>(py: Python<'_>, kind: FailureKind) -> bool {
+    let err: PyErr = DlpackError::new(kind, "msg").into();
+    err.get_type(py).is(py.get_type::<E>())
+}
+
 #[test]
 fn every_failure_kind_maps_to_its_generated_exception() {
     Python::attach(|py| {
         for &k in FailureKind::ALL {
             let err: PyErr = DlpackError::new(k, "msg").into();
-            let ok = match k.exception() {
-                PyExceptionKind::BufferError => err.is_instance_of::<PyBufferError>(py),
-                PyExceptionKind::TypeError => err.is_instance_of::<dlbind::pyo3::exceptions::PyTypeError>(py),
-                PyExceptionKind::ValueError => err.is_instance_of::<PyValueError>(py),
-                PyExceptionKind::AttributeError => err.is_instance_of::<dlbind::pyo3::exceptions::PyAttributeError>(py),
-                PyExceptionKind::MemoryError => err.is_instance_of::<dlbind::pyo3::exceptions::PyMemoryError>(py),
-            };
-            assert!(ok, "{k:?}");
+            // Exactly the built-in class the spec names (whatever exceptions the spec lists).
+            let want = py.import("builtins").unwrap().getattr(k.exception().name()).unwrap();
+            assert!(err.get_type(py).is(&want), "{k:?}: {} is not {want}", err.get_type(py));
             assert_eq!(err.value(py).str().unwrap().to_string(), "msg");
         }
         // The table, checked against the generated mapping.
@@ -308,6 +309,10 @@ fn every_failure_kind_maps_to_its_generated_exception() {
         assert_eq!(FailureKind::CapsuleConsumed.exception(), PyExceptionKind::ValueError);
         assert_eq!(FailureKind::NoProtocol.exception(), PyExceptionKind::AttributeError);
         assert_eq!(FailureKind::OutOfMemory.exception(), PyExceptionKind::MemoryError);
+        assert!(err_is::<dlbind::pyo3::exceptions::PySystemError>(py, FailureKind::InternalError));
+        assert!(err_is::<dlbind::pyo3::exceptions::PyRuntimeError>(py, FailureKind::InterpreterNotRunning));
+        assert!(err_is::<PyBufferError>(py, FailureKind::UnsupportedDtype));
+        assert!(err_is::<PyValueError>(py, FailureKind::InvalidStream));
         let _ = Dummy;
     });
 }

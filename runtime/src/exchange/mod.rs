@@ -777,13 +777,19 @@ unsafe fn export_through(
     if rc != 0 {
         return Err(export_failed(obj.py()));
     }
-    NonNull::new(out).ok_or_else(|| pyo3::exceptions::PySystemError::new_err("managed_tensor_from_py_object_no_sync returned NULL"))
+    NonNull::new(out).ok_or_else(|| {
+        crate::error::DlpackError::new(crate::failure::FailureKind::InternalError, "managed_tensor_from_py_object_no_sync returned NULL").into()
+    })
 }
 
 #[cold]
 #[inline(never)]
 fn export_failed(py: Python<'_>) -> PyErr {
     PyErr::take(py).unwrap_or_else(|| {
-        pyo3::exceptions::PySystemError::new_err("managed_tensor_from_py_object_no_sync failed without an exception")
+        crate::error::DlpackError::new(
+            crate::failure::FailureKind::InternalError,
+            "managed_tensor_from_py_object_no_sync failed without an exception",
+        )
+        .into()
     })
 }

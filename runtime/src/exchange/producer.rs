@@ -7,7 +7,6 @@
 use std::ffi::{CString, c_char, c_int, c_void};
 use std::ptr::{self, NonNull};
 
-use pyo3::exceptions::PySystemError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::{Borrowed, PyClass};
@@ -259,7 +258,10 @@ where
     };
     // SAFETY: plain C API query.
     if unsafe { ffi::Py_IsInitialized() } == 0 {
-        return report("RuntimeError", "managed_tensor_allocator: the Python interpreter is not running");
+        return report(
+            FailureKind::InterpreterNotRunning.exception().name(),
+            "managed_tensor_allocator: the Python interpreter is not running",
+        );
     }
     // A failure as `SetError` takes it: the spec's exception name and the message.
     let dl = |e: DlpackError| (e.exception().name().to_owned(), format!("{WHAT}: {}", e.message()));
@@ -314,7 +316,11 @@ where
                     Ok(())
                 }
                 Err(e) => {
-                    let kind = e.get_type(py).name().map(|n| n.to_string()).unwrap_or_else(|_| "RuntimeError".into());
+                    let kind = e
+                        .get_type(py)
+                        .name()
+                        .map(|n| n.to_string())
+                        .unwrap_or_else(|_| FailureKind::InternalError.exception().name().into());
                     Err((kind, e.value(py).to_string()))
                 }
             }
@@ -323,7 +329,10 @@ where
     match r {
         Ok(Ok(())) => 0,
         Ok(Err((kind, msg))) => report(&kind, &msg),
-        Err(_) => report("SystemError", "panic in the DLPack exchange API (managed_tensor_allocator)"),
+        Err(_) => report(
+            FailureKind::InternalError.exception().name(),
+            "panic in the DLPack exchange API (managed_tensor_allocator)",
+        ),
     }
 }
 
@@ -366,7 +375,9 @@ pub unsafe extern "C" fn current_work_stream(
             -1
         }
         Err(_) => {
-            set_python_error(|| PySystemError::new_err("panic in the DLPack exchange API (current_work_stream)"));
+            set_python_error(|| {
+                DlpackError::new(FailureKind::InternalError, "panic in the DLPack exchange API (current_work_stream)").into()
+            });
             -1
         }
     }
