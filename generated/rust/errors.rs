@@ -2,8 +2,10 @@
 //
 // The exception mapping (Contract 1, `dlbind::failure`).
 
-/// Every way a DLPack exchange can fail; each maps to one Python exception.
+/// Every way a DLPack exchange can fail; each maps to one Python exception. Non-exhaustive: the
+/// spec may add kinds (match on `exception()` or keep a `_` arm).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum FailureKind {
     /// the dtype cannot be represented in DLPack (or by the consumer)
     UnsupportedDtype,
@@ -43,8 +45,10 @@ pub enum FailureKind {
     InternalError,
 }
 
-/// The Python exception types failures map to.
+/// The Python exception types failures map to. Non-exhaustive: the spec may add exceptions
+/// (`name()` gives the built-in's name).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum PyExceptionKind {
     /// The data cannot be exported or imported as DLPack (dtype, layout, device, copy, version).
     BufferError,

@@ -695,40 +695,53 @@ unsafe impl ExchangeSource for Unfrozen {
     }
 }
 
-/// Hand-written, frozen, with a non-owning fill that refuses every object (its dims are not
-/// stored): its table lends, but the fill fails and the consumer falls back to the owning export.
+/// How many times `Odd::exchange_dims` ran: the lending probe and the non-owning fill each ask
+/// for the dims once; the owning export fills its own copies through `dlpack_fill_shape` /
+/// `dlpack_fill_strides`.
+static ODD_FILLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Hand-written, frozen, `i64` dims, with any dtype and shape: its table lends, and its fill or
+/// the consumer's checks can refuse what it describes.
 #[pyclass(frozen)]
-struct FillRefuses {
+struct Odd {
     data: Vec<f32>,
+    dtype: DLDataType,
+    shape: Vec<i64>,
+    strides: Vec<i64>,
 }
 
 #[pymethods]
-impl FillRefuses {
+impl Odd {
     #[classattr]
     #[pyo3(name = "__dlpack_c_exchange_api__")]
     fn exchange_table(py: Python<'_>) -> PyResult<Py<PyAny>> {
-        dlbind::exchange::exchange_api_capsule::<FillRefuses>(py)
+        dlbind::exchange::exchange_api_capsule::<Odd>(py)
     }
 }
 
-// SAFETY: `data` (one dimension of `data.len()` elements) is owned by `self`.
-unsafe impl DLPackSource for FillRefuses {
+// SAFETY: a test type: the tests below give it layouts inside `data` or ones that every path
+// refuses before any element is addressed (a negative dimension, a dtype outside the spec).
+unsafe impl DLPackSource for Odd {
     fn dlpack_data_ptr(&self) -> *mut c_void {
         self.data.as_ptr().cast_mut().cast()
     }
     fn dlpack_dtype(&self) -> DLDataType {
-        <f32 as DLPackElement>::DTYPE
+        self.dtype
     }
     fn dlpack_ndim(&self) -> usize {
-        1
+        self.shape.len()
     }
     fn dlpack_fill_shape(&self, out: &mut [i64]) {
-        out[0] = self.data.len() as i64;
+        out.copy_from_slice(&self.shape);
+    }
+    fn dlpack_fill_strides(&self, out: &mut [i64]) -> bool {
+        out.copy_from_slice(&self.strides);
+        true
     }
 }
 
-// SAFETY: `exchange_dims` never returns borrowed dims.
-unsafe impl ExchangeSource for FillRefuses {
+// SAFETY: the dims are the stored `shape` / `strides`, as filled above.
+unsafe impl ExchangeSource for Odd {
     fn exchange_constructor() -> Option<dlbind::exchange::Constructor> {
         None
     }
@@ -736,35 +749,54 @@ unsafe impl ExchangeSource for FillRefuses {
         true
     }
     fn exchange_dims(&self) -> Option<(&[i64], &[i64])> {
-        None
+        ODD_FILLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Some((&self.shape, &self.strides))
     }
 }
 
+/// A lending table whose fill refuses an object, or whose fill result the consumer's checks
+/// refuse: the fill was called (its exception, if any, dropped), then the owning export was
+/// used, and its own refusal is what the caller sees; nothing stays alive.
 #[test]
-fn a_lending_table_whose_fill_fails_falls_back_to_the_owning_export() {
+fn a_lending_table_falls_back_to_the_owning_export_when_the_fill_or_the_checks_refuse() {
     let _g = common::serial();
     Python::attach(|py| {
-        let src = Bound::new(py, FillRefuses { data: vec![2.0; 5] }).unwrap().into_any();
-        let api = table_of(&src);
-        let mut dl = std::mem::MaybeUninit::<DLTensor>::uninit();
-        // SAFETY: the entry of `type(src)`'s table, a live object, a writable DLTensor.
-        assert_eq!(unsafe { api.dltensor_from_py_object_no_sync.unwrap()(src.as_ptr().cast(), dl.as_mut_ptr()) }, -1);
-        assert!(is_failure(py, &take_err(py), FailureKind::UnsupportedLayout), "the fill refuses");
-        let (base, n) = (live_exports(), exchange_imports());
-        let t = from_dlpack(&src, None, None).unwrap();
-        assert!(PyErr::take(py).is_none(), "the fill's exception was dropped");
-        assert_eq!((exchange_imports(), live_exports()), (n + 1, base + 1), "the owning export backs the view");
-        assert_eq!((t.shape(), t.data_ptr().cast_const()), (&[5i64][..], src.cast::<FillRefuses>().unwrap().get().data.as_ptr().cast()));
-        drop(t);
-        assert_eq!(live_exports(), base);
+        let f32_ = <f32 as DLPackElement>::DTYPE;
+        let odd = |dtype: DLDataType, shape: Vec<i64>| {
+            let strides = vec![1; shape.len()];
+            Bound::new(py, Odd { data: vec![0.0; 4], dtype, shape, strides }).unwrap().into_any()
+        };
+        let fills = || ODD_FILLS.load(std::sync::atomic::Ordering::Relaxed);
+        let base = live_exports();
+        let cases = [
+            // The fill validates the dtype (two lanes: not in the spec) and refuses.
+            (odd(DLDataType { lanes: 2, ..f32_ }, vec![2]), FailureKind::UnsupportedDtype),
+            // The fill accepts a negative dimension (no data size to check it against); the
+            // consumer's `validate_dltensor` refuses it, as it refuses the owning export's.
+            (odd(f32_, vec![-1]), FailureKind::MalformedTensor),
+        ];
+        for (src, kind) in &cases {
+            let n = fills();
+            let e = from_dlpack(src, None, None).unwrap_err();
+            assert!(is_failure(py, &e, *kind), "{kind:?}: {e}");
+            assert_eq!(fills(), n + 2, "{kind:?}: the probe, then the non-owning fill, were asked first");
+            assert!(PyErr::take(py).is_none(), "{kind:?}: no exception left behind");
+            assert_eq!(live_exports(), base, "{kind:?}: the owning export's tensor was freed");
+        }
+        // A layout both accept is lent: the fill, and no managed tensor.
+        let ok = odd(f32_, vec![4]);
+        let n = fills();
+        let t = from_dlpack(&ok, None, None).unwrap();
+        assert_eq!((fills(), live_exports()), (n + 2, base));
+        assert_eq!((t.shape(), t.data_ptr().cast_const()), (&[4i64][..], ok.cast::<Odd>().unwrap().get().data.as_ptr().cast()));
     });
 }
 
-/// Which tables lend (`dlbind::exchange::import_via_exchange_api_with`): this module's tables of
-/// frozen types with a non-owning fill. Their imports hold the source, not a managed tensor;
-/// every other table is imported through its owning export.
+/// Which imports lend (`dlbind::exchange::import_via_exchange_api_with`): writable host objects
+/// of this module's tables for frozen types with a non-owning fill. Their imports hold the source,
+/// not a managed tensor; everything else is imported through the owning export.
 #[test]
-fn only_frozen_types_with_a_fill_lend() {
+fn only_writable_host_objects_of_frozen_types_with_a_fill_lend() {
     let _g = common::serial();
     // `#[pyo3(name = ...)]` needs a literal: it must be the spec's attribute name.
     assert_eq!("__dlpack_c_exchange_api__", dlbind::ffi::DLPACK_EXCHANGE_API_ATTR);
@@ -777,6 +809,9 @@ fn only_frozen_types_with_a_fill_lend() {
             (Bound::new(py, Plain { data: vec![1.0; 6], shape: vec![3, 2], strides: vec![1, 3] }).unwrap().into_any(), true),
             (Bound::new(py, Unfrozen { data: vec![1.0; 6], shape: vec![2, 3], strides: vec![3, 1] }).unwrap().into_any(), false),
             (Bound::new(py, UsizeDims { data: vec![1; 6], shape: vec![6] }).unwrap().into_any(), false),
+            // Frozen, i64 dims, but read-only: the probe sends it to the owning export.
+            (viewed(py, 6, true).into_any(), false),
+            (viewed(py, 6, false).into_any(), true),
         ];
         for (i, (src, lends)) in sources.iter().enumerate() {
             let rc = refcnt(src);
@@ -799,6 +834,16 @@ fn only_frozen_types_with_a_fill_lend() {
             drop((t, want));
             assert_eq!((live_exports(), refcnt(src)), (base, rc), "source {i}: released");
         }
+        // Another class carrying `Plain`'s table: the probe's type check refuses it, and the
+        // owning export refuses it with the spec's error (never a lent view of a foreign object).
+        let ns = dlbind::pyo3::types::PyDict::new(py);
+        ns.set_item(dlbind::ffi::DLPACK_EXCHANGE_API_ATTR, sources[0].0.get_type().getattr(dlbind::ffi::DLPACK_EXCHANGE_API_ATTR).unwrap())
+            .unwrap();
+        let ty = py.import("builtins").unwrap().getattr("type").unwrap().call1(("Impostor", (), ns)).unwrap();
+        let e = from_dlpack(&ty.call0().unwrap(), None, None).unwrap_err();
+        assert!(is_failure(py, &e, FailureKind::BadArgumentType) && e.to_string().contains("expected a 'Plain' object"), "{e}");
+        assert!(PyErr::take(py).is_none());
+        assert_eq!(live_exports(), base);
     });
 }
 

@@ -585,8 +585,10 @@ impl FromManagedTensor for Tensor {
         Ok(Tensor::from_imported(tensor))
     }
 
-    /// `from_dlpack(a)` of a `numpy.ndarray`: a view of the array's memory keeping the array
-    /// alive (what its `__dlpack__` would give, read from numpy's header without the capsule).
+    /// `from_dlpack(a)` of a `numpy.ndarray` (a view of the array's memory keeping the array
+    /// alive: what its `__dlpack__` would give, read from numpy's header without the capsule),
+    /// and of a writable host object of a lending exchange table (`Tensor`'s own table with the
+    /// same-type shortcut off: the table's non-owning fill, the view keeping the object alive).
     #[inline(always)]
     fn from_python_view(v: &PythonView<'_, '_>) -> Option<PyResult<Self>> {
         // SAFETY: the view describes memory its owner keeps valid while alive; the buffer

@@ -32,16 +32,19 @@
 //!
 //! The spec makes the non-owning fill valid only until control returns, so a consumer that
 //! keeps the tensor uses the owning export. A table that this copy of dlbind built (one
-//! extension module's) for a *frozen* type whose shape and strides are stored in the object is
-//! different: the fill describes memory the object owns or keeps alive and cannot change while
-//! it is alive (no `&mut self`), and the owning export
-//! keeps exactly one thing alive, a strong reference to the object. So for a writable object of
-//! such a table, [`import_via_exchange_api_with`] calls the fill, copies shape and strides at
-//! once and keeps a strong reference to the object: what the owning export would hold, without
-//! the managed tensor (its allocation and deleter; ~15 ns of ~70). Read-only objects (the fill
-//! refuses them) and every other table (other modules, even ones built with dlbind, torch,
-//! tvm-ffi) take the owning export. Each lending table has a probe (the type check and
-//! `dlpack_readonly`) that picks the entry without raising.
+//! extension module's) for a *frozen* type whose shape and strides are stored in the object
+//! (`i64` dims) is different. For host memory with no pending stream, the owning export does
+//! nothing but keep a strong reference to the object in its manager: the memory stays valid as
+//! long as the object lives, and the object cannot be given other data (frozen: no `&mut self`;
+//! a type that mutates through interior mutability breaks both paths alike). So for such an
+//! object whose data is writable, [`import_via_exchange_api_with`] calls the fill, checks the
+//! result as every import does (`import::validate_dltensor`), copies shape and strides at once
+//! and keeps a strong reference to the object: what the owning export would give, without the
+//! managed tensor (its allocation and deleter; ~15 ns of ~70). Everything else takes the owning
+//! export: read-only data (the fill refuses it), device memory or a pending stream (the owning
+//! export does the stream work), and every other table (other modules, even ones built with
+//! dlbind, torch, tvm-ffi). Each lending table has a probe (the type check, read-only flag,
+//! device, stream and dims) that picks the entry without raising.
 
 pub mod probe;
 pub mod producer;
@@ -94,9 +97,10 @@ pub trait FromManagedTensor: Sized {
         None
     }
 
-    /// A new value viewing host memory owned by another Python object — today an exact
-    /// `numpy.ndarray` read through numpy's array header ([`crate::bridges::with_ndarray_view`]) —
-    /// keeping `view.owner` alive (e.g. with [`crate::storage::Buffer::view`]). Used by
+    /// A new value viewing host memory owned by another Python object — an exact
+    /// `numpy.ndarray` read through numpy's array header ([`crate::bridges::with_ndarray_view`]),
+    /// or a writable host object of a lending exchange table (see the module docs) — keeping
+    /// `view.owner` alive (e.g. with [`crate::storage::Buffer::view`]). Used by
     /// [`crate::python::from_dlpack_fastcall`] before any DLPack call. `None` (the default): the
     /// view is wrapped in an [`ImportedTensor`] and given to [`Self::from_managed`] (one
     /// allocation more).
@@ -152,9 +156,11 @@ unsafe impl Sync for TablePtr {}
 static TABLES: Mutex<Vec<(std::any::TypeId, TablePtr, Option<LendProbe>)>> = Mutex::new(Vec::new());
 
 /// Whether an object may be lent through its lending table's non-owning fill: it has the table's
-/// type (or a subclass) and its data is writable. Read-only data goes to the owning export
-/// directly (the fill refuses it, and a refusal is an exception set and dropped, several times
-/// the cost of the import).
+/// type (or a subclass), its data is writable host memory (`kDLCPU`) with no pending stream, and
+/// its dims can be borrowed. Everything else goes to the owning export directly: read-only data
+/// and borrowed-dims refusals would be an exception set and dropped (several times the cost of
+/// the import), and device memory or a pending stream needs the owning export's stream work
+/// (`export::managed`'s GPU planner), which the fill does not do.
 ///
 /// # Safety
 /// GIL held; `o` is a live object.
@@ -172,7 +178,10 @@ where
     // SAFETY: caller contract (GIL held, live object).
     let o = unsafe { pyo3::Borrowed::from_ptr(Python::assume_attached(), o) };
     match o.cast::<T>() {
-        Ok(src) => <T::Frozen as SourceAccess<T>>::with(&src, |s| !s.dlpack_readonly()).unwrap_or(false),
+        Ok(src) => <T::Frozen as SourceAccess<T>>::with(&src, |s| {
+            !s.dlpack_readonly() && s.dlpack_device().is_cpu() && s.dlpack_stream().is_none() && s.exchange_dims().is_some()
+        })
+        .unwrap_or(false),
         Err(_) => false,
     }
 }
@@ -739,6 +748,12 @@ unsafe fn lend_through<R>(
     }
     // SAFETY: filled on success.
     let dl = unsafe { dl.assume_init_ref() };
+    // The checks every import runs (`ImportedTensor::from_managed_versioned` runs them on the
+    // owning export's tensor): on failure the owning export is used, and raises.
+    // SAFETY: a filled DLTensor whose shape and strides (ndim values each) live in `obj`.
+    if unsafe { crate::import::validate_dltensor(dl) }.is_err() {
+        return None;
+    }
     let ndim = usize::try_from(dl.ndim).ok()?;
     let (shape, strides): (&[i64], &[i64]) = if ndim == 0 {
         (&[], &[])
