@@ -591,14 +591,14 @@ impl FromManagedTensor for Tensor {
     /// same-type shortcut off: the table's non-owning fill, the view keeping the object alive).
     #[inline(always)]
     fn from_python_view(v: &PythonView<'_, '_>) -> Option<PyResult<Self>> {
-        // SAFETY: the view describes memory its owner keeps valid while alive; the buffer
-        // holds a strong reference to the owner.
-        let buf = unsafe { Buffer::view(v.owner.clone().unbind(), v.data, v.device, v.readonly) };
+        let (shape, strides) = (Dims::from_slice(v.shape), Dims::from_slice(v.strides));
         Some(Ok(Tensor {
-            buf,
+            // SAFETY: the view describes memory its owner keeps valid while alive; the buffer
+            // holds a strong reference to the owner.
+            buf: unsafe { Buffer::view(v.owner.clone().unbind(), v.data, v.device, v.readonly) },
             dtype: v.dtype,
-            shape: Dims::from_slice(v.shape),
-            strides: Dims::from_slice(v.strides),
+            shape,
+            strides,
             device: v.device,
             readonly: v.readonly,
         }))
