@@ -909,10 +909,10 @@ fn restore_error(py: Python<'_>, e: PyErr) -> *mut ffi::PyObject {
 /// return value; [`at_c_boundary`] passes a NULL it gets as `Ok` through).
 #[inline(always)]
 fn restored(py: Python<'_>, r: PyResult<*mut ffi::PyObject>) -> *mut ffi::PyObject {
-    r.unwrap_or_else(|e| {
-        e.restore(py);
-        ptr::null_mut()
-    })
+    match r {
+        Ok(o) => o,
+        Err(e) => restore_error(py, e),
+    }
 }
 
 /// Parses `(x, /, *, device=None, copy=None)` from vectorcall arguments (keyword names by

@@ -453,15 +453,19 @@ unsafe fn table_from_int(attr: *mut ffi::PyObject) -> *const DLPackExchangeAPIHe
 /// Whether `p` is a table [`exchange_api`] built (the registry is only read on this cold path:
 /// the lookup result is cached per type).
 fn is_own_table(p: *const DLPackExchangeAPI) -> bool {
-    let tables = TABLES.lock().unwrap_or_else(|e| e.into_inner());
-    tables.iter().any(|(_, t, _)| ptr::eq(t.0, p))
+    own_table(p).is_some()
 }
 
 /// The probe of `p` when it is a table [`exchange_api`] built for a frozen type with a
 /// non-owning fill: a table that *lends* (see the module docs); `None` for every other table.
 fn lends(p: *const DLPackExchangeAPI) -> Option<LendProbe> {
+    own_table(p).flatten()
+}
+
+/// `p`'s registry entry (its lend probe, if any) when [`exchange_api`] built it.
+fn own_table(p: *const DLPackExchangeAPI) -> Option<Option<LendProbe>> {
     let tables = TABLES.lock().unwrap_or_else(|e| e.into_inner());
-    tables.iter().find(|(_, t, _)| ptr::eq(t.0, p)).and_then(|(_, _, probe)| *probe)
+    tables.iter().find(|(_, t, _)| ptr::eq(t.0, p)).map(|(_, _, probe)| *probe)
 }
 
 /// The loaded objects' segments (`dl_iterate_phdr`): whether an address range lies inside one
