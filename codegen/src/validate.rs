@@ -496,7 +496,10 @@ impl Lower {
             if !is_ident(&e.name) {
                 self.err(
                     format!("exceptions[{i}].name"),
-                    format!("`{}` is not an identifier (the name of a Python built-in exception)", e.name),
+                    format!(
+                        "`{}` is not an identifier (the name of a Python built-in exception)",
+                        e.name
+                    ),
                 );
             }
         }

@@ -19,7 +19,13 @@ fn table_body(doc: &str) -> String {
     doc.replace("\r\n", "\n")
         .lines()
         .skip_while(|l| l.starts_with("<!--") || l.starts_with('#') || l.is_empty())
-        .map(|l| if l.starts_with('#') { format!("##{l}") } else { l.to_string() })
+        .map(|l| {
+            if l.starts_with('#') {
+                format!("##{l}")
+            } else {
+                l.to_string()
+            }
+        })
         .collect::<Vec<_>>()
         .join("\n")
         .trim_end()

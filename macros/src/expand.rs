@@ -238,7 +238,9 @@ fn exchange_impl(model: &Model) -> TokenStream {
 /// capsule that points at the type's static `DLPackExchangeAPI`
 /// (`dlbind::exchange::exchange_api_capsule`). Nothing for specs without the attribute.
 fn exchange_api_attr(model: &Model, spec: &SpecView) -> syn::Result<TokenStream> {
-    let Some(name) = &spec.exchange_attr else { return Ok(TokenStream::new()) };
+    let Some(name) = &spec.exchange_attr else {
+        return Ok(TokenStream::new());
+    };
     py_ident(name, "exchange API attribute")?;
     let ident = &model.ident;
     let f = format_ident!("__dlbind_dlpack_c_exchange_api__");
@@ -261,7 +263,13 @@ fn exchange_api_attr(model: &Model, spec: &SpecView) -> syn::Result<TokenStream>
 /// one method per item below. The names are fixed Python dunders (not in the DLPack spec).
 fn bridges(model: &Model) -> TokenStream {
     let ident = &model.ident;
-    let items = [getbuffer(), releasebuffer(), array_interface(), cuda_array_interface(), sycl_usm_array_interface()];
+    let items = [
+        getbuffer(),
+        releasebuffer(),
+        array_interface(),
+        cuda_array_interface(),
+        sycl_usm_array_interface(),
+    ];
     quote! {
         #[::dlbind::__private::pyo3::pymethods]
         #[pyo3(crate = "::dlbind::__private::pyo3")]
@@ -420,15 +428,26 @@ mod tests {
         assert!(s.contains("let _ = out ; false"), "{s}");
         assert!(s.contains(":: dlbind :: device :: Device :: CPU"), "{s}");
         assert!(s.contains("assert_pyclass :: < Image >"), "{s}");
-        assert!(s.contains("unsafe impl :: dlbind :: exchange :: ExchangeSource for Image"), "{s}");
+        assert!(
+            s.contains("unsafe impl :: dlbind :: exchange :: ExchangeSource for Image"),
+            "{s}"
+        );
         assert!(s.contains("name = \"__dlpack_c_exchange_api__\""), "{s}");
         assert!(s.contains("exchange_api_capsule :: < Self >"), "{s}");
-        for item in ["__getbuffer__", "__releasebuffer__", "__array_interface__", "__cuda_array_interface__",
-            "__sycl_usm_array_interface__"] {
+        for item in [
+            "__getbuffer__",
+            "__releasebuffer__",
+            "__array_interface__",
+            "__cuda_array_interface__",
+            "__sycl_usm_array_interface__",
+        ] {
             assert!(s.contains(item), "{item}: {s}");
         }
         // No strides field: no borrowed dims (NULL dltensor_from_py_object_no_sync).
-        assert!(s.contains("fn exchange_dims_supported () -> bool { false }"), "{s}");
+        assert!(
+            s.contains("fn exchange_dims_supported () -> bool { false }"),
+            "{s}"
+        );
     }
 
     #[test]

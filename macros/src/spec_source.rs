@@ -70,7 +70,10 @@ mod tests {
         );
         assert_eq!(spec.protocol.dlpack_method, "__dlpack__");
         assert_eq!(spec.protocol.dlpack_device_method, "__dlpack_device__");
-        assert_eq!(spec.exchange_attr.as_deref(), Some("__dlpack_c_exchange_api__"));
+        assert_eq!(
+            spec.exchange_attr.as_deref(),
+            Some("__dlpack_c_exchange_api__")
+        );
         let ty: syn::Type = syn::parse_quote!(half::bf16);
         assert_eq!(spec.dtype_for_rust_type(&ty).unwrap().name, "bfloat16");
         let ty: syn::Type = syn::parse_quote!(Complex<f64>);

@@ -43,10 +43,19 @@ struct Arr {
 /// Makes the repository's venv (numpy) importable when it exists, for the interpreter's version.
 fn add_venv(py: Python<'_>) {
     let v = py.version_info();
-    let site = format!("{}/../.venv/lib/python{}.{}/site-packages", env!("CARGO_MANIFEST_DIR"), v.major, v.minor);
+    let site = format!(
+        "{}/../.venv/lib/python{}.{}/site-packages",
+        env!("CARGO_MANIFEST_DIR"),
+        v.major,
+        v.minor
+    );
     if std::path::Path::new(&site).exists() {
-        let path = py.import("sys").and_then(|s| s.getattr("path")).expect("sys.path");
-        path.call_method1("append", (site,)).expect("append site-packages");
+        let path = py
+            .import("sys")
+            .and_then(|s| s.getattr("path"))
+            .expect("sys.path");
+        path.call_method1("append", (site,))
+            .expect("append site-packages");
     }
 }
 
@@ -62,12 +71,15 @@ fn exchange(c: &mut Criterion) {
         };
         let x = Bound::new(py, arr).expect("instance").into_any();
         let kw = PyDict::new(py);
-        kw.set_item("max_version", PyTuple::new(py, [1, 3]).expect("tuple")).expect("kw");
+        kw.set_item("max_version", PyTuple::new(py, [1, 3]).expect("tuple"))
+            .expect("kw");
         let mut g = c.benchmark_group("exchange_3x4_f32");
 
         g.bench_function("table_owning", |b| {
             b.iter(|| {
-                let t = import_via_exchange_api(black_box(&x)).expect("export").expect("a table");
+                let t = import_via_exchange_api(black_box(&x))
+                    .expect("export")
+                    .expect("a table");
                 black_box(t.data_ptr());
             })
         });
@@ -78,7 +90,9 @@ fn exchange(c: &mut Criterion) {
                 unsafe {
                     let table = lookup_exchange_api(py, black_box(x.as_ptr()));
                     assert!(!table.is_null(), "Arr has a table");
-                    let fill = (*table).dltensor_from_py_object_no_sync.expect("fill entry");
+                    let fill = (*table)
+                        .dltensor_from_py_object_no_sync
+                        .expect("fill entry");
                     let mut out: DLTensor = std::mem::zeroed();
                     assert_eq!(fill(x.as_ptr().cast(), &mut out), 0);
                     black_box(&out);
@@ -93,7 +107,9 @@ fn exchange(c: &mut Criterion) {
             })
         });
         if let Ok(np) = py.import("numpy") {
-            let a = np.call_method1("ones", ((3, 4), "float32")).expect("numpy array");
+            let a = np
+                .call_method1("ones", ((3, 4), "float32"))
+                .expect("numpy array");
             g.bench_function("capsule_numpy", |b| {
                 b.iter(|| {
                     let cap = a.call_method("__dlpack__", (), Some(&kw)).expect("capsule");

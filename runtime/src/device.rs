@@ -38,7 +38,10 @@ impl Device {
 
     /// Any device type and ordinal.
     pub const fn new(device_type: DLDeviceType, device_id: i32) -> Device {
-        Device { device_type, device_id }
+        Device {
+            device_type,
+            device_id,
+        }
     }
     /// CUDA device memory on GPU `id`.
     pub const fn cuda(id: i32) -> Device {
@@ -102,7 +105,10 @@ impl Device {
 
     /// The ABI struct.
     pub const fn to_dl(self) -> DLDevice {
-        DLDevice { device_type: self.device_type, device_id: self.device_id }
+        DLDevice {
+            device_type: self.device_type,
+            device_id: self.device_id,
+        }
     }
 
     /// A Python `(device_type, device_id)` tuple of ints.
@@ -153,6 +159,9 @@ mod tests {
         assert!(!Device::cuda(0).is_host_accessible());
         let dl: DLDevice = Device::rocm(1).into();
         assert_eq!(Device::from(dl), Device::rocm(1));
-        assert_eq!(Device::from_tuple(Device::oneapi(2).to_tuple()), Device::oneapi(2));
+        assert_eq!(
+            Device::from_tuple(Device::oneapi(2).to_tuple()),
+            Device::oneapi(2)
+        );
     }
 }

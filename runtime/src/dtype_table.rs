@@ -2,7 +2,10 @@
 
 #[allow(clippy::all)]
 mod generated {
-    include!(concat!(env!("CARGO_MANIFEST_DIR"), "/../generated/rust/dtypes.rs"));
+    include!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../generated/rust/dtypes.rs"
+    ));
 }
 pub use generated::*;
 
@@ -82,9 +85,13 @@ fn unsupported(dtype: DLDataType, why: DtypeProblem) -> DlpackError {
     let message = match why {
         DtypeProblem::Lanes => format!("unsupported dtype {d}: lanes must be 1"),
         DtypeProblem::Code => format!("unsupported dtype {d}: unknown or opaque type code"),
-        DtypeProblem::RequiredBits(bits) => format!("unsupported dtype {d}: this code requires bits == {bits}"),
+        DtypeProblem::RequiredBits(bits) => {
+            format!("unsupported dtype {d}: this code requires bits == {bits}")
+        }
         DtypeProblem::ZeroBits => format!("unsupported dtype {d}: zero bits"),
-        DtypeProblem::OddBits => format!("unsupported dtype {d}: bits must be a multiple of 8 or less than 8"),
+        DtypeProblem::OddBits => {
+            format!("unsupported dtype {d}: bits must be a multiple of 8 or less than 8")
+        }
     };
     DlpackError::new(FailureKind::UnsupportedDtype, message)
 }
@@ -101,6 +108,9 @@ pub fn itemsize(dtype: DLDataType) -> Option<usize> {
 pub fn describe(dtype: DLDataType) -> String {
     match dtype_by_dl(dtype) {
         Some(info) => info.name.to_string(),
-        None => format!("(code={}, bits={}, lanes={})", dtype.code, dtype.bits, dtype.lanes),
+        None => format!(
+            "(code={}, bits={}, lanes={})",
+            dtype.code, dtype.bits, dtype.lanes
+        ),
     }
 }

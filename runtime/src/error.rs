@@ -4,7 +4,8 @@
 use std::borrow::Cow;
 
 use pyo3::exceptions::{
-    PyAttributeError, PyBaseException, PyBufferError, PyMemoryError, PyRuntimeError, PySystemError, PyTypeError, PyValueError,
+    PyAttributeError, PyBaseException, PyBufferError, PyMemoryError, PyRuntimeError, PySystemError,
+    PyTypeError, PyValueError,
 };
 use pyo3::prelude::*;
 use pyo3::types::PyType;
@@ -24,7 +25,10 @@ pub struct DlpackError {
 impl DlpackError {
     /// A new error of `kind`.
     pub fn new(kind: FailureKind, message: impl Into<Cow<'static, str>>) -> Self {
-        DlpackError { kind, message: message.into() }
+        DlpackError {
+            kind,
+            message: message.into(),
+        }
     }
 
     /// The failure kind (decides the Python exception type).
@@ -104,9 +108,17 @@ pub type Result<T, E = DlpackError> = std::result::Result<T, E>;
 impl From<crate::stream_rules::StreamRuleViolation> for DlpackError {
     /// A stream value the spec's rules reject for a device (InvalidStream).
     fn from(v: crate::stream_rules::StreamRuleViolation) -> Self {
-        let shown = v.stream.map_or_else(|| "None".to_string(), |s| s.to_string());
-        let device = v.device_type.name().map_or_else(|| format!("device type {}", v.device_type.0), str::to_string);
-        DlpackError::new(FailureKind::InvalidStream, format!("invalid stream={shown} for {device}: {}", v.reason))
+        let shown = v
+            .stream
+            .map_or_else(|| "None".to_string(), |s| s.to_string());
+        let device = v.device_type.name().map_or_else(
+            || format!("device type {}", v.device_type.0),
+            str::to_string,
+        );
+        DlpackError::new(
+            FailureKind::InvalidStream,
+            format!("invalid stream={shown} for {device}: {}", v.reason),
+        )
     }
 }
 
@@ -123,7 +135,9 @@ mod tests {
             for &kind in FailureKind::ALL {
                 let exc = kind.exception();
                 let err = py_exception(exc, "m".into());
-                let want = builtins.getattr(exc.name()).expect("a builtin of that name");
+                let want = builtins
+                    .getattr(exc.name())
+                    .expect("a builtin of that name");
                 assert!(err.get_type(py).is(&want), "{kind:?} → {}", exc.name());
             }
         });
@@ -135,7 +149,10 @@ mod tests {
     fn other_names_are_looked_up_in_builtins() {
         Python::attach(|py| {
             let err = builtin_exception("KeyError", "k".into());
-            assert!(err.get_type(py).is(py.get_type::<pyo3::exceptions::PyKeyError>()));
+            assert!(
+                err.get_type(py)
+                    .is(py.get_type::<pyo3::exceptions::PyKeyError>())
+            );
             assert_eq!(err.value(py).to_string(), "'k'");
             for bad in ["NotAnException", "len"] {
                 let err = builtin_exception(bad, "x".into());

@@ -2,7 +2,16 @@
 //!
 //! Everything in this module comes from `generated/rust/types.rs` (Contract 1): open enums as
 //! `#[repr(transparent)]` newtypes, `#[repr(C)]` structs, flag masks and capsule names.
-#![allow(non_upper_case_globals, non_camel_case_types, non_snake_case, missing_docs, missing_debug_implementations)]
+#![allow(
+    non_upper_case_globals,
+    non_camel_case_types,
+    non_snake_case,
+    missing_docs,
+    missing_debug_implementations
+)]
 #![allow(clippy::all)]
 
-include!(concat!(env!("CARGO_MANIFEST_DIR"), "/../generated/rust/types.rs"));
+include!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../generated/rust/types.rs"
+));

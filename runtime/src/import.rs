@@ -25,9 +25,10 @@ use crate::error::DlpackError;
 use crate::export::c_contiguous_strides;
 use crate::failure::FailureKind;
 use crate::ffi::{
-    DLDataType, DLManagedTensor, DLManagedTensorVersioned, DLPACK_CAPSULE_NAME, DLPACK_FLAG_BITMASK_IS_COPIED,
-    DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED, DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION, DLPACK_USED_CAPSULE_NAME, DLPACK_VERSIONED_CAPSULE_NAME,
-    DLPACK_VERSIONED_USED_CAPSULE_NAME, DLPackVersion, DLTensor,
+    DLDataType, DLManagedTensor, DLManagedTensorVersioned, DLPACK_CAPSULE_NAME,
+    DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED,
+    DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION, DLPACK_USED_CAPSULE_NAME,
+    DLPACK_VERSIONED_CAPSULE_NAME, DLPACK_VERSIONED_USED_CAPSULE_NAME, DLPackVersion, DLTensor,
 };
 
 /// Who owns the memory.
@@ -94,7 +95,10 @@ pub const MAX_NDIM: i32 = 64;
 /// two halves (heap memory: they stay valid when the handle that keeps the box moves).
 #[cold]
 #[inline(never)]
-fn owned_meta(shape: &[i64], strides: Option<&[i64]>) -> (*const i64, *const i64, Option<Box<[i64]>>) {
+fn owned_meta(
+    shape: &[i64],
+    strides: Option<&[i64]>,
+) -> (*const i64, *const i64, Option<Box<[i64]>>) {
     let n = shape.len();
     let mut buf = vec![0i64; 2 * n].into_boxed_slice();
     buf[..n].copy_from_slice(shape);
@@ -177,12 +181,19 @@ pub unsafe fn validate_dltensor(t: &DLTensor) -> Result<(), DlpackError> {
 #[cold]
 #[inline(never)]
 unsafe fn validate_dltensor_exact(t: &DLTensor) -> Result<(), DlpackError> {
-    let elem = validate_dtype(t.dtype).map_err(|e| DlpackError::new(e.kind(), format!("DLTensor.dtype: {}", e.message())))?;
+    let elem = validate_dtype(t.dtype)
+        .map_err(|e| DlpackError::new(e.kind(), format!("DLTensor.dtype: {}", e.message())))?;
     if t.device.device_type.name().is_none() {
-        return Err(malformed(format!("DLTensor.device: unknown device type {}", t.device.device_type.0)));
+        return Err(malformed(format!(
+            "DLTensor.device: unknown device type {}",
+            t.device.device_type.0
+        )));
     }
     if t.device.device_id < 0 {
-        return Err(malformed(format!("DLTensor.device: negative device_id {}", t.device.device_id)));
+        return Err(malformed(format!(
+            "DLTensor.device: negative device_id {}",
+            t.device.device_id
+        )));
     }
     // SAFETY: caller contract.
     unsafe { validate_layout(t, elem) }
@@ -254,11 +265,16 @@ unsafe fn validate_layout_exact(t: &DLTensor, elem: ElemSize) -> Result<(), Dlpa
         ElemSize::SubByte { bits } => bits as i128,
     };
     if !(0..=MAX_NDIM).contains(&t.ndim) {
-        return Err(malformed(format!("DLTensor.ndim: {} is outside 0..={MAX_NDIM}", t.ndim)));
+        return Err(malformed(format!(
+            "DLTensor.ndim: {} is outside 0..={MAX_NDIM}",
+            t.ndim
+        )));
     }
     let ndim = t.ndim as usize;
     if ndim > 0 && t.shape.is_null() {
-        return Err(malformed(format!("DLTensor.shape: NULL with ndim = {ndim}")));
+        return Err(malformed(format!(
+            "DLTensor.shape: NULL with ndim = {ndim}"
+        )));
     }
     // SAFETY: ndim is in range and shape is non-NULL when ndim > 0 (caller contract).
     let shape = unsafe { dims(t.shape, ndim) };
@@ -266,14 +282,18 @@ unsafe fn validate_layout_exact(t: &DLTensor, elem: ElemSize) -> Result<(), Dlpa
     let mut empty = false;
     for (i, &d) in shape.iter().enumerate() {
         if d < 0 {
-            return Err(malformed(format!("DLTensor.shape: dimension {i} is negative ({d}) in {shape:?}")));
+            return Err(malformed(format!(
+                "DLTensor.shape: dimension {i} is negative ({d}) in {shape:?}"
+            )));
         }
         if d == 0 {
             empty = true;
         } else {
-            numel = numel
-                .checked_mul(d)
-                .ok_or_else(|| malformed(format!("DLTensor.shape: element count of {shape:?} overflows i64")))?;
+            numel = numel.checked_mul(d).ok_or_else(|| {
+                malformed(format!(
+                    "DLTensor.shape: element count of {shape:?} overflows i64"
+                ))
+            })?;
         }
     }
     if empty {
@@ -281,7 +301,9 @@ unsafe fn validate_layout_exact(t: &DLTensor, elem: ElemSize) -> Result<(), Dlpa
         return Ok(());
     }
     if t.data.is_null() {
-        return Err(malformed(format!("DLTensor.data: NULL for a tensor of {numel} elements")));
+        return Err(malformed(format!(
+            "DLTensor.data: NULL for a tensor of {numel} elements"
+        )));
     }
     let base = t.data as usize as i128 + t.byte_offset as i128;
     if base > usize::MAX as i128 {
@@ -294,7 +316,11 @@ unsafe fn validate_layout_exact(t: &DLTensor, elem: ElemSize) -> Result<(), Dlpa
     // (|(d - 1) * s| < 2^126); the sums are capped: past `LIMIT` elements the span exceeds
     // isize::MAX bytes whatever the element size (>= 1 bit), so the arithmetic below stays small.
     const LIMIT: i128 = 8 * isize::MAX as i128 + 8;
-    let too_big = |field: &str| malformed(format!("DLTensor.{field}: the tensor spans more than isize::MAX bytes"));
+    let too_big = |field: &str| {
+        malformed(format!(
+            "DLTensor.{field}: the tensor spans more than isize::MAX bytes"
+        ))
+    };
     let (mut lo, mut hi) = (0i128, 0i128);
     let field = if t.strides.is_null() {
         hi = numel as i128 - 1;
@@ -304,7 +330,11 @@ unsafe fn validate_layout_exact(t: &DLTensor, elem: ElemSize) -> Result<(), Dlpa
         let strides = unsafe { dims(t.strides, ndim) };
         for (&d, &s) in shape.iter().zip(strides) {
             let reach = (d as i128 - 1) * s as i128;
-            if reach < 0 { lo += reach } else { hi += reach }
+            if reach < 0 {
+                lo += reach
+            } else {
+                hi += reach
+            }
             if hi > LIMIT || lo < -LIMIT {
                 return Err(too_big("strides"));
             }
@@ -346,16 +376,27 @@ unsafe fn extent_fits_u64(t: &DLTensor, shape: &[i64], numel: i64, bits: u64) ->
         let strides = unsafe { dims(t.strides, shape.len()) };
         for (&d, &s) in shape.iter().zip(strides) {
             let reach = (d - 1).checked_mul(s)?;
-            if reach < 0 { lo = lo.checked_add(reach)? } else { hi = hi.checked_add(reach)? }
+            if reach < 0 {
+                lo = lo.checked_add(reach)?
+            } else {
+                hi = hi.checked_add(reach)?
+            }
         }
     }
     let bits = bits as i64;
     // Bytes from the lowest to the highest element (ceil), and the two end addresses.
-    let span = hi.checked_sub(lo)?.checked_add(1)?.checked_mul(bits)?.checked_add(7)? >> 3;
+    let span = hi
+        .checked_sub(lo)?
+        .checked_add(1)?
+        .checked_mul(bits)?
+        .checked_add(7)?
+        >> 3;
     let below = (lo.checked_mul(bits)? >> 3).unsigned_abs(); // floor(lo * bits / 8) <= 0
     let above = ((hi.checked_add(1)?.checked_mul(bits)?.checked_add(7)? >> 3) - 1) as u64;
     let base = (t.data as u64).checked_add(t.byte_offset)?;
-    let fits = span <= isize::MAX as i64 && base.checked_sub(below).is_some() && base.checked_add(above).is_some();
+    let fits = span <= isize::MAX as i64
+        && base.checked_sub(below).is_some()
+        && base.checked_add(above).is_some();
     fits.then_some(true)
 }
 
@@ -377,9 +418,17 @@ impl ImportedTensor {
     /// # Safety
     /// `t` is the owner's live tensor, validated with [`validate_tensor`].
     #[inline(always)]
-    unsafe fn from_parts(owner: Owner, t: &DLTensor, readonly: bool, flags: u64, version: Option<DLPackVersion>) -> Self {
+    unsafe fn from_parts(
+        owner: Owner,
+        t: &DLTensor,
+        readonly: bool,
+        flags: u64,
+        version: Option<DLPackVersion>,
+    ) -> Self {
         let ndim = t.ndim as usize;
-        let data = (t.data as *mut u8).wrapping_add(t.byte_offset as usize).cast::<c_void>();
+        let data = (t.data as *mut u8)
+            .wrapping_add(t.byte_offset as usize)
+            .cast::<c_void>();
         // Pre-1.2 producers: NULL strides = C-contiguous; dlbind then owns shape + computed
         // strides (out of line, so that the handle is built in registers on the common path).
         let (shape, strides, meta) = if ndim > 0 && t.strides.is_null() {
@@ -425,7 +474,11 @@ impl ImportedTensor {
         // the name is a NUL-terminated C string (or NULL) owned by the producer.
         unsafe {
             if ffi::PyCapsule_CheckExact(cap) == 0 {
-                let tn = capsule.get_type().name().map(|n| n.to_string()).unwrap_or_default();
+                let tn = capsule
+                    .get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_default();
                 return Err(DlpackError::new(
                     FailureKind::BadArgumentType,
                     format!("expected a DLPack PyCapsule, got an object of type '{tn}'"),
@@ -448,8 +501,14 @@ impl ImportedTensor {
                 rename(capsule, DLPACK_USED_CAPSULE_NAME)?;
                 return Ok(Self::take_legacy_unchecked(m));
             }
-            let name = if name.is_null() { None } else { Some(CStr::from_ptr(name)) };
-            if name == Some(DLPACK_USED_CAPSULE_NAME) || name == Some(DLPACK_VERSIONED_USED_CAPSULE_NAME) {
+            let name = if name.is_null() {
+                None
+            } else {
+                Some(CStr::from_ptr(name))
+            };
+            if name == Some(DLPACK_USED_CAPSULE_NAME)
+                || name == Some(DLPACK_VERSIONED_USED_CAPSULE_NAME)
+            {
                 Err(DlpackError::new(
                     FailureKind::CapsuleConsumed,
                     "this DLPack capsule was already consumed (a capsule can be consumed only once)",
@@ -505,7 +564,13 @@ impl ImportedTensor {
             let mt = &*m.as_ptr();
             let flags = mt.flags;
             let readonly = flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0;
-            Self::from_parts(Owner::Versioned(m), &mt.dl_tensor, readonly, flags, Some(mt.version))
+            Self::from_parts(
+                Owner::Versioned(m),
+                &mt.dl_tensor,
+                readonly,
+                flags,
+                Some(mt.version),
+            )
         }
     }
 
@@ -522,7 +587,9 @@ impl ImportedTensor {
     /// # Safety
     /// `m` is a live tensor that nobody else will use or delete.
     #[inline(always)]
-    pub unsafe fn from_managed_versioned(m: NonNull<DLManagedTensorVersioned>) -> Result<ImportedTensor, DlpackError> {
+    pub unsafe fn from_managed_versioned(
+        m: NonNull<DLManagedTensorVersioned>,
+    ) -> Result<ImportedTensor, DlpackError> {
         // SAFETY: caller contract.
         unsafe {
             if let Err(e) = Self::check_versioned(m) {
@@ -539,7 +606,9 @@ impl ImportedTensor {
     ///
     /// # Safety
     /// `m` is a live tensor that nobody else will use or delete.
-    pub unsafe fn from_managed_legacy(m: NonNull<DLManagedTensor>) -> Result<ImportedTensor, DlpackError> {
+    pub unsafe fn from_managed_legacy(
+        m: NonNull<DLManagedTensor>,
+    ) -> Result<ImportedTensor, DlpackError> {
         // SAFETY: caller contract.
         unsafe {
             if let Err(e) = validate_dltensor(&(*m.as_ptr()).dl_tensor) {
@@ -567,7 +636,16 @@ impl ImportedTensor {
         let buf = Box::new(AlignedBuffer::uninit(nbytes)?);
         // SAFETY: the producer guarantees every element addressed by shape/strides from
         // element 0 is readable host memory; `buf` is fresh (`nbytes` bytes, no overlap).
-        unsafe { copy_to_contiguous(self.data.cast::<u8>(), shape, self.strides(), elem, buf.as_mut_ptr(), nbytes)? };
+        unsafe {
+            copy_to_contiguous(
+                self.data.cast::<u8>(),
+                shape,
+                self.strides(),
+                elem,
+                buf.as_mut_ptr(),
+                nbytes,
+            )?
+        };
         Ok(Self::from_buffer(buf, shape, self.dtype))
     }
 
@@ -581,7 +659,9 @@ impl ImportedTensor {
     /// the owner lives; writable unless `readonly`.
     pub unsafe fn from_python_view(view: &crate::bridges::PythonView<'_, '_>) -> ImportedTensor {
         // SAFETY: a live object; the strong reference is released by the keeper.
-        let keeper = crate::bridges::Keeper::Object(unsafe { NonNull::new_unchecked(view.owner.clone().into_ptr()) });
+        let keeper = crate::bridges::Keeper::Object(unsafe {
+            NonNull::new_unchecked(view.owner.clone().into_ptr())
+        });
         let mut this = ImportedTensor {
             owner: Owner::Kept(keeper),
             data: view.data,
@@ -593,7 +673,11 @@ impl ImportedTensor {
             dtype: view.dtype,
             device: view.device,
             readonly: view.readonly,
-            flags: if view.readonly { DLPACK_FLAG_BITMASK_READ_ONLY } else { 0 },
+            flags: if view.readonly {
+                DLPACK_FLAG_BITMASK_READ_ONLY
+            } else {
+                0
+            },
             version: None,
         };
         this.set_owned_meta(view.shape, Some(view.strides));
@@ -601,7 +685,11 @@ impl ImportedTensor {
     }
 
     /// Wraps an owned C-contiguous host buffer (writable).
-    pub fn from_buffer(buf: impl Into<Box<AlignedBuffer>>, shape: &[i64], dtype: DLDataType) -> ImportedTensor {
+    pub fn from_buffer(
+        buf: impl Into<Box<AlignedBuffer>>,
+        shape: &[i64],
+        dtype: DLDataType,
+    ) -> ImportedTensor {
         let buf = buf.into();
         let data = buf.as_mut_ptr().cast::<c_void>();
         let mut this = ImportedTensor {
@@ -646,7 +734,9 @@ impl ImportedTensor {
     /// Number of elements.
     pub fn numel(&self) -> usize {
         // Validated at import: dims are non-negative and their product fits in isize.
-        self.shape().iter().fold(1usize, |n, &d| n.saturating_mul(d as usize))
+        self.shape()
+            .iter()
+            .fold(1usize, |n, &d| n.saturating_mul(d as usize))
     }
 
     /// The dtype.
@@ -676,7 +766,9 @@ impl ImportedTensor {
     /// The producer's `data` field as sent.
     #[inline]
     pub fn raw_data(&self) -> *mut c_void {
-        (self.data as *mut u8).wrapping_sub(self.byte_offset as usize).cast::<c_void>()
+        (self.data as *mut u8)
+            .wrapping_sub(self.byte_offset as usize)
+            .cast::<c_void>()
     }
 
     /// The producer's `byte_offset` field.
@@ -718,18 +810,29 @@ impl ImportedTensor {
         if T::DTYPE != self.dtype {
             return Err(DlpackError::new(
                 FailureKind::UnsupportedDtype,
-                format!("{what}: tensor dtype is {}, not {}", describe(self.dtype), T::NAME),
+                format!(
+                    "{what}: tensor dtype is {}, not {}",
+                    describe(self.dtype),
+                    T::NAME
+                ),
             ));
         }
         if !self.device.is_host_accessible() {
             return Err(DlpackError::new(
                 FailureKind::UnsupportedDevice,
-                format!("{what}: memory on device {} is not host-accessible", self.device),
+                format!(
+                    "{what}: memory on device {} is not host-accessible",
+                    self.device
+                ),
             ));
         }
-        if std::any::TypeId::of::<T>() == std::any::TypeId::of::<bool>() && !self.bool_bytes_valid() {
+        if std::any::TypeId::of::<T>() == std::any::TypeId::of::<bool>() && !self.bool_bytes_valid()
+        {
             // A `bool` reference to a byte other than 0/1 would be undefined behaviour.
-            return Err(DlpackError::new(FailureKind::UnsupportedDtype, format!("{what}: bool tensor holds bytes other than 0 and 1")));
+            return Err(DlpackError::new(
+                FailureKind::UnsupportedDtype,
+                format!("{what}: bool tensor holds bytes other than 0 and 1"),
+            ));
         }
         Ok(())
     }
@@ -766,17 +869,27 @@ impl ImportedTensor {
     }
 
     fn typed_ptr<T>(&self) -> *mut T {
-        if self.numel() == 0 || self.data.is_null() { NonNull::<T>::dangling().as_ptr() } else { self.data.cast::<T>() }
+        if self.numel() == 0 || self.data.is_null() {
+            NonNull::<T>::dangling().as_ptr()
+        } else {
+            self.data.cast::<T>()
+        }
     }
 
     /// The elements as a slice (C-contiguous, dtype `T`, host memory).
     pub fn as_slice<T: DLPackElement>(&self) -> Result<&[T], DlpackError> {
         self.check_typed::<T>("as_slice")?;
         if !self.is_c_contiguous() {
-            return Err(DlpackError::new(FailureKind::UnsupportedLayout, "as_slice: tensor is not C-contiguous"));
+            return Err(DlpackError::new(
+                FailureKind::UnsupportedLayout,
+                "as_slice: tensor is not C-contiguous",
+            ));
         }
         if !(self.data as usize).is_multiple_of(std::mem::align_of::<T>()) && self.numel() > 0 {
-            return Err(DlpackError::new(FailureKind::UnsupportedLayout, "as_slice: data is not aligned for the element type"));
+            return Err(DlpackError::new(
+                FailureKind::UnsupportedLayout,
+                "as_slice: data is not aligned for the element type",
+            ));
         }
         // SAFETY: contiguous host memory of `numel` elements of the checked dtype, alive and
         // unmodified through `&self` for the borrow (read-only views are fine to read).
@@ -786,13 +899,15 @@ impl ImportedTensor {
     /// The elements as a mutable slice (C-contiguous, dtype `T`, host memory, not read-only).
     pub fn as_mut_slice<T: DLPackElement>(&mut self) -> Result<&mut [T], DlpackError> {
         if self.readonly {
-            return Err(DlpackError::new(FailureKind::UnsupportedLayout, "as_mut_slice: tensor is read-only"));
+            return Err(DlpackError::new(
+                FailureKind::UnsupportedLayout,
+                "as_mut_slice: tensor is read-only",
+            ));
         }
         let n = self.as_slice::<T>()?.len();
         // SAFETY: as for `as_slice`, plus exclusivity through `&mut self` and writability.
         Ok(unsafe { std::slice::from_raw_parts_mut(self.typed_ptr::<T>(), n) })
     }
-
 }
 
 impl Drop for ImportedTensor {
@@ -864,8 +979,12 @@ mod nd {
     /// `|stride|` must exceed the extent `sum((n - 1) * |stride|)` of the smaller ones. Zero strides
     /// on dims > 1 fail it too. Meaningful for tensors with elements only.
     pub(super) fn strides_may_alias(shape: &[i64], strides: &[i64]) -> bool {
-        let mut dims: Vec<(u64, u64)> =
-            shape.iter().zip(strides).filter(|&(&n, _)| n > 1).map(|(&n, &s)| (s.unsigned_abs(), n as u64)).collect();
+        let mut dims: Vec<(u64, u64)> = shape
+            .iter()
+            .zip(strides)
+            .filter(|&(&n, _)| n > 1)
+            .map(|(&n, &s)| (s.unsigned_abs(), n as u64))
+            .collect();
         dims.sort_unstable();
         let mut extent = 0u64;
         for (s, n) in dims {
@@ -879,7 +998,10 @@ mod nd {
     }
 
     fn empty_shape_error(what: &str, e: ndarray::ShapeError) -> DlpackError {
-        DlpackError::new(FailureKind::UnsupportedLayout, format!("{what}: shape not representable by ndarray: {e}"))
+        DlpackError::new(
+            FailureKind::UnsupportedLayout,
+            format!("{what}: shape not representable by ndarray: {e}"),
+        )
     }
 
     impl ImportedTensor {
@@ -891,17 +1013,23 @@ mod nd {
                 // Strides of empty tensors are not validated: none is passed on (C-contiguous
                 // view of an empty slice).
                 let shape: Vec<usize> = self.shape().iter().map(|&d| d as usize).collect();
-                return ArrayViewD::from_shape(IxDyn(&shape), &[]).map_err(|e| empty_shape_error("as_ndarray", e));
+                return ArrayViewD::from_shape(IxDyn(&shape), &[])
+                    .map_err(|e| empty_shape_error("as_ndarray", e));
             }
             if !(self.data as usize).is_multiple_of(std::mem::align_of::<T>()) {
-                return Err(DlpackError::new(FailureKind::UnsupportedLayout, "as_ndarray: data is not aligned"));
+                return Err(DlpackError::new(
+                    FailureKind::UnsupportedLayout,
+                    "as_ndarray: data is not aligned",
+                ));
             }
             let (shape, strides, p, inverted) = plan::<T>(self);
             // SAFETY: `p` is the lowest-addressed element of the producer's layout (validated at
             // import: the span fits isize::MAX bytes) and every element reached with the
             // non-negative strides from it is an element of the tensor, readable host memory
             // alive for `'_`.
-            let mut v = unsafe { ArrayViewD::from_shape_ptr(IxDyn(&shape).strides(IxDyn(&strides)), p as *const T) };
+            let mut v = unsafe {
+                ArrayViewD::from_shape_ptr(IxDyn(&shape).strides(IxDyn(&strides)), p as *const T)
+            };
             for ax in inverted {
                 v.invert_axis(Axis(ax));
             }
@@ -911,18 +1039,32 @@ mod nd {
         /// A mutable `ndarray` view. Refused for read-only tensors and for layouts where two
         /// indices may share memory (zero strides on dims > 1, or any overlap: each `|stride|`,
         /// by increasing size, must exceed the extent of the smaller ones; dims of size 1 aside).
-        pub fn as_ndarray_mut<T: DLPackElement>(&mut self) -> Result<ArrayViewMutD<'_, T>, DlpackError> {
+        pub fn as_ndarray_mut<T: DLPackElement>(
+            &mut self,
+        ) -> Result<ArrayViewMutD<'_, T>, DlpackError> {
             if self.readonly {
-                return Err(DlpackError::new(FailureKind::UnsupportedLayout, "as_ndarray_mut: tensor is read-only"));
+                return Err(DlpackError::new(
+                    FailureKind::UnsupportedLayout,
+                    "as_ndarray_mut: tensor is read-only",
+                ));
             }
             self.check_typed::<T>("as_ndarray_mut")?;
             if self.numel() == 0 {
                 // As in `as_ndarray`: nothing to alias, strides not passed on.
                 let shape: Vec<usize> = self.shape().iter().map(|&d| d as usize).collect();
-                return ArrayViewMutD::from_shape(IxDyn(&shape), &mut []).map_err(|e| empty_shape_error("as_ndarray_mut", e));
+                return ArrayViewMutD::from_shape(IxDyn(&shape), &mut [])
+                    .map_err(|e| empty_shape_error("as_ndarray_mut", e));
             }
-            if self.shape().iter().zip(self.strides()).any(|(&n, &s)| n > 1 && s == 0) {
-                return Err(DlpackError::new(FailureKind::UnsupportedLayout, "as_ndarray_mut: broadcast (zero) strides alias"));
+            if self
+                .shape()
+                .iter()
+                .zip(self.strides())
+                .any(|(&n, &s)| n > 1 && s == 0)
+            {
+                return Err(DlpackError::new(
+                    FailureKind::UnsupportedLayout,
+                    "as_ndarray_mut: broadcast (zero) strides alias",
+                ));
             }
             if strides_may_alias(self.shape(), self.strides()) {
                 return Err(DlpackError::new(
@@ -935,13 +1077,17 @@ mod nd {
                 ));
             }
             if !(self.data as usize).is_multiple_of(std::mem::align_of::<T>()) {
-                return Err(DlpackError::new(FailureKind::UnsupportedLayout, "as_ndarray_mut: data is not aligned"));
+                return Err(DlpackError::new(
+                    FailureKind::UnsupportedLayout,
+                    "as_ndarray_mut: data is not aligned",
+                ));
             }
             let (shape, strides, p, inverted) = plan::<T>(self);
             // SAFETY: as for `as_ndarray`, plus exclusivity (`&mut self`), writability (not
             // read-only) and no aliasing (`strides_may_alias` is false: distinct indices address
             // distinct elements).
-            let mut v = unsafe { ArrayViewMutD::from_shape_ptr(IxDyn(&shape).strides(IxDyn(&strides)), p) };
+            let mut v =
+                unsafe { ArrayViewMutD::from_shape_ptr(IxDyn(&shape).strides(IxDyn(&strides)), p) };
             for ax in inverted {
                 v.invert_axis(Axis(ax));
             }

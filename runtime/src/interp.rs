@@ -15,14 +15,17 @@ type IsFinalizing = unsafe extern "C" fn() -> c_int;
 fn is_finalizing_fn() -> Option<IsFinalizing> {
     static FN: OnceLock<Option<IsFinalizing>> = OnceLock::new();
     *FN.get_or_init(|| {
-        [c"Py_IsFinalizing", c"_Py_IsFinalizing"].into_iter().find_map(|name: &CStr| {
-            // SAFETY: `dlsym` with the default handle only searches the loaded objects' symbol
-            // tables; a found symbol of either name has the C signature `int (void)`.
-            unsafe {
-                let p = libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr());
-                (!p.is_null()).then(|| std::mem::transmute::<*mut libc::c_void, IsFinalizing>(p))
-            }
-        })
+        [c"Py_IsFinalizing", c"_Py_IsFinalizing"]
+            .into_iter()
+            .find_map(|name: &CStr| {
+                // SAFETY: `dlsym` with the default handle only searches the loaded objects' symbol
+                // tables; a found symbol of either name has the C signature `int (void)`.
+                unsafe {
+                    let p = libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr());
+                    (!p.is_null())
+                        .then(|| std::mem::transmute::<*mut libc::c_void, IsFinalizing>(p))
+                }
+            })
     })
 }
 
@@ -41,7 +44,9 @@ pub(crate) fn may_take_gil() -> bool {
 /// is always a GIL.
 pub(crate) fn require_gil(py: pyo3::Python<'_>) -> pyo3::PyResult<()> {
     use pyo3::prelude::*;
-    let Ok(is_enabled) = py.import("sys")?.getattr("_is_gil_enabled") else { return Ok(()) };
+    let Ok(is_enabled) = py.import("sys")?.getattr("_is_gil_enabled") else {
+        return Ok(());
+    };
     if is_enabled.call0()?.is_truthy()? {
         return Ok(());
     }
@@ -59,7 +64,10 @@ mod tests {
     #[test]
     fn the_running_interpreter_is_usable_and_has_a_finalizing_query() {
         pyo3::Python::attach(|_| {
-            assert!(is_finalizing_fn().is_some(), "libpython exports Py_IsFinalizing or _Py_IsFinalizing");
+            assert!(
+                is_finalizing_fn().is_some(),
+                "libpython exports Py_IsFinalizing or _Py_IsFinalizing"
+            );
             assert!(may_take_gil());
         });
     }
@@ -76,13 +84,23 @@ mod tests {
             // attribute is replaced, so the eval loop never hands the GIL to another test thread
             // that could see it.
             let builtins = py.import("builtins").unwrap();
-            let (yes, no) = (builtins.getattr("object").unwrap(), builtins.getattr("bool").unwrap());
-            let set = |v: bool| sys.setattr("_is_gil_enabled", if v { &yes } else { &no }).unwrap();
+            let (yes, no) = (
+                builtins.getattr("object").unwrap(),
+                builtins.getattr("bool").unwrap(),
+            );
+            let set = |v: bool| {
+                sys.setattr("_is_gil_enabled", if v { &yes } else { &no })
+                    .unwrap()
+            };
             set(true);
             assert!(require_gil(py).is_ok());
             set(false);
             let e = require_gil(py).unwrap_err();
-            assert!(e.is_instance_of::<pyo3::exceptions::PyImportError>(py) && e.to_string().contains("gil_used = true"), "{e}");
+            assert!(
+                e.is_instance_of::<pyo3::exceptions::PyImportError>(py)
+                    && e.to_string().contains("gil_used = true"),
+                "{e}"
+            );
             match saved {
                 Some(f) => sys.setattr("_is_gil_enabled", f).unwrap(),
                 None => sys.delattr("_is_gil_enabled").unwrap(),

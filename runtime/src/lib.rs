@@ -31,27 +31,27 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_debug_implementations)]
 
-pub mod ffi;
 pub mod dtype_table;
 pub mod element;
-pub mod stream_rules;
 pub mod failure;
+pub mod ffi;
 pub mod protocol;
+pub mod stream_rules;
 
-pub mod error;
-pub mod device;
 pub mod alloc;
+pub mod bridges;
 pub mod copy;
-pub mod export;
+pub mod device;
+pub mod error;
 pub mod exchange;
+pub mod export;
+pub mod freelist;
 pub mod gpu;
 pub mod import;
 mod interp;
-pub mod python;
-pub mod freelist;
-pub mod bridges;
-pub mod storage;
 pub mod prelude;
+pub mod python;
+pub mod storage;
 
 #[doc(hidden)]
 #[path = "private.rs"]

@@ -9,14 +9,14 @@
 use std::ffi::c_int;
 use std::ptr;
 
+use pyo3::Borrowed;
+use pyo3::PyClass;
 use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::pyclass::boolean_struct::{False, True};
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyString, PyTuple};
-use pyo3::Borrowed;
-use pyo3::PyClass;
 
 use crate::device::Device;
 use crate::error::DlpackError;
@@ -80,7 +80,9 @@ fn as_int(o: *mut ffi::PyObject) -> Option<Result<i64, c_int>> {
     // SAFETY: `o` is a live object; type checks and `PyLong_AsLongLongAndOverflow` on an int
     // cannot fail except by overflow, which is reported through `overflow`.
     unsafe {
-        if ffi::PyLong_CheckExact(o) == 0 && (ffi::PyLong_Check(o) == 0 || ffi::PyBool_Check(o) != 0) {
+        if ffi::PyLong_CheckExact(o) == 0
+            && (ffi::PyLong_Check(o) == 0 || ffi::PyBool_Check(o) != 0)
+        {
             return None;
         }
         let mut overflow: c_int = 0;
@@ -102,10 +104,15 @@ fn int_pair(o: &Bound<'_, PyAny>) -> Option<(Result<i64, c_int>, Result<i64, c_i
     let p = o.as_ptr();
     // SAFETY: `p` is live; tuple items are borrowed for the duration of the checks.
     unsafe {
-        if (ffi::PyTuple_CheckExact(p) == 0 && ffi::PyTuple_Check(p) == 0) || ffi::PyTuple_GET_SIZE(p) != 2 {
+        if (ffi::PyTuple_CheckExact(p) == 0 && ffi::PyTuple_Check(p) == 0)
+            || ffi::PyTuple_GET_SIZE(p) != 2
+        {
             return None;
         }
-        Some((as_int(ffi::PyTuple_GET_ITEM(p, 0))?, as_int(ffi::PyTuple_GET_ITEM(p, 1))?))
+        Some((
+            as_int(ffi::PyTuple_GET_ITEM(p, 0))?,
+            as_int(ffi::PyTuple_GET_ITEM(p, 1))?,
+        ))
     }
 }
 
@@ -115,10 +122,13 @@ fn parse_max_version(o: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
     let p = o.as_ptr();
     // SAFETY: `p` is live; tuple items are borrowed for the duration of the checks.
     unsafe {
-        if (ffi::PyTuple_CheckExact(p) == 0 && ffi::PyTuple_Check(p) == 0) || ffi::PyTuple_GET_SIZE(p) != 2 {
+        if (ffi::PyTuple_CheckExact(p) == 0 && ffi::PyTuple_Check(p) == 0)
+            || ffi::PyTuple_GET_SIZE(p) != 2
+        {
             return None;
         }
-        let sat = |r: Result<i64, c_int>| r.unwrap_or_else(|s| if s > 0 { i64::MAX } else { i64::MIN });
+        let sat =
+            |r: Result<i64, c_int>| r.unwrap_or_else(|s| if s > 0 { i64::MAX } else { i64::MIN });
         let major = sat(as_int(ffi::PyTuple_GET_ITEM(p, 0))?);
         let minor = sat(as_int(ffi::PyTuple_GET_ITEM(p, 1))?);
         Some((major, minor))
@@ -146,13 +156,18 @@ pub fn parse_export_request(
 ) -> Result<ExportRequest, DlpackError> {
     let mut req = ExportRequest::DEFAULT;
     if let Some(mv) = given(max_version) {
-        req.max_version = Some(parse_max_version(mv).ok_or_else(|| type_error("max_version must be None or a tuple of two ints"))?);
+        req.max_version = Some(
+            parse_max_version(mv)
+                .ok_or_else(|| type_error("max_version must be None or a tuple of two ints"))?,
+        );
     }
     if let Some(c) = given(copy) {
         req.copy = Some(copy_flag(c)?);
     }
     if let Some(d) = given(dl_device) {
-        let (t, id) = int_pair(d).ok_or_else(|| type_error("dl_device must be None or a tuple of two ints (device_type, device_id)"))?;
+        let (t, id) = int_pair(d).ok_or_else(|| {
+            type_error("dl_device must be None or a tuple of two ints (device_type, device_id)")
+        })?;
         let t = t.ok().and_then(|v| i32::try_from(v).ok());
         let id = id.ok().and_then(|v| i32::try_from(v).ok());
         match (t, id) {
@@ -168,7 +183,12 @@ pub fn parse_export_request(
     if let Some(s) = given(stream) {
         match as_int(s.as_ptr()) {
             Some(Ok(v)) => req.stream = Some(v),
-            Some(Err(_)) => return Err(DlpackError::new(FailureKind::InvalidStream, "stream value out of range")),
+            Some(Err(_)) => {
+                return Err(DlpackError::new(
+                    FailureKind::InvalidStream,
+                    "stream value out of range",
+                ));
+            }
             None => return Err(type_error("stream must be None or an int")),
         }
     }
@@ -220,12 +240,19 @@ unsafe extern "C" {
     /// 1 and a new reference in `*out`, 0 and NULL when absent, -1 with an error set.
     /// (`PyObject_GetOptionalAttr` since 3.13; exported under this name by 3.8–3.12.)
     #[cfg_attr(Py_3_13, link_name = "PyObject_GetOptionalAttr")]
-    fn _PyObject_LookupAttr(o: *mut ffi::PyObject, name: *mut ffi::PyObject, out: *mut *mut ffi::PyObject) -> c_int;
+    fn _PyObject_LookupAttr(
+        o: *mut ffi::PyObject,
+        name: *mut ffi::PyObject,
+        out: *mut *mut ffi::PyObject,
+    ) -> c_int;
 }
 
 /// `getattr(obj, name)`, `None` when the attribute is missing — without creating and catching
 /// an AttributeError on the common path (an exception costs ~1 µs; see the bridges' probes).
-pub(crate) fn getattr_optional<'py>(obj: &Bound<'py, PyAny>, name: &Bound<'py, PyString>) -> PyResult<Option<Bound<'py, PyAny>>> {
+pub(crate) fn getattr_optional<'py>(
+    obj: &Bound<'py, PyAny>,
+    name: &Bound<'py, PyString>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
     let mut out = ptr::null_mut();
     // SAFETY: GIL held (`Bound`); both objects are live; `out` receives a new reference or NULL.
     match unsafe { _PyObject_LookupAttr(obj.as_ptr(), name.as_ptr(), &mut out) } {
@@ -264,9 +291,13 @@ fn names(py: Python<'_>) -> &Names {
             kw_stream: s(protocol::KW_STREAM),
             kw_dl_device: s(protocol::KW_DL_DEVICE),
             kw_copy: s(protocol::KW_COPY),
-            kwnames_fast: PyTuple::new(py, [kw_max_version.bind(py)]).expect("tuple").unbind(),
+            kwnames_fast: PyTuple::new(py, [kw_max_version.bind(py)])
+                .expect("tuple")
+                .unbind(),
             kw_max_version,
-            version: PyTuple::new(py, [EXPORT_VERSION.major, EXPORT_VERSION.minor]).expect("tuple").unbind(),
+            version: PyTuple::new(py, [EXPORT_VERSION.major, EXPORT_VERSION.minor])
+                .expect("tuple")
+                .unbind(),
         }
     })
 }
@@ -324,7 +355,9 @@ unsafe fn call_method<'py>(
     args[1..1 + vals.len()].copy_from_slice(vals);
     // SAFETY: caller contract; `args` holds 1 + vals.len() live objects.
     unsafe {
-        let res = if ffi::PyType_HasFeature(ffi::Py_TYPE(descr), ffi::Py_TPFLAGS_METHOD_DESCRIPTOR) != 0 {
+        let res = if ffi::PyType_HasFeature(ffi::Py_TYPE(descr), ffi::Py_TPFLAGS_METHOD_DESCRIPTOR)
+            != 0
+        {
             // A plain function / method descriptor: call it unbound with `obj` first (what
             // CPython's own method calls do).
             ffi::PyObject_Vectorcall(descr, args.as_ptr(), 1, kwnames)
@@ -349,7 +382,11 @@ unsafe fn call_method<'py>(
 /// (`gpu::consumer_stream_for`: the generated default unless a GPU runtime reports a current
 /// stream). No `__dlpack__` → AttributeError.
 #[inline]
-pub fn from_dlpack(obj: &Bound<'_, PyAny>, device: Option<Device>, copy: Option<bool>) -> PyResult<ImportedTensor> {
+pub fn from_dlpack(
+    obj: &Bound<'_, PyAny>,
+    device: Option<Device>,
+    copy: Option<bool>,
+) -> PyResult<ImportedTensor> {
     if device.is_none() && copy.is_none() {
         // The common call: nothing to check afterwards (no move through `finish_import`).
         return import_from_producer(obj, None, None);
@@ -370,7 +407,11 @@ pub fn from_dlpack(obj: &Bound<'_, PyAny>, device: Option<Device>, copy: Option<
 
 /// Calls the producer's `__dlpack__` (or takes a raw capsule) and consumes the capsule.
 #[inline]
-fn import_from_producer(obj: &Bound<'_, PyAny>, device: Option<Device>, copy: Option<bool>) -> PyResult<ImportedTensor> {
+fn import_from_producer(
+    obj: &Bound<'_, PyAny>,
+    device: Option<Device>,
+    copy: Option<bool>,
+) -> PyResult<ImportedTensor> {
     // Exactly `numpy.ndarray`: read numpy's array header (what its `__dlpack__` would export,
     // without the call and the capsule; `bridges::import_ndarray` steps aside for anything numpy
     // itself should judge).
@@ -385,7 +426,9 @@ fn import_from_producer(obj: &Bound<'_, PyAny>, device: Option<Device>, copy: Op
     // its tensor is not on the requested device (`__dlpack__` with dl_device decides then).
     if copy != Some(true)
         && let Some(t) = crate::exchange::import_via_exchange_api(obj)?
-        && device.is_none_or(|d| t.device() == d || (d == Device::CPU && t.device().is_host_accessible()))
+        && device.is_none_or(|d| {
+            t.device() == d || (d == Device::CPU && t.device().is_host_accessible())
+        })
     {
         return Ok(t);
     }
@@ -396,7 +439,10 @@ fn import_from_producer(obj: &Bound<'_, PyAny>, device: Option<Device>, copy: Op
 /// for this object and call (`device` None, `copy` not True) and found neither: straight to the
 /// capsule / `__dlpack__` / bridges, without looking the table up a second time.
 #[inline]
-fn from_dlpack_after_fast_paths(obj: &Bound<'_, PyAny>, copy: Option<bool>) -> PyResult<ImportedTensor> {
+fn from_dlpack_after_fast_paths(
+    obj: &Bound<'_, PyAny>,
+    copy: Option<bool>,
+) -> PyResult<ImportedTensor> {
     debug_assert_ne!(copy, Some(true));
     let tensor = import_through_dlpack(obj, None, copy)?;
     finish_import(tensor, None, copy)
@@ -404,7 +450,11 @@ fn from_dlpack_after_fast_paths(obj: &Bound<'_, PyAny>, copy: Option<bool>) -> P
 
 /// The producer's capsule: `obj` itself when it is one, else its `__dlpack__` (keywords as the
 /// call asks; a TypeError retried once without them), else the bridges.
-fn import_through_dlpack(obj: &Bound<'_, PyAny>, device: Option<Device>, copy: Option<bool>) -> PyResult<ImportedTensor> {
+fn import_through_dlpack(
+    obj: &Bound<'_, PyAny>,
+    device: Option<Device>,
+    copy: Option<bool>,
+) -> PyResult<ImportedTensor> {
     let py = obj.py();
     let o = obj.as_ptr();
     // SAFETY: type checks on a live object.
@@ -425,7 +475,14 @@ fn import_through_dlpack(obj: &Bound<'_, PyAny>, device: Option<Device>, copy: O
         };
         let first = if device.is_none() && copy.is_none() {
             // SAFETY: live objects; kwnames_fast has one name for one value.
-            unsafe { call_method(obj, descr.as_ptr(), &[n.version.as_ptr()], n.kwnames_fast.as_ptr()) }
+            unsafe {
+                call_method(
+                    obj,
+                    descr.as_ptr(),
+                    &[n.version.as_ptr()],
+                    n.kwnames_fast.as_ptr(),
+                )
+            }
         } else {
             let mut names_v: Vec<&Py<PyString>> = vec![&n.kw_max_version];
             let mut vals: Vec<Bound<'_, PyAny>> = vec![n.version.bind(py).clone().into_any()];
@@ -450,10 +507,15 @@ fn import_through_dlpack(obj: &Bound<'_, PyAny>, device: Option<Device>, copy: O
         };
         let capsule = match first {
             Ok(c) => c,
-            Err(e) if e.is_instance_of::<PyTypeError>(py) && device.is_none() && copy != Some(false) => {
+            Err(e)
+                if e.is_instance_of::<PyTypeError>(py)
+                    && device.is_none()
+                    && copy != Some(false) =>
+            {
                 // A producer without the DLPack 2023.12 keywords.
                 // SAFETY: live objects, no keywords.
-                unsafe { call_method(obj, descr.as_ptr(), &[], ptr::null_mut()) }.inspect_err(|e2| e2.set_cause(py, Some(e)))?
+                unsafe { call_method(obj, descr.as_ptr(), &[], ptr::null_mut()) }
+                    .inspect_err(|e2| e2.set_cause(py, Some(e)))?
             }
             Err(e) => return Err(e),
         };
@@ -479,7 +541,11 @@ pub fn from_dlpack_py(
 
 /// Applies `device` / `copy` to a freshly imported tensor.
 #[inline]
-fn finish_import(tensor: ImportedTensor, device: Option<Device>, copy: Option<bool>) -> PyResult<ImportedTensor> {
+fn finish_import(
+    tensor: ImportedTensor,
+    device: Option<Device>,
+    copy: Option<bool>,
+) -> PyResult<ImportedTensor> {
     if let Some(d) = device {
         let here = tensor.device();
         if here != d && !(d == Device::CPU && here.is_host_accessible()) {
@@ -502,22 +568,38 @@ fn finish_import(tensor: ImportedTensor, device: Option<Device>, copy: Option<bo
 /// ints, or the string `"cpu"`. Anything else → TypeError; unknown strings → ValueError.
 #[inline]
 pub fn parse_device_arg(device: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Device>> {
-    let Some(d) = given(device) else { return Ok(None) };
+    let Some(d) = given(device) else {
+        return Ok(None);
+    };
     if let Ok(s) = d.cast::<PyString>() {
         let s = s.to_str()?;
         return if s == "cpu" {
             Ok(Some(Device::CPU))
         } else {
-            Err(DlpackError::new(FailureKind::BadArgumentValue, format!("device not understood: {s:?}")).into())
+            Err(DlpackError::new(
+                FailureKind::BadArgumentValue,
+                format!("device not understood: {s:?}"),
+            )
+            .into())
         };
     }
     match int_pair(d) {
         Some((Ok(t), Ok(id))) => match (i32::try_from(t), i32::try_from(id)) {
             (Ok(t), Ok(id)) => Ok(Some(Device::new(DLDeviceType(t), id))),
-            _ => Err(DlpackError::new(FailureKind::UnsupportedDevice, "device values out of range").into()),
+            _ => Err(DlpackError::new(
+                FailureKind::UnsupportedDevice,
+                "device values out of range",
+            )
+            .into()),
         },
-        Some(_) => Err(DlpackError::new(FailureKind::UnsupportedDevice, "device values out of range").into()),
-        None => Err(type_error("device must be None, 'cpu' or a (device_type, device_id) tuple").into()),
+        Some(_) => Err(DlpackError::new(
+            FailureKind::UnsupportedDevice,
+            "device values out of range",
+        )
+        .into()),
+        None => {
+            Err(type_error("device must be None, 'cpu' or a (device_type, device_id) tuple").into())
+        }
     }
 }
 
@@ -615,7 +697,10 @@ unsafe fn parse_fastcall_kwargs<'a, 'py>(
                 )));
             };
             if out[j].is_some() {
-                return Err(PyTypeError::new_err(format!("{}() got multiple values for a keyword argument", protocol::DLPACK_METHOD)));
+                return Err(PyTypeError::new_err(format!(
+                    "{}() got multiple values for a keyword argument",
+                    protocol::DLPACK_METHOD
+                )));
             }
             out[j] = Some(Borrowed::from_ptr(py, *args.offset(nargs + i)));
         }
@@ -643,23 +728,38 @@ where
 {
     // SAFETY: CPython holds the GIL for us and passes `nargs + len(kwnames)` live arguments.
     unsafe {
-        at_c_boundary(format_args!("{}", protocol::DLPACK_METHOD), ptr::null_mut(), |py| {
-            let nargs = ffi::PyVectorcall_NARGS(nargsf as usize);
-            // `x.__dlpack__()` (the legacy call): nothing to parse.
-            let parsed = if nargs == 0 && kwnames.is_null() { Ok([None, None, None, None]) } else { parse_fastcall_kwargs(py, args, nargs, kwnames) };
-            parsed.and_then(|[s, mv, dd, c]| {
-                // The descriptor may be bound to `object` (see `dlpack_descriptor`): check the type.
-                if ffi::PyObject_TypeCheck(slf, T::type_object_raw(py)) == 0 {
-                    return Err(PyTypeError::new_err(format!(
-                        "descriptor '{}' requires a '{}' object",
-                        protocol::DLPACK_METHOD,
-                        <T as PyClass>::NAME
-                    )));
-                }
-                let slf = Borrowed::from_ptr(py, slf).cast_unchecked::<T>();
-                dlpack_method(&slf, s.as_deref(), mv.as_deref(), dd.as_deref(), c.as_deref()).map(Py::into_ptr)
-            })
-        })
+        at_c_boundary(
+            format_args!("{}", protocol::DLPACK_METHOD),
+            ptr::null_mut(),
+            |py| {
+                let nargs = ffi::PyVectorcall_NARGS(nargsf as usize);
+                // `x.__dlpack__()` (the legacy call): nothing to parse.
+                let parsed = if nargs == 0 && kwnames.is_null() {
+                    Ok([None, None, None, None])
+                } else {
+                    parse_fastcall_kwargs(py, args, nargs, kwnames)
+                };
+                parsed.and_then(|[s, mv, dd, c]| {
+                    // The descriptor may be bound to `object` (see `dlpack_descriptor`): check the type.
+                    if ffi::PyObject_TypeCheck(slf, T::type_object_raw(py)) == 0 {
+                        return Err(PyTypeError::new_err(format!(
+                            "descriptor '{}' requires a '{}' object",
+                            protocol::DLPACK_METHOD,
+                            <T as PyClass>::NAME
+                        )));
+                    }
+                    let slf = Borrowed::from_ptr(py, slf).cast_unchecked::<T>();
+                    dlpack_method(
+                        &slf,
+                        s.as_deref(),
+                        mv.as_deref(),
+                        dd.as_deref(),
+                        c.as_deref(),
+                    )
+                    .map(Py::into_ptr)
+                })
+            },
+        )
     }
 }
 
@@ -701,7 +801,11 @@ pub(crate) unsafe fn at_c_boundary<R>(
             failed
         }
         Err(_) => {
-            PyErr::from(DlpackError::new(FailureKind::InternalError, format!("panic in {what}"))).restore(py);
+            PyErr::from(DlpackError::new(
+                FailureKind::InternalError,
+                format!("panic in {what}"),
+            ))
+            .restore(py);
             failed
         }
     }
@@ -719,7 +823,9 @@ fn leaked_fastcall_def(
     let doc = leak(doc)?;
     Ok(Box::leak(Box::new(ffi::PyMethodDef {
         ml_name: name.as_ptr(),
-        ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: meth },
+        ml_meth: ffi::PyMethodDefPointer {
+            PyCFunctionFastWithKeywords: meth,
+        },
         ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
         ml_doc: doc.as_ptr(),
     })))
@@ -730,12 +836,19 @@ fn leaked_fastcall_def(
 ///
 /// # Safety
 /// The GIL is held; `tp` is a live, ready type object.
-unsafe fn set_type_dict_item(py: Python<'_>, tp: *mut ffi::PyTypeObject, key: &Bound<'_, PyString>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+unsafe fn set_type_dict_item(
+    py: Python<'_>,
+    tp: *mut ffi::PyTypeObject,
+    key: &Bound<'_, PyString>,
+    value: &Bound<'_, PyAny>,
+) -> PyResult<()> {
     // SAFETY: caller contract.
     unsafe {
         let dict = (*tp).tp_dict;
         if dict.is_null() {
-            return Err(DlpackError::new(FailureKind::InternalError, "type has no __dict__").into());
+            return Err(
+                DlpackError::new(FailureKind::InternalError, "type has no __dict__").into(),
+            );
         }
         if ffi::PyDict_SetItem(dict, key.as_ptr(), value.as_ptr()) != 0 {
             return Err(PyErr::fetch(py));
@@ -778,7 +891,13 @@ where
 {
     let def = fast_method_def::<T>()?;
     // SAFETY: `def` is 'static; `PyBaseObject_Type` is a static type object.
-    unsafe { Ok(Bound::from_owned_ptr_or_err(py, ffi::PyDescr_NewMethod(&raw mut ffi::PyBaseObject_Type, def))?.unbind()) }
+    unsafe {
+        Ok(Bound::from_owned_ptr_or_err(
+            py,
+            ffi::PyDescr_NewMethod(&raw mut ffi::PyBaseObject_Type, def),
+        )?
+        .unbind())
+    }
 }
 
 /// A leaked `PyMethodDef` for [`dlpack_fastcall::<T>`] (once per call; callers create it once
@@ -814,7 +933,12 @@ where
 /// 4. [`FromManagedTensor::from_managed`] of the producer's capsule: straight to the
 ///    capsule / `__dlpack__` path when 2 and 3 were both tried, else [`from_dlpack`].
 #[inline(always)]
-fn import_as<T>(py: Python<'_>, x: &Bound<'_, PyAny>, device: Option<Device>, copy: Option<bool>) -> *mut ffi::PyObject
+fn import_as<T>(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    device: Option<Device>,
+    copy: Option<bool>,
+) -> *mut ffi::PyObject
 where
     T: PyClass + FromManagedTensor + Into<pyo3::PyClassInitializer<T>>,
 {
@@ -823,7 +947,9 @@ where
     // just wrote (parts of) it.
     if device.is_none() && copy != Some(true) {
         // SAFETY: reading the type of a live object.
-        if unsafe { ffi::Py_TYPE(x.as_ptr()) } == T::type_object_raw(py) && crate::exchange::same_type_views_enabled() {
+        if unsafe { ffi::Py_TYPE(x.as_ptr()) } == T::type_object_raw(py)
+            && crate::exchange::same_type_views_enabled()
+        {
             // SAFETY: the exact type was checked just above.
             let src = unsafe { x.cast_unchecked::<T>() };
             if let Some(v) = T::share_from(src) {
@@ -854,7 +980,9 @@ where
     // The producer's C exchange table (the path `from_dlpack` takes first for such objects),
     // with the view or handle moved straight into `T`.
     if device.is_none() && copy != Some(true) {
-        if let Some(r) = crate::exchange::import_via_exchange_api_with(x, view, |t| Ok(build(Ok(t)))) {
+        if let Some(r) =
+            crate::exchange::import_via_exchange_api_with(x, view, |t| Ok(build(Ok(t))))
+        {
             return restored(py, r);
         }
         // Both fast paths were tried for this call (the numpy header under a weaker condition).
@@ -881,7 +1009,10 @@ where
 /// `PyResult` returned through memory is copied with wide loads that stall on the narrow
 /// stores that just wrote it.
 #[inline(always)]
-fn instance_from_view<T>(py: Python<'_>, v: &crate::bridges::PythonView<'_, '_>) -> *mut ffi::PyObject
+fn instance_from_view<T>(
+    py: Python<'_>,
+    v: &crate::bridges::PythonView<'_, '_>,
+) -> *mut ffi::PyObject
 where
     T: PyClass + FromManagedTensor + Into<pyo3::PyClassInitializer<T>>,
 {
@@ -929,7 +1060,9 @@ unsafe fn parse_from_dlpack_args<'py>(
     kwnames: *mut ffi::PyObject,
 ) -> PyResult<(Bound<'py, PyAny>, Option<Device>, Option<bool>)> {
     if nargs > 1 {
-        return Err(PyTypeError::new_err(format!("{fname}() takes 1 positional argument but {nargs} were given")));
+        return Err(PyTypeError::new_err(format!(
+            "{fname}() takes 1 positional argument but {nargs} were given"
+        )));
     }
     let n = names(py);
     let mut vals: [Option<Borrowed<'_, 'py, PyAny>>; 2] = [None, None];
@@ -941,27 +1074,39 @@ unsafe fn parse_from_dlpack_args<'py>(
                 let name = ffi::PyTuple_GET_ITEM(kwnames, i);
                 let mut slot = order.iter().position(|s| s.as_ptr() == name);
                 if slot.is_none() {
-                    slot = order.iter().position(|s| ffi::PyUnicode_Compare(name, s.as_ptr()) == 0);
+                    slot = order
+                        .iter()
+                        .position(|s| ffi::PyUnicode_Compare(name, s.as_ptr()) == 0);
                     if !ffi::PyErr_Occurred().is_null() {
                         ffi::PyErr_Clear();
                     }
                 }
                 let Some(j) = slot else {
-                    let name = Borrowed::from_ptr(py, name).str().map(|s| s.to_string()).unwrap_or_default();
+                    let name = Borrowed::from_ptr(py, name)
+                        .str()
+                        .map(|s| s.to_string())
+                        .unwrap_or_default();
                     return Err(PyTypeError::new_err(if name == "x" {
-                        format!("{fname}() got some positional-only arguments passed as keyword arguments: 'x'")
+                        format!(
+                            "{fname}() got some positional-only arguments passed as keyword arguments: 'x'"
+                        )
                     } else {
                         format!("{fname}() got an unexpected keyword argument '{name}'")
                     }));
                 };
                 if vals[j].is_some() {
-                    return Err(PyTypeError::new_err(format!("{fname}() got multiple values for argument '{}'", order[j])));
+                    return Err(PyTypeError::new_err(format!(
+                        "{fname}() got multiple values for argument '{}'",
+                        order[j]
+                    )));
                 }
                 vals[j] = Some(Borrowed::from_ptr(py, *args.offset(nargs + i)));
             }
         }
         if nargs == 0 {
-            return Err(PyTypeError::new_err(format!("{fname}() missing required positional argument: 'x'")));
+            return Err(PyTypeError::new_err(format!(
+                "{fname}() missing required positional argument: 'x'"
+            )));
         }
         let x = Borrowed::from_ptr(py, *args).to_owned();
         let device = parse_device_arg(vals[0].as_deref())?;
@@ -1025,7 +1170,10 @@ where
 
 /// Adds `module.from_dlpack(x, /, *, device=None, copy=None) -> T` backed by
 /// [`from_dlpack_fastcall::<T>`] (a builtin function with the module as `__module__`).
-pub fn add_from_dlpack_function<T>(module: &Bound<'_, pyo3::types::PyModule>, doc: &str) -> PyResult<()>
+pub fn add_from_dlpack_function<T>(
+    module: &Bound<'_, pyo3::types::PyModule>,
+    doc: &str,
+) -> PyResult<()>
 where
     T: PyClass + FromManagedTensor + Into<pyo3::PyClassInitializer<T>>,
 {
@@ -1034,7 +1182,12 @@ where
     let def = from_dlpack_method_def::<T>(doc)?;
     let modname = module.name()?;
     // SAFETY: `def` lives for the rest of the process; module and name are live objects.
-    let f = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyCMethod_New(def, module.as_ptr(), modname.as_ptr(), ptr::null_mut()))? };
+    let f = unsafe {
+        Bound::from_owned_ptr_or_err(
+            py,
+            ffi::PyCMethod_New(def, module.as_ptr(), modname.as_ptr(), ptr::null_mut()),
+        )?
+    };
     module.add(FROM_DLPACK_NAME, f)
 }
 
@@ -1049,8 +1202,16 @@ where
     let def = from_dlpack_method_def::<T>(doc)?;
     // SAFETY: `def` lives for the rest of the process; the type object is live and ready.
     unsafe {
-        let f = Bound::from_owned_ptr_or_err(py, ffi::PyCMethod_New(def, ptr::null_mut(), ptr::null_mut(), ptr::null_mut()))?;
+        let f = Bound::from_owned_ptr_or_err(
+            py,
+            ffi::PyCMethod_New(def, ptr::null_mut(), ptr::null_mut(), ptr::null_mut()),
+        )?;
         let sm = Bound::from_owned_ptr_or_err(py, ffi::PyStaticMethod_New(f.as_ptr()))?;
-        set_type_dict_item(py, ty.as_type_ptr(), &PyString::intern(py, FROM_DLPACK_NAME), &sm)
+        set_type_dict_item(
+            py,
+            ty.as_type_ptr(),
+            &PyString::intern(py, FROM_DLPACK_NAME),
+            &sm,
+        )
     }
 }

@@ -86,8 +86,18 @@ impl Buffer {
     /// Every byte the buffer's user will address from `data` must belong to memory that `owner`
     /// keeps valid (and unmoved) for as long as `owner` is alive.
     #[inline]
-    pub unsafe fn view(owner: Py<PyAny>, data: *mut c_void, device: Device, readonly: bool) -> Buffer {
-        Buffer::View(PyView { owner, data, device, readonly })
+    pub unsafe fn view(
+        owner: Py<PyAny>,
+        data: *mut c_void,
+        device: Device,
+        readonly: bool,
+    ) -> Buffer {
+        Buffer::View(PyView {
+            owner,
+            data,
+            device,
+            readonly,
+        })
     }
 
     /// A view of this buffer's memory with element 0 at `data`, kept alive by `holder` — the
@@ -98,12 +108,24 @@ impl Buffer {
     /// `holder` must own `self` (keep it alive and unmodified while `holder` lives), and the
     /// bytes addressed from `data` must lie in memory reachable from `self`.
     #[inline]
-    pub unsafe fn share_view(&self, py: Python<'_>, holder: &Bound<'_, PyAny>, data: *mut c_void, device: Device, readonly: bool) -> Buffer {
+    pub unsafe fn share_view(
+        &self,
+        py: Python<'_>,
+        holder: &Bound<'_, PyAny>,
+        data: *mut c_void,
+        device: Device,
+        readonly: bool,
+    ) -> Buffer {
         let (owner, ro) = match self {
             Buffer::View(v) => (v.owner.clone_ref(py), v.readonly),
             _ => (holder.clone().unbind(), self.readonly()),
         };
-        Buffer::View(PyView { owner, data, device, readonly: readonly || ro })
+        Buffer::View(PyView {
+            owner,
+            data,
+            device,
+            readonly: readonly || ro,
+        })
     }
 
     /// Address of the first byte (element 0 for imported tensors and views).
@@ -175,7 +197,10 @@ impl From<Arc<ImportedTensor>> for Buffer {
 impl std::fmt::Debug for Buffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Buffer::Owned(b) => f.debug_struct("Buffer::Owned").field("len", &b.len()).finish(),
+            Buffer::Owned(b) => f
+                .debug_struct("Buffer::Owned")
+                .field("len", &b.len())
+                .finish(),
             Buffer::Imported(t) => f.debug_tuple("Buffer::Imported").field(t).finish(),
             Buffer::Shared(t) => f.debug_tuple("Buffer::Shared").field(t).finish(),
             Buffer::View(v) => f.debug_tuple("Buffer::View").field(v).finish(),

@@ -2,7 +2,10 @@
 //! `has_stream_rules` and `stream_value_for` (the rules read backwards, for consumers).
 #![allow(clippy::all)]
 
-include!(concat!(env!("CARGO_MANIFEST_DIR"), "/../generated/rust/streams.rs"));
+include!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../generated/rust/streams.rs"
+));
 
 #[cfg(test)]
 mod tests {
@@ -17,11 +20,14 @@ mod tests {
         for code in 0..40 {
             let dev = DLDeviceType(code);
             for v in [-1i64, 0, 1, 2, 3, 4096, i64::MAX] {
-                let Ok(action) = resolve_stream(dev, Some(v)) else { continue };
+                let Ok(action) = resolve_stream(dev, Some(v)) else {
+                    continue;
+                };
                 if !has_stream_rules(dev) {
                     panic!("{dev:?} accepted stream {v} without rules");
                 }
-                let back = stream_value_for(dev, action).unwrap_or_else(|| panic!("{dev:?}: no value for {action:?}"));
+                let back = stream_value_for(dev, action)
+                    .unwrap_or_else(|| panic!("{dev:?}: no value for {action:?}"));
                 assert_eq!(resolve_stream(dev, Some(back)), Ok(action), "{dev:?} {v}");
                 checked += 1;
             }
@@ -30,7 +36,14 @@ mod tests {
                 assert_eq!(stream_value_for(dev, StreamAction::NoSync), None);
             }
         }
-        assert!(checked >= 8, "the spec's CUDA and ROCm rules were exercised ({checked})");
-        assert_eq!(stream_value_for(DLDeviceType::kDLCUDA, StreamAction::Pointer(2)), None, "2 is not a pointer on CUDA");
+        assert!(
+            checked >= 8,
+            "the spec's CUDA and ROCm rules were exercised ({checked})"
+        );
+        assert_eq!(
+            stream_value_for(DLDeviceType::kDLCUDA, StreamAction::Pointer(2)),
+            None,
+            "2 is not a pointer on CUDA"
+        );
     }
 }

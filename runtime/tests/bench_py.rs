@@ -62,10 +62,16 @@ struct View {
 
 #[pyfunction]
 #[pyo3(signature = (x, /, *, device=None, copy=None))]
-fn from_dlpack(x: &Bound<'_, PyAny>, device: Option<&Bound<'_, PyAny>>, copy: Option<&Bound<'_, PyAny>>) -> PyResult<View> {
+fn from_dlpack(
+    x: &Bound<'_, PyAny>,
+    device: Option<&Bound<'_, PyAny>>,
+    copy: Option<&Bound<'_, PyAny>>,
+) -> PyResult<View> {
     let device = dlbind::python::parse_device_arg(device)?;
     let copy = dlbind::python::parse_copy_arg(copy)?;
-    Ok(View { buf: Buffer::Imported(dlbind::from_dlpack(x, device, copy)?) })
+    Ok(View {
+        buf: Buffer::Imported(dlbind::from_dlpack(x, device, copy)?),
+    })
 }
 
 #[test]
@@ -78,8 +84,20 @@ fn bench() {
         };
         let g = PyDict::new(py);
         g.set_item("np", &np).unwrap();
-        g.set_item("t", Bound::new(py, T { data: vec![0.0; 1000], shape: [1000] }).unwrap()).unwrap();
-        g.set_item("from_dlpack", wrap_pyfunction!(from_dlpack, py).unwrap()).unwrap();
+        g.set_item(
+            "t",
+            Bound::new(
+                py,
+                T {
+                    data: vec![0.0; 1000],
+                    shape: [1000],
+                },
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        g.set_item("from_dlpack", wrap_pyfunction!(from_dlpack, py).unwrap())
+            .unwrap();
         py.run(
             cr#"
 import timeit
@@ -136,16 +154,33 @@ fn profile() {
         let g = PyDict::new(py);
         if let Some(np) = &np {
             g.set_item("np", np).unwrap();
-            g.set_item("a", np.call_method1("zeros", (1000,)).unwrap()).unwrap();
+            g.set_item("a", np.call_method1("zeros", (1000,)).unwrap())
+                .unwrap();
         }
-        g.set_item("t", Bound::new(py, T { data: vec![0.0; 1000], shape: [1000] }).unwrap()).unwrap();
-        g.set_item("from_dlpack", wrap_pyfunction!(from_dlpack, py).unwrap()).unwrap();
+        g.set_item(
+            "t",
+            Bound::new(
+                py,
+                T {
+                    data: vec![0.0; 1000],
+                    shape: [1000],
+                },
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        g.set_item("from_dlpack", wrap_pyfunction!(from_dlpack, py).unwrap())
+            .unwrap();
         if std::env::var_os("DLBIND_PROFILE_FAST").is_some() {
             dlbind::python::install_fast_dlpack::<T>(py).unwrap();
         }
-        let n: usize = std::env::var("DLBIND_PROFILE_N").ok().and_then(|v| v.parse().ok()).unwrap_or(3_000_000);
+        let n: usize = std::env::var("DLBIND_PROFILE_N")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(3_000_000);
         // Warm up (type caches, interned names), then the measured loop.
         let code = format!("for _ in range(1000): {stmt}\nfor _ in range({n}): {stmt}\n");
-        py.run(&std::ffi::CString::new(code).unwrap(), Some(&g), None).unwrap();
+        py.run(&std::ffi::CString::new(code).unwrap(), Some(&g), None)
+            .unwrap();
     });
 }

@@ -59,9 +59,20 @@ fn negative_and_transposed_strides() {
             let mut v = t.as_ndarray_mut::<f64>().unwrap();
             v[[1, 0]] = -1.0;
         }
-        assert_eq!(o.cast::<Nd>().unwrap().get().a[[1, 0]], -1.0, "zero-copy, writes visible");
+        assert_eq!(
+            o.cast::<Nd>().unwrap().get().a[[1, 0]],
+            -1.0,
+            "zero-copy, writes visible"
+        );
         drop(t);
-        let tr = Bound::new(py, Nd { a: sample().reversed_axes() }).unwrap().into_any();
+        let tr = Bound::new(
+            py,
+            Nd {
+                a: sample().reversed_axes(),
+            },
+        )
+        .unwrap()
+        .into_any();
         let t = from_dlpack(&tr, None, None).unwrap();
         assert_eq!(t.strides(), &[1, 3]);
         assert_eq!(t.as_ndarray::<f64>().unwrap(), sample().t());
@@ -77,7 +88,14 @@ fn readonly_refuses_mutable_view() {
         let o = Bound::new(py, NdRo { a }).unwrap().into_any();
         let mut t = from_dlpack(&o, None, None).unwrap();
         assert!(t.readonly());
-        assert_eq!(t.as_ndarray::<i32>().unwrap().iter().copied().collect::<Vec<_>>(), vec![1, 2, 3]);
+        assert_eq!(
+            t.as_ndarray::<i32>()
+                .unwrap()
+                .iter()
+                .copied()
+                .collect::<Vec<_>>(),
+            vec![1, 2, 3]
+        );
         assert!(t.as_ndarray_mut::<i32>().is_err());
     });
 }
@@ -102,18 +120,37 @@ struct VecBf16 {
 fn half_element_types() {
     let _g = common::serial();
     Python::attach(|py| {
-        let vals: Vec<half::f16> = [0.5f32, -1.0, 2.25].iter().map(|&x| half::f16::from_f32(x)).collect();
+        let vals: Vec<half::f16> = [0.5f32, -1.0, 2.25]
+            .iter()
+            .map(|&x| half::f16::from_f32(x))
+            .collect();
         let mut a = ArrayD::from_shape_vec(IxDyn(&[3]), vals.clone()).unwrap();
         a.invert_axis(Axis(0));
         let o = Bound::new(py, NdHalf { a }).unwrap().into_any();
         let t = from_dlpack(&o, None, None).unwrap();
         assert_eq!(t.dtype_info().map(|i| i.name), Some("float16"));
-        let got: Vec<f32> = t.as_ndarray::<half::f16>().unwrap().iter().map(|x| x.to_f32()).collect();
+        let got: Vec<f32> = t
+            .as_ndarray::<half::f16>()
+            .unwrap()
+            .iter()
+            .map(|x| x.to_f32())
+            .collect();
         assert_eq!(got, vec![2.25, -1.0, 0.5]);
         assert!(t.as_ndarray::<half::bf16>().is_err());
 
-        let v: Vec<half::bf16> = [1.0f32, 3.0].iter().map(|&x| half::bf16::from_f32(x)).collect();
-        let o = Bound::new(py, VecBf16 { v: v.clone(), shape: vec![2] }).unwrap().into_any();
+        let v: Vec<half::bf16> = [1.0f32, 3.0]
+            .iter()
+            .map(|&x| half::bf16::from_f32(x))
+            .collect();
+        let o = Bound::new(
+            py,
+            VecBf16 {
+                v: v.clone(),
+                shape: vec![2],
+            },
+        )
+        .unwrap()
+        .into_any();
         let t = from_dlpack(&o, None, None).unwrap();
         assert_eq!(t.dtype_info().map(|i| i.name), Some("bfloat16"));
         assert_eq!(t.as_slice::<half::bf16>().unwrap(), &v[..]);

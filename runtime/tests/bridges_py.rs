@@ -29,12 +29,20 @@ unsafe impl DLPackSource for Arr {
     fn dlpack_data_ptr(&self) -> *mut c_void {
         match &self.strides {
             // reversed 1-d view: element 0 is the last one
-            Some(s) if s.len() == 1 && s[0] < 0 => self.data.as_ptr().wrapping_add(self.data.len() - 1) as *mut c_void,
+            Some(s) if s.len() == 1 && s[0] < 0 => {
+                self.data.as_ptr().wrapping_add(self.data.len() - 1) as *mut c_void
+            }
             _ => self.data.as_ptr() as *mut c_void,
         }
     }
     fn dlpack_dtype(&self) -> DLDataType {
-        if self.bf16 { dlbind::dtype_table::dtype_by_name("bfloat16").unwrap().dtype } else { <i32 as DLPackElement>::DTYPE }
+        if self.bf16 {
+            dlbind::dtype_table::dtype_by_name("bfloat16")
+                .unwrap()
+                .dtype
+        } else {
+            <i32 as DLPackElement>::DTYPE
+        }
     }
     fn dlpack_ndim(&self) -> usize {
         self.shape.len()
@@ -61,7 +69,11 @@ unsafe impl DLPackSource for Arr {
 
 #[pymethods]
 impl Arr {
-    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut pyffi::Py_buffer, flags: std::ffi::c_int) -> PyResult<()> {
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut pyffi::Py_buffer,
+        flags: std::ffi::c_int,
+    ) -> PyResult<()> {
         // SAFETY: called by CPython's bf_getbuffer with a valid view.
         unsafe { dlbind::bridges::getbuffer(&slf, view, flags) }
     }
@@ -84,16 +96,25 @@ impl Arr {
 }
 
 fn arr<'py>(py: Python<'py>, n: usize, device: Device) -> Bound<'py, Arr> {
-    let a = Arr { data: (0..n as i32).collect(), shape: vec![n], strides: None, readonly: false, device, bf16: false };
+    let a = Arr {
+        data: (0..n as i32).collect(),
+        shape: vec![n],
+        strides: None,
+        readonly: false,
+        device,
+        bf16: false,
+    };
     Bound::new(py, a).unwrap()
 }
 
 fn run<'py>(py: Python<'py>, code: &str, g: &Bound<'py, PyDict>) {
-    py.run(&CString::new(code).unwrap(), Some(g), None).unwrap_or_else(|e| panic!("{code}: {e}"));
+    py.run(&CString::new(code).unwrap(), Some(g), None)
+        .unwrap_or_else(|e| panic!("{code}: {e}"));
 }
 
 fn eval<'py>(py: Python<'py>, code: &str, g: &Bound<'py, PyDict>) -> Bound<'py, PyAny> {
-    py.eval(&CString::new(code).unwrap(), Some(g), None).unwrap_or_else(|e| panic!("{code}: {e}"))
+    py.eval(&CString::new(code).unwrap(), Some(g), None)
+        .unwrap_or_else(|e| panic!("{code}: {e}"))
 }
 
 fn refcnt(o: &Bound<'_, PyAny>) -> isize {
@@ -109,21 +130,55 @@ fn buffer_protocol_export() {
         g.set_item("a", &a).unwrap();
         run(py, "mv = memoryview(a)", &g);
         assert_eq!(eval(py, "mv.format", &g).extract::<String>().unwrap(), "i");
-        assert_eq!(eval(py, "(mv.itemsize, mv.shape, mv.strides, mv.readonly)", &g).extract::<(usize, (i64,), (i64,), bool)>().unwrap(), (4, (6,), (4,), false));
-        assert_eq!(eval(py, "mv.tolist()", &g).extract::<Vec<i32>>().unwrap(), vec![0, 1, 2, 3, 4, 5]);
+        assert_eq!(
+            eval(py, "(mv.itemsize, mv.shape, mv.strides, mv.readonly)", &g)
+                .extract::<(usize, (i64,), (i64,), bool)>()
+                .unwrap(),
+            (4, (6,), (4,), false)
+        );
+        assert_eq!(
+            eval(py, "mv.tolist()", &g).extract::<Vec<i32>>().unwrap(),
+            vec![0, 1, 2, 3, 4, 5]
+        );
         assert!(eval(py, "mv.obj is a", &g).extract::<bool>().unwrap());
         let before = refcnt(a.as_any());
         run(py, "mv.release()", &g);
         assert_eq!(refcnt(a.as_any()), before - 1, "view.obj released");
         // 2-d, transposed (strided): memoryview with strides in bytes
-        let t = Arr { data: (0..6).collect(), shape: vec![3, 2], strides: Some(vec![1, 3]), readonly: true, device: Device::CPU, bf16: false };
+        let t = Arr {
+            data: (0..6).collect(),
+            shape: vec![3, 2],
+            strides: Some(vec![1, 3]),
+            readonly: true,
+            device: Device::CPU,
+            bf16: false,
+        };
         g.set_item("t", Bound::new(py, t).unwrap()).unwrap();
-        assert_eq!(eval(py, "memoryview(t).strides", &g).extract::<(i64, i64)>().unwrap(), (4, 12));
-        assert!(eval(py, "memoryview(t).readonly", &g).extract::<bool>().unwrap());
-        assert_eq!(eval(py, "memoryview(t).tolist()", &g).extract::<Vec<Vec<i32>>>().unwrap(), vec![vec![0, 3], vec![1, 4], vec![2, 5]]);
+        assert_eq!(
+            eval(py, "memoryview(t).strides", &g)
+                .extract::<(i64, i64)>()
+                .unwrap(),
+            (4, 12)
+        );
+        assert!(
+            eval(py, "memoryview(t).readonly", &g)
+                .extract::<bool>()
+                .unwrap()
+        );
+        assert_eq!(
+            eval(py, "memoryview(t).tolist()", &g)
+                .extract::<Vec<Vec<i32>>>()
+                .unwrap(),
+            vec![vec![0, 3], vec![1, 4], vec![2, 5]]
+        );
         // contiguous-only requests on a strided layout, writable requests on read-only data
         let tb = g.get_item("t").unwrap().unwrap();
-        for flags in [pyffi::PyBUF_SIMPLE, pyffi::PyBUF_ND, pyffi::PyBUF_C_CONTIGUOUS, pyffi::PyBUF_STRIDES | pyffi::PyBUF_WRITABLE] {
+        for flags in [
+            pyffi::PyBUF_SIMPLE,
+            pyffi::PyBUF_ND,
+            pyffi::PyBUF_C_CONTIGUOUS,
+            pyffi::PyBUF_STRIDES | pyffi::PyBUF_WRITABLE,
+        ] {
             let mut v = pyffi::Py_buffer::new();
             // SAFETY: live object, valid view.
             let rc = unsafe { pyffi::PyObject_GetBuffer(tb.as_ptr(), &mut v, flags) };
@@ -135,23 +190,48 @@ fn buffer_protocol_export() {
         let mut v = pyffi::Py_buffer::new();
         // SAFETY: live object, valid view; released below.
         unsafe {
-            assert_eq!(pyffi::PyObject_GetBuffer(tb.as_ptr(), &mut v, pyffi::PyBUF_F_CONTIGUOUS), 0);
+            assert_eq!(
+                pyffi::PyObject_GetBuffer(tb.as_ptr(), &mut v, pyffi::PyBUF_F_CONTIGUOUS),
+                0
+            );
             assert!(v.format.is_null(), "no PyBUF_FORMAT → NULL format");
             assert_eq!((v.len, v.itemsize, v.ndim), (24, 4, 2));
             pyffi::PyBuffer_Release(&mut v);
         }
         // negative strides
-        let r = Arr { data: (0..4).collect(), shape: vec![4], strides: Some(vec![-1]), readonly: false, device: Device::CPU, bf16: false };
+        let r = Arr {
+            data: (0..4).collect(),
+            shape: vec![4],
+            strides: Some(vec![-1]),
+            readonly: false,
+            device: Device::CPU,
+            bf16: false,
+        };
         g.set_item("r", Bound::new(py, r).unwrap()).unwrap();
-        assert_eq!(eval(py, "memoryview(r).tolist()", &g).extract::<Vec<i32>>().unwrap(), vec![3, 2, 1, 0]);
+        assert_eq!(
+            eval(py, "memoryview(r).tolist()", &g)
+                .extract::<Vec<i32>>()
+                .unwrap(),
+            vec![3, 2, 1, 0]
+        );
         // device memory and dtypes without a format
         g.set_item("c", arr(py, 2, Device::cuda(0))).unwrap();
         let e = py.eval(c"memoryview(c)", Some(&g), None).unwrap_err();
         assert!(e.is_instance_of::<PyBufferError>(py), "{e}");
-        let b = Arr { data: vec![0; 2], shape: vec![4], strides: None, readonly: false, device: Device::CPU, bf16: true };
+        let b = Arr {
+            data: vec![0; 2],
+            shape: vec![4],
+            strides: None,
+            readonly: false,
+            device: Device::CPU,
+            bf16: true,
+        };
         g.set_item("b", Bound::new(py, b).unwrap()).unwrap();
         let e = py.eval(c"memoryview(b)", Some(&g), None).unwrap_err();
-        assert!(e.is_instance_of::<PyBufferError>(py) && e.to_string().contains("bfloat16"), "{e}");
+        assert!(
+            e.is_instance_of::<PyBufferError>(py) && e.to_string().contains("bfloat16"),
+            "{e}"
+        );
     });
 }
 
@@ -164,43 +244,112 @@ fn interface_dicts_export() {
         g.set_item("a", &a).unwrap();
         let ai = eval(py, "a.__array_interface__", &g);
         assert_eq!(ai.get_item("version").unwrap().extract::<i32>().unwrap(), 3);
-        assert_eq!(ai.get_item("typestr").unwrap().extract::<String>().unwrap(), "<i4");
-        assert_eq!(ai.get_item("shape").unwrap().extract::<(i64,)>().unwrap(), (3,));
-        assert_eq!(ai.get_item("data").unwrap().extract::<(usize, bool)>().unwrap(), (ptr, false));
+        assert_eq!(
+            ai.get_item("typestr").unwrap().extract::<String>().unwrap(),
+            "<i4"
+        );
+        assert_eq!(
+            ai.get_item("shape").unwrap().extract::<(i64,)>().unwrap(),
+            (3,)
+        );
+        assert_eq!(
+            ai.get_item("data")
+                .unwrap()
+                .extract::<(usize, bool)>()
+                .unwrap(),
+            (ptr, false)
+        );
         assert!(ai.get_item("strides").unwrap().is_none());
         for attr in ["__cuda_array_interface__", "__sycl_usm_array_interface__"] {
             assert!(!a.hasattr(attr).unwrap(), "{attr} on CPU data");
-            assert!(a.getattr(attr).unwrap_err().is_instance_of::<PyAttributeError>(py));
+            assert!(
+                a.getattr(attr)
+                    .unwrap_err()
+                    .is_instance_of::<PyAttributeError>(py)
+            );
         }
-        let r = Arr { data: (0..4).collect(), shape: vec![4], strides: Some(vec![-1]), readonly: true, device: Device::CPU, bf16: false };
+        let r = Arr {
+            data: (0..4).collect(),
+            shape: vec![4],
+            strides: Some(vec![-1]),
+            readonly: true,
+            device: Device::CPU,
+            bf16: false,
+        };
         let r = Bound::new(py, r).unwrap();
         let ai = r.getattr("__array_interface__").unwrap();
-        assert_eq!(ai.get_item("strides").unwrap().extract::<(i64,)>().unwrap(), (-4,));
-        assert!(ai.get_item("data").unwrap().extract::<(usize, bool)>().unwrap().1);
+        assert_eq!(
+            ai.get_item("strides").unwrap().extract::<(i64,)>().unwrap(),
+            (-4,)
+        );
+        assert!(
+            ai.get_item("data")
+                .unwrap()
+                .extract::<(usize, bool)>()
+                .unwrap()
+                .1
+        );
 
         let c = arr(py, 3, Device::cuda(1));
         assert!(!c.hasattr("__array_interface__").unwrap());
         assert!(!c.hasattr("__sycl_usm_array_interface__").unwrap());
         let cai = c.getattr("__cuda_array_interface__").unwrap();
-        assert_eq!(cai.get_item("version").unwrap().extract::<i32>().unwrap(), 3);
+        assert_eq!(
+            cai.get_item("version").unwrap().extract::<i32>().unwrap(),
+            3
+        );
         assert!(cai.get_item("stream").unwrap().is_none());
         assert!(cai.get_item("strides").unwrap().is_none());
-        assert_eq!(cai.get_item("typestr").unwrap().extract::<String>().unwrap(), "<i4");
-        assert!(arr(py, 1, Device::CUDA_MANAGED).hasattr("__cuda_array_interface__").unwrap());
+        assert_eq!(
+            cai.get_item("typestr")
+                .unwrap()
+                .extract::<String>()
+                .unwrap(),
+            "<i4"
+        );
+        assert!(
+            arr(py, 1, Device::CUDA_MANAGED)
+                .hasattr("__cuda_array_interface__")
+                .unwrap()
+        );
 
-        let s = Arr { data: (0..6).collect(), shape: vec![3, 2], strides: Some(vec![1, 3]), readonly: false, device: Device::oneapi(0), bf16: false };
+        let s = Arr {
+            data: (0..6).collect(),
+            shape: vec![3, 2],
+            strides: Some(vec![1, 3]),
+            readonly: false,
+            device: Device::oneapi(0),
+            bf16: false,
+        };
         let s = Bound::new(py, s).unwrap();
         assert!(!s.hasattr("__cuda_array_interface__").unwrap());
         let su = s.getattr("__sycl_usm_array_interface__").unwrap();
         assert_eq!(su.get_item("version").unwrap().extract::<i32>().unwrap(), 1);
-        assert_eq!(su.get_item("strides").unwrap().extract::<(i64, i64)>().unwrap(), (1, 3), "elements");
+        assert_eq!(
+            su.get_item("strides")
+                .unwrap()
+                .extract::<(i64, i64)>()
+                .unwrap(),
+            (1, 3),
+            "elements"
+        );
         assert_eq!(su.get_item("offset").unwrap().extract::<i64>().unwrap(), 0);
         assert!(su.get_item("syclobj").unwrap().is_none());
 
-        let b = Arr { data: vec![0; 1], shape: vec![2], strides: None, readonly: false, device: Device::CPU, bf16: true };
+        let b = Arr {
+            data: vec![0; 1],
+            shape: vec![2],
+            strides: None,
+            readonly: false,
+            device: Device::CPU,
+            bf16: true,
+        };
         let b = Bound::new(py, b).unwrap();
         let e = b.getattr("__array_interface__").unwrap_err();
-        assert!(e.is_instance_of::<PyAttributeError>(py) && e.to_string().contains("bfloat16"), "{e}");
+        assert!(
+            e.is_instance_of::<PyAttributeError>(py) && e.to_string().contains("bfloat16"),
+            "{e}"
+        );
     });
 }
 
@@ -210,26 +359,46 @@ fn import_through_buffer_protocol() {
     Python::attach(|py| {
         let base = live_exports();
         let g = PyDict::new(py);
-        run(py, "import array, ctypes\nb = b'\\x01\\x02\\x03'\nba = bytearray(b'abcd')\nad = array.array('d', [1.0, 2.0])", &g);
+        run(
+            py,
+            "import array, ctypes\nb = b'\\x01\\x02\\x03'\nba = bytearray(b'abcd')\nad = array.array('d', [1.0, 2.0])",
+            &g,
+        );
         let b = eval(py, "b", &g);
         let t = from_dlpack(&b, None, None).unwrap();
         assert!(t.readonly());
         assert_eq!(t.device(), Device::CPU);
         assert_eq!(t.as_slice::<u8>().unwrap(), &[1, 2, 3]);
         // SAFETY: `b` is a live bytes object.
-        assert_eq!(t.data_ptr() as usize, unsafe { pyffi::PyBytes_AsString(b.as_ptr()) } as usize, "zero-copy");
+        assert_eq!(
+            t.data_ptr() as usize,
+            unsafe { pyffi::PyBytes_AsString(b.as_ptr()) } as usize,
+            "zero-copy"
+        );
         let mut t = from_dlpack(&eval(py, "ba", &g), None, None).unwrap();
         assert!(!t.readonly());
         t.as_mut_slice::<u8>().unwrap()[0] = b'z';
-        assert_eq!(eval(py, "bytes(ba)", &g).extract::<Vec<u8>>().unwrap(), b"zbcd");
+        assert_eq!(
+            eval(py, "bytes(ba)", &g).extract::<Vec<u8>>().unwrap(),
+            b"zbcd"
+        );
         // The held buffer blocks resizing until the view drops.
-        assert!(py.run(c"ba.append(1)", Some(&g), None).unwrap_err().is_instance_of::<PyBufferError>(py));
+        assert!(
+            py.run(c"ba.append(1)", Some(&g), None)
+                .unwrap_err()
+                .is_instance_of::<PyBufferError>(py)
+        );
         drop(t);
         run(py, "ba.append(1)", &g);
         let ad = eval(py, "ad", &g);
         let t = from_dlpack(&ad, None, None).unwrap();
         assert_eq!(t.as_slice::<f64>().unwrap(), &[1.0, 2.0]);
-        assert_eq!(t.data_ptr() as usize, eval(py, "ad.buffer_info()[0]", &g).extract::<usize>().unwrap());
+        assert_eq!(
+            t.data_ptr() as usize,
+            eval(py, "ad.buffer_info()[0]", &g)
+                .extract::<usize>()
+                .unwrap()
+        );
         let before = refcnt(&ad);
         drop(t);
         assert!(refcnt(&ad) < before, "buffer released on drop");
@@ -238,7 +407,14 @@ fn import_through_buffer_protocol() {
         let t = from_dlpack(&mv, None, None).unwrap();
         assert_eq!(t.strides(), &[-2]);
         #[cfg(feature = "ndarray")]
-        assert_eq!(t.as_ndarray::<i32>().unwrap().iter().copied().collect::<Vec<_>>(), vec![5, 3, 1]);
+        assert_eq!(
+            t.as_ndarray::<i32>()
+                .unwrap()
+                .iter()
+                .copied()
+                .collect::<Vec<_>>(),
+            vec![5, 3, 1]
+        );
         drop(t);
         assert_eq!(live_exports(), base, "bridges create no dlbind exports");
     });
@@ -277,10 +453,18 @@ class Both(AI, CAI):
         assert_eq!(t.data_ptr() as usize, addr);
         assert_eq!(t.shape(), &[2, 3]);
         assert!(!t.readonly());
-        assert_eq!(t.as_slice::<f32>().unwrap(), &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+        assert_eq!(
+            t.as_slice::<f32>().unwrap(),
+            &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+        );
         drop(t);
         assert_eq!(refcnt(&ai), rc);
-        let t = from_dlpack(&eval(py, "AI(ro=True, typestr='=f4', strides=(4, 8))", &g), None, None).unwrap();
+        let t = from_dlpack(
+            &eval(py, "AI(ro=True, typestr='=f4', strides=(4, 8))", &g),
+            None,
+            None,
+        )
+        .unwrap();
         assert!(t.readonly());
         assert_eq!(t.strides(), &[1, 2]);
         let e = from_dlpack(&eval(py, "AI(typestr='>f4')", &g), None, None).unwrap_err();
@@ -291,7 +475,11 @@ class Both(AI, CAI):
         for code in ["CAI()", "CAI(stream=None)", "Both()"] {
             let t = from_dlpack(&eval(py, code, &g), None, None).unwrap();
             // A host pointer the CUDA driver does not know (or no driver): kDLCUDA device 0.
-            assert_eq!(t.device(), dlbind::bridges::CAI_DEVICE_WITHOUT_DRIVER, "{code}");
+            assert_eq!(
+                t.device(),
+                dlbind::bridges::CAI_DEVICE_WITHOUT_DRIVER,
+                "{code}"
+            );
             assert_eq!(t.device(), Device::cuda(0), "{code}");
             assert_eq!(t.data_ptr() as usize, addr);
             assert!(t.as_slice::<f32>().is_err(), "never read on the host");
@@ -338,9 +526,29 @@ fn round_trip_numpy_when_available() {
         let a = arr(py, 4, Device::CPU);
         g.set_item("a", &a).unwrap();
         let x = eval(py, "np.asarray(a)", &g);
-        assert_eq!(x.call_method0("tolist").unwrap().extract::<Vec<i32>>().unwrap(), vec![0, 1, 2, 3]);
-        assert_eq!(eval(py, "np.asarray(a).ctypes.data", &g).extract::<usize>().unwrap(), a.get().data.as_ptr() as usize);
-        let t = from_dlpack(&eval(py, "memoryview(np.arange(6, dtype=np.int64).reshape(2, 3).T)", &g), None, None).unwrap();
+        assert_eq!(
+            x.call_method0("tolist")
+                .unwrap()
+                .extract::<Vec<i32>>()
+                .unwrap(),
+            vec![0, 1, 2, 3]
+        );
+        assert_eq!(
+            eval(py, "np.asarray(a).ctypes.data", &g)
+                .extract::<usize>()
+                .unwrap(),
+            a.get().data.as_ptr() as usize
+        );
+        let t = from_dlpack(
+            &eval(
+                py,
+                "memoryview(np.arange(6, dtype=np.int64).reshape(2, 3).T)",
+                &g,
+            ),
+            None,
+            None,
+        )
+        .unwrap();
         assert_eq!(t.strides(), &[1, 3]);
     });
 }
@@ -362,7 +570,11 @@ fn cai_pointer_device_query() {
         };
         for kind in [AllocKind::Device, AllocKind::PinnedHost, AllocKind::Managed] {
             let a = rt.alloc(kind, Device::cuda(0), 64).unwrap();
-            assert_eq!(cuda_pointer_device(a.ptr as usize), Some(a.dl_device()), "{kind:?}");
+            assert_eq!(
+                cuda_pointer_device(a.ptr as usize),
+                Some(a.dl_device()),
+                "{kind:?}"
+            );
             rt.free(&a).unwrap();
         }
     }
@@ -375,18 +587,38 @@ fn cai_pointer_device_mapping_with_a_fake_runtime() {
     use dlbind::gpu::{AllocKind, DeviceRuntime};
     let rt = FakeRuntime::new();
     let host = [0u8; 8];
-    assert_eq!(cuda_pointer_device_with(&rt, host.as_ptr() as usize), None, "unknown memory");
+    assert_eq!(
+        cuda_pointer_device_with(&rt, host.as_ptr() as usize),
+        None,
+        "unknown memory"
+    );
     for (kind, gpu, want) in [
         (AllocKind::Device, Device::cuda(1), Device::cuda(1)),
         (AllocKind::PinnedHost, Device::cuda(1), Device::CUDA_HOST),
         (AllocKind::Managed, Device::cuda(0), Device::CUDA_MANAGED),
     ] {
         let a = rt.alloc(kind, gpu, 64).unwrap();
-        assert_eq!(cuda_pointer_device_with(&rt, a.ptr as usize), Some(want), "{kind:?}");
-        assert_eq!(cuda_pointer_device_with(&rt, a.ptr as usize + 63), Some(want), "inside {kind:?}");
-        assert_eq!(cuda_pointer_device_with(&rt, a.ptr as usize + 64), None, "past the end of {kind:?}");
+        assert_eq!(
+            cuda_pointer_device_with(&rt, a.ptr as usize),
+            Some(want),
+            "{kind:?}"
+        );
+        assert_eq!(
+            cuda_pointer_device_with(&rt, a.ptr as usize + 63),
+            Some(want),
+            "inside {kind:?}"
+        );
+        assert_eq!(
+            cuda_pointer_device_with(&rt, a.ptr as usize + 64),
+            None,
+            "past the end of {kind:?}"
+        );
         rt.free(&a).unwrap();
-        assert_eq!(cuda_pointer_device_with(&rt, a.ptr as usize), None, "freed {kind:?}");
+        assert_eq!(
+            cuda_pointer_device_with(&rt, a.ptr as usize),
+            None,
+            "freed {kind:?}"
+        );
     }
 }
 
@@ -401,13 +633,27 @@ fn numpy_header_fast_path_matches_the_capsule() {
         };
         let g = PyDict::new(py);
         g.set_item("np", np).unwrap();
-        run(py, "a = np.arange(60, dtype=np.float32).reshape(3, 4, 5).transpose(2, 0, 1)[::-2, :, 1::2]\nr = np.arange(4.0)\nr.flags.writeable = False", &g);
+        run(
+            py,
+            "a = np.arange(60, dtype=np.float32).reshape(3, 4, 5).transpose(2, 0, 1)[::-2, :, 1::2]\nr = np.arange(4.0)\nr.flags.writeable = False",
+            &g,
+        );
         for name in ["a", "r"] {
             let arr = eval(py, name, &g);
             let before = dlbind::bridges::numpy_fast_imports();
             let fast = from_dlpack(&arr, None, None).unwrap();
-            assert_eq!(dlbind::bridges::numpy_fast_imports(), before + 1, "{name}: fast path not taken");
-            let cap = arr.call_method("__dlpack__", (), Some(&[("max_version", (1, 3))].into_py_dict(py).unwrap())).unwrap();
+            assert_eq!(
+                dlbind::bridges::numpy_fast_imports(),
+                before + 1,
+                "{name}: fast path not taken"
+            );
+            let cap = arr
+                .call_method(
+                    "__dlpack__",
+                    (),
+                    Some(&[("max_version", (1, 3))].into_py_dict(py).unwrap()),
+                )
+                .unwrap();
             let slow = dlbind::ImportedTensor::from_capsule(&cap).unwrap();
             assert_eq!(fast.shape(), slow.shape(), "{name}");
             assert_eq!(fast.strides(), slow.strides(), "{name}");
@@ -417,7 +663,11 @@ fn numpy_header_fast_path_matches_the_capsule() {
             assert_eq!(fast.device(), slow.device(), "{name}");
         }
         // A subclass is not read through the header.
-        run(py, "class S(np.ndarray): pass\ns = np.arange(3.0).view(S)", &g);
+        run(
+            py,
+            "class S(np.ndarray): pass\ns = np.arange(3.0).view(S)",
+            &g,
+        );
         let before = dlbind::bridges::numpy_fast_imports();
         let t = from_dlpack(&eval(py, "s", &g), None, None).unwrap();
         assert_eq!(t.shape(), &[3]);

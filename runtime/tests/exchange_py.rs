@@ -8,18 +8,21 @@ mod common;
 use std::ffi::{CStr, c_char, c_void};
 use std::ptr::{self, NonNull};
 
-use dlbind::exchange::{ExchangeSource, FromManagedTensor, exchange_api, exchange_imports, lookup_exchange_api, same_type_views};
+use dlbind::error::py_exception;
+use dlbind::exchange::{
+    ExchangeSource, FromManagedTensor, exchange_api, exchange_imports, lookup_exchange_api,
+    same_type_views,
+};
 use dlbind::export::DLPackSource;
+use dlbind::failure::FailureKind;
 use dlbind::ffi::{
-    DLDataType, DLDevice, DLDeviceType, DLManagedTensorVersioned, DLPACK_EXCHANGE_API_CAPSULE_NAME, DLPackExchangeAPI,
-    DLPackExchangeAPIHeader, DLPackVersion, DLTensor,
+    DLDataType, DLDevice, DLDeviceType, DLManagedTensorVersioned, DLPACK_EXCHANGE_API_CAPSULE_NAME,
+    DLPackExchangeAPI, DLPackExchangeAPIHeader, DLPackVersion, DLTensor,
 };
 use dlbind::prelude::*;
 use dlbind::pyo3::exceptions::PyTypeError;
 use dlbind::pyo3::ffi as pyffi;
 use dlbind::pyo3::types::PyCapsule;
-use dlbind::error::py_exception;
-use dlbind::failure::FailureKind;
 use dlbind::{ImportedTensor, from_dlpack, live_exports};
 
 /// Whether `err` is the exception the spec maps `kind` to.
@@ -71,7 +74,12 @@ impl FromManagedTensor for Owned {
             return Err(PyTypeError::new_err("Owned is 2-d"));
         }
         let (shape, strides) = ([s[0], s[1]], [st[0], st[1]]);
-        Ok(Owned { dtype: t.dtype(), buf: Buffer::from(t), shape, strides })
+        Ok(Owned {
+            dtype: t.dtype(),
+            buf: Buffer::from(t),
+            shape,
+            strides,
+        })
     }
 }
 
@@ -149,12 +157,23 @@ unsafe impl ExchangeSource for PanicsEverywhere {
 }
 
 fn table_of(obj: &Bound<'_, PyAny>) -> &'static DLPackExchangeAPI {
-    let cap = obj.get_type().getattr(dlbind::ffi::DLPACK_EXCHANGE_API_ATTR).unwrap();
+    let cap = obj
+        .get_type()
+        .getattr(dlbind::ffi::DLPACK_EXCHANGE_API_ATTR)
+        .unwrap();
     let cap = cap.cast::<PyCapsule>().unwrap();
     // SAFETY: the capsule (and so its name) is alive for this statement.
-    assert_eq!(cap.name().unwrap().map(|n| unsafe { n.as_cstr() }), Some(DLPACK_EXCHANGE_API_CAPSULE_NAME));
+    assert_eq!(
+        cap.name().unwrap().map(|n| unsafe { n.as_cstr() }),
+        Some(DLPACK_EXCHANGE_API_CAPSULE_NAME)
+    );
     // SAFETY: the capsule points at a process-lifetime table.
-    unsafe { &*(cap.pointer_checked(Some(DLPACK_EXCHANGE_API_CAPSULE_NAME)).unwrap().as_ptr() as *const DLPackExchangeAPI) }
+    unsafe {
+        &*(cap
+            .pointer_checked(Some(DLPACK_EXCHANGE_API_CAPSULE_NAME))
+            .unwrap()
+            .as_ptr() as *const DLPackExchangeAPI)
+    }
 }
 
 fn take_err(py: Python<'_>) -> PyErr {
@@ -166,14 +185,24 @@ fn derived_table_entries() {
     let _g = common::serial();
     Python::attach(|py| {
         let base = live_exports();
-        let p = Bound::new(py, Plain { data: vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], shape: vec![2, 3], strides: vec![3, 1] })
-            .unwrap()
-            .into_any();
+        let p = Bound::new(
+            py,
+            Plain {
+                data: vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+                shape: vec![2, 3],
+                strides: vec![3, 1],
+            },
+        )
+        .unwrap()
+        .into_any();
         let api = table_of(&p);
         assert!(ptr::eq(api, exchange_api::<Plain>()));
         assert_eq!(api.header.version, DLPackVersion { major: 1, minor: 3 });
         assert!(api.header.prev_api.is_null());
-        assert!(api.managed_tensor_allocator.is_some() && api.managed_tensor_to_py_object_no_sync.is_some());
+        assert!(
+            api.managed_tensor_allocator.is_some()
+                && api.managed_tensor_to_py_object_no_sync.is_some()
+        );
         assert!(api.current_work_stream.is_some());
 
         // Owning export + import.
@@ -183,14 +212,20 @@ fn derived_table_entries() {
         assert_eq!(unsafe { from_py(p.as_ptr().cast(), &mut out) }, 0);
         assert_eq!(live_exports(), base + 1);
         // SAFETY: we own `out`.
-        let t = unsafe { ImportedTensor::from_managed_versioned(NonNull::new(out).unwrap()) }.unwrap();
+        let t =
+            unsafe { ImportedTensor::from_managed_versioned(NonNull::new(out).unwrap()) }.unwrap();
         assert_eq!((t.shape(), t.strides()), (&[2i64, 3][..], &[3i64, 1][..]));
-        assert_eq!(t.as_slice::<f32>().unwrap(), &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        assert_eq!(
+            t.as_slice::<f32>().unwrap(),
+            &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+        );
         drop(t);
         assert_eq!(live_exports(), base);
 
         // Non-owning fill: pointers into the object.
-        let fill = api.dltensor_from_py_object_no_sync.expect("i64 dims: fill present");
+        let fill = api
+            .dltensor_from_py_object_no_sync
+            .expect("i64 dims: fill present");
         let mut dl = std::mem::MaybeUninit::<DLTensor>::zeroed();
         // SAFETY: as above.
         assert_eq!(unsafe { fill(p.as_ptr().cast(), dl.as_mut_ptr()) }, 0);
@@ -203,7 +238,14 @@ fn derived_table_entries() {
         assert_eq!(live_exports(), base);
 
         // Wrong type → TypeError, -1.
-        let other = Bound::new(py, UsizeDims { data: vec![1], shape: vec![1] }).unwrap();
+        let other = Bound::new(
+            py,
+            UsizeDims {
+                data: vec![1],
+                shape: vec![1],
+            },
+        )
+        .unwrap();
         // SAFETY: as above.
         assert_eq!(unsafe { from_py(other.as_ptr().cast(), &mut out) }, -1);
         assert!(is_failure(py, &take_err(py), FailureKind::BadArgumentType));
@@ -216,13 +258,20 @@ fn derived_table_entries() {
         // SAFETY: ownership of `out` goes to the callee.
         assert_eq!(unsafe { to_py(out, &mut obj) }, -1);
         let e = take_err(py);
-        assert!(is_failure(py, &e, FailureKind::BadArgumentType) && e.to_string().contains("FromManagedTensor"), "{e}");
+        assert!(
+            is_failure(py, &e, FailureKind::BadArgumentType)
+                && e.to_string().contains("FromManagedTensor"),
+            "{e}"
+        );
         assert_eq!(live_exports(), base);
 
         // Current stream for CPU: NULL.
         let mut s: *mut c_void = NonNull::<c_void>::dangling().as_ptr();
         // SAFETY: valid out pointer.
-        assert_eq!(unsafe { api.current_work_stream.unwrap()(DLDeviceType::kDLCPU, 0, &mut s) }, 0);
+        assert_eq!(
+            unsafe { api.current_work_stream.unwrap()(DLDeviceType::kDLCPU, 0, &mut s) },
+            0
+        );
         assert!(s.is_null());
     });
 }
@@ -231,7 +280,10 @@ fn derived_table_entries() {
 fn cpu_prototype(shape: &mut [i64], dtype: DLDataType) -> DLTensor {
     DLTensor {
         data: ptr::null_mut(),
-        device: DLDevice { device_type: DLDeviceType::kDLCPU, device_id: 0 },
+        device: DLDevice {
+            device_type: DLDeviceType::kDLCPU,
+            device_id: 0,
+        },
         ndim: shape.len() as i32,
         dtype,
         shape: shape.as_mut_ptr(),
@@ -244,7 +296,11 @@ unsafe extern "C" fn record_error(ctx: *mut c_void, kind: *const c_char, msg: *c
     // SAFETY: ctx is the `Vec<String>` passed below; the strings are valid C strings.
     unsafe {
         let v = &mut *ctx.cast::<Vec<String>>();
-        v.push(format!("{}: {}", CStr::from_ptr(kind).to_string_lossy(), CStr::from_ptr(msg).to_string_lossy()));
+        v.push(format!(
+            "{}: {}",
+            CStr::from_ptr(kind).to_string_lossy(),
+            CStr::from_ptr(msg).to_string_lossy()
+        ));
     }
 }
 
@@ -254,7 +310,10 @@ fn allocator_and_to_py_object_with_constructor() {
     Python::attach(|py| {
         let base = live_exports();
         let api = exchange_api::<Owned>();
-        assert!(api.dltensor_from_py_object_no_sync.is_some(), "[i64; 2] dims borrow");
+        assert!(
+            api.dltensor_from_py_object_no_sync.is_some(),
+            "[i64; 2] dims borrow"
+        );
         let mut shape = [3i64, 4];
         let mut proto = cpu_prototype(&mut shape, <f64 as DLPackElement>::DTYPE);
         let mut errors: Vec<String> = Vec::new();
@@ -262,11 +321,18 @@ fn allocator_and_to_py_object_with_constructor() {
         let alloc = api.managed_tensor_allocator.unwrap();
         let ctx = (&raw mut errors).cast::<c_void>();
         // SAFETY: valid prototype/out/ctx.
-        assert_eq!(unsafe { alloc(&mut proto, &mut out, ctx, Some(record_error)) }, 0, "{errors:?}");
+        assert_eq!(
+            unsafe { alloc(&mut proto, &mut out, ctx, Some(record_error)) },
+            0,
+            "{errors:?}"
+        );
         assert_eq!(live_exports(), base + 1);
         let mut obj: *mut c_void = ptr::null_mut();
         // SAFETY: ownership of `out` goes to to_py_object.
-        assert_eq!(unsafe { api.managed_tensor_to_py_object_no_sync.unwrap()(out, &mut obj) }, 0);
+        assert_eq!(
+            unsafe { api.managed_tensor_to_py_object_no_sync.unwrap()(out, &mut obj) },
+            0
+        );
         // SAFETY: a new reference.
         let obj = unsafe { Bound::from_owned_ptr(py, obj.cast::<pyffi::PyObject>()) };
         let o = obj.cast::<Owned>().unwrap().get();
@@ -280,11 +346,20 @@ fn allocator_and_to_py_object_with_constructor() {
         // A type without a constructor reports through SetError.
         let alloc = exchange_api::<Plain>().managed_tensor_allocator.unwrap();
         // SAFETY: as above.
-        assert_eq!(unsafe { alloc(&mut proto, &mut out, ctx, Some(record_error)) }, -1);
-        assert!(errors.last().unwrap().starts_with("TypeError: "), "{errors:?}");
+        assert_eq!(
+            unsafe { alloc(&mut proto, &mut out, ctx, Some(record_error)) },
+            -1
+        );
+        assert!(
+            errors.last().unwrap().starts_with("TypeError: "),
+            "{errors:?}"
+        );
         // No SetError: still -1, nothing raised.
         // SAFETY: as above.
-        assert_eq!(unsafe { alloc(&mut proto, &mut out, ptr::null_mut(), None) }, -1);
+        assert_eq!(
+            unsafe { alloc(&mut proto, &mut out, ptr::null_mut(), None) },
+            -1
+        );
         assert!(PyErr::take(py).is_none());
         assert_eq!(live_exports(), base);
     });
@@ -294,12 +369,18 @@ fn allocator_and_to_py_object_with_constructor() {
 fn usize_dims_have_no_fill_and_panics_stay_inside() {
     let _g = common::serial();
     Python::attach(|py| {
-        assert!(exchange_api::<UsizeDims>().dltensor_from_py_object_no_sync.is_none());
+        assert!(
+            exchange_api::<UsizeDims>()
+                .dltensor_from_py_object_no_sync
+                .is_none()
+        );
         let api = exchange_api::<Panics>();
         let p = Bound::new(py, Panics).unwrap();
         let mut out: *mut DLManagedTensorVersioned = ptr::null_mut();
         // SAFETY: GIL held, live object.
-        let rc = unsafe { api.managed_tensor_from_py_object_no_sync.unwrap()(p.as_ptr().cast(), &mut out) };
+        let rc = unsafe {
+            api.managed_tensor_from_py_object_no_sync.unwrap()(p.as_ptr().cast(), &mut out)
+        };
         assert_eq!(rc, -1);
         assert!(is_failure(py, &take_err(py), FailureKind::InternalError));
     });
@@ -316,21 +397,41 @@ fn panics_in_the_other_entries_stay_inside_and_free_once() {
         // Non-owning fill: the borrowed dims panic.
         let mut dl = std::mem::MaybeUninit::<DLTensor>::zeroed();
         // SAFETY: GIL held, live object, writable out.
-        let rc = unsafe { api.dltensor_from_py_object_no_sync.unwrap()(p.as_ptr().cast(), dl.as_mut_ptr()) };
+        let rc = unsafe {
+            api.dltensor_from_py_object_no_sync.unwrap()(p.as_ptr().cast(), dl.as_mut_ptr())
+        };
         assert_eq!(rc, -1);
         let e = take_err(py);
         assert!(is_failure(py, &e, FailureKind::InternalError), "{e}");
         assert!(e.to_string().contains("panic"), "{e}");
 
         // to_py_object: the constructor panics after taking the tensor; its deleter runs once.
-        let plain = Bound::new(py, Plain { data: vec![1.0; 3], shape: vec![3], strides: vec![1] }).unwrap();
+        let plain = Bound::new(
+            py,
+            Plain {
+                data: vec![1.0; 3],
+                shape: vec![3],
+                strides: vec![1],
+            },
+        )
+        .unwrap();
         let mut m: *mut DLManagedTensorVersioned = ptr::null_mut();
         // SAFETY: GIL held, live object, writable out.
-        assert_eq!(unsafe { exchange_api::<Plain>().managed_tensor_from_py_object_no_sync.unwrap()(plain.as_ptr().cast(), &mut m) }, 0);
+        assert_eq!(
+            unsafe {
+                exchange_api::<Plain>()
+                    .managed_tensor_from_py_object_no_sync
+                    .unwrap()(plain.as_ptr().cast(), &mut m)
+            },
+            0
+        );
         assert_eq!(live_exports(), base + 1);
         let mut obj: *mut c_void = ptr::null_mut();
         // SAFETY: ownership of `m` goes to to_py_object.
-        assert_eq!(unsafe { api.managed_tensor_to_py_object_no_sync.unwrap()(m, &mut obj) }, -1);
+        assert_eq!(
+            unsafe { api.managed_tensor_to_py_object_no_sync.unwrap()(m, &mut obj) },
+            -1
+        );
         assert!(is_failure(py, &take_err(py), FailureKind::InternalError));
         assert!(obj.is_null());
         assert_eq!(live_exports(), base, "the tensor was freed exactly once");
@@ -342,10 +443,21 @@ fn panics_in_the_other_entries_stay_inside_and_free_once() {
         let mut out: *mut DLManagedTensorVersioned = ptr::null_mut();
         let ctx = (&raw mut errors).cast::<c_void>();
         // SAFETY: valid prototype/out/ctx.
-        let rc = unsafe { api.managed_tensor_allocator.unwrap()(&mut proto, &mut out, ctx, Some(record_error)) };
+        let rc = unsafe {
+            api.managed_tensor_allocator.unwrap()(&mut proto, &mut out, ctx, Some(record_error))
+        };
         assert_eq!(rc, -1);
-        assert!(errors.last().is_some_and(|e| e.starts_with(&format!("{}: ", FailureKind::InternalError.exception().name())) && e.contains("panic")), "{errors:?}");
-        assert!(PyErr::take(py).is_none(), "the allocator reports through SetError only");
+        assert!(
+            errors.last().is_some_and(|e| e.starts_with(&format!(
+                "{}: ",
+                FailureKind::InternalError.exception().name()
+            )) && e.contains("panic")),
+            "{errors:?}"
+        );
+        assert!(
+            PyErr::take(py).is_none(),
+            "the allocator reports through SetError only"
+        );
         assert_eq!(live_exports(), base);
     });
 }
@@ -354,42 +466,78 @@ fn panics_in_the_other_entries_stay_inside_and_free_once() {
 fn consumer_uses_the_table_and_walks_prev_api() {
     let _g = common::serial();
     Python::attach(|py| {
-        let p = Bound::new(py, Plain { data: vec![7.0; 4], shape: vec![4], strides: vec![1] }).unwrap().into_any();
+        let p = Bound::new(
+            py,
+            Plain {
+                data: vec![7.0; 4],
+                shape: vec![4],
+                strides: vec![1],
+            },
+        )
+        .unwrap()
+        .into_any();
         let n = exchange_imports();
         let t = from_dlpack(&p, None, None).unwrap();
         assert_eq!(exchange_imports(), n + 1);
-        assert_eq!(t.data_ptr().cast_const(), p.cast::<Plain>().unwrap().get().data.as_ptr().cast());
+        assert_eq!(
+            t.data_ptr().cast_const(),
+            p.cast::<Plain>().unwrap().get().data.as_ptr().cast()
+        );
         drop(t);
 
         // A newer-major table whose prev_api is ours: the walk finds ours.
         let ours = exchange_api::<Plain>();
-        let newer: &'static mut DLPackExchangeAPIHeader = Box::leak(Box::new(DLPackExchangeAPIHeader {
-            version: DLPackVersion { major: 2, minor: 0 },
-            prev_api: (&raw const ours.header).cast_mut(),
-        }));
+        let newer: &'static mut DLPackExchangeAPIHeader =
+            Box::leak(Box::new(DLPackExchangeAPIHeader {
+                version: DLPackVersion { major: 2, minor: 0 },
+                prev_api: (&raw const ours.header).cast_mut(),
+            }));
         let lone: &'static mut DLPackExchangeAPIHeader =
-            Box::leak(Box::new(DLPackExchangeAPIHeader { version: DLPackVersion { major: 2, minor: 0 }, prev_api: ptr::null_mut() }));
+            Box::leak(Box::new(DLPackExchangeAPIHeader {
+                version: DLPackVersion { major: 2, minor: 0 },
+                prev_api: ptr::null_mut(),
+            }));
         let mk = |h: *mut DLPackExchangeAPIHeader| -> Bound<'_, PyAny> {
             // SAFETY: a leaked header; 'static name; no destructor.
             let cap = unsafe {
-                Bound::from_owned_ptr(py, pyffi::PyCapsule_New(h.cast(), DLPACK_EXCHANGE_API_CAPSULE_NAME.as_ptr(), None))
+                Bound::from_owned_ptr(
+                    py,
+                    pyffi::PyCapsule_New(h.cast(), DLPACK_EXCHANGE_API_CAPSULE_NAME.as_ptr(), None),
+                )
             };
             let ns = dlbind::pyo3::types::PyDict::new(py);
-            ns.set_item(dlbind::ffi::DLPACK_EXCHANGE_API_ATTR, cap).unwrap();
-            let ty = py.import("builtins").unwrap().getattr("type").unwrap().call1(("X", (), ns)).unwrap();
+            ns.set_item(dlbind::ffi::DLPACK_EXCHANGE_API_ATTR, cap)
+                .unwrap();
+            let ty = py
+                .import("builtins")
+                .unwrap()
+                .getattr("type")
+                .unwrap()
+                .call1(("X", (), ns))
+                .unwrap();
             ty.call0().unwrap()
         };
         let x = mk(newer);
         // SAFETY: GIL held; live object.
-        assert!(ptr::eq(unsafe { lookup_exchange_api(py, x.as_ptr()) }, ours));
+        assert!(ptr::eq(
+            unsafe { lookup_exchange_api(py, x.as_ptr()) },
+            ours
+        ));
         let y = mk(lone);
         // SAFETY: as above.
         assert!(unsafe { lookup_exchange_api(py, y.as_ptr()) }.is_null());
         // A capsule with another name is ignored.
         let ns = dlbind::pyo3::types::PyDict::new(py);
         let foreign = p.call_method("__dlpack__", (), None).unwrap();
-        ns.set_item(dlbind::ffi::DLPACK_EXCHANGE_API_ATTR, foreign).unwrap();
-        let ty = py.import("builtins").unwrap().getattr("type").unwrap().call1(("Y", (), ns)).unwrap();
+        ns.set_item(dlbind::ffi::DLPACK_EXCHANGE_API_ATTR, foreign)
+            .unwrap();
+        let ty = py
+            .import("builtins")
+            .unwrap()
+            .getattr("type")
+            .unwrap()
+            .call1(("Y", (), ns))
+            .unwrap();
         let z = ty.call0().unwrap();
         // SAFETY: as above.
         assert!(unsafe { lookup_exchange_api(py, z.as_ptr()) }.is_null());
@@ -405,7 +553,13 @@ fn instance_of<'py>(py: Python<'py>, items: &[(&str, Bound<'py, PyAny>)]) -> Bou
     for (k, v) in items {
         ns.set_item(*k, v).unwrap();
     }
-    let ty = py.import("builtins").unwrap().getattr("type").unwrap().call1(("L", (), ns)).unwrap();
+    let ty = py
+        .import("builtins")
+        .unwrap()
+        .getattr("type")
+        .unwrap()
+        .call1(("L", (), ns))
+        .unwrap();
     ty.call0().unwrap()
 }
 
@@ -415,10 +569,25 @@ const LEGACY: &str = dlbind::ffi::DLPACK_EXCHANGE_API_ATTR_LEGACY;
 fn legacy_attribute_name_is_looked_up_after_the_standard_one() {
     let _g = common::serial();
     Python::attach(|py| {
-        let p = Bound::new(py, Plain { data: vec![1.0; 3], shape: vec![3], strides: vec![1] }).unwrap().into_any();
+        let p = Bound::new(
+            py,
+            Plain {
+                data: vec![1.0; 3],
+                shape: vec![3],
+                strides: vec![1],
+            },
+        )
+        .unwrap()
+        .into_any();
         let ours = exchange_api::<Plain>();
-        let cap = p.get_type().getattr(dlbind::ffi::DLPACK_EXCHANGE_API_ATTR).unwrap();
-        let addr = (ours as *const DLPackExchangeAPI as usize).into_pyobject(py).unwrap().into_any();
+        let cap = p
+            .get_type()
+            .getattr(dlbind::ffi::DLPACK_EXCHANGE_API_ATTR)
+            .unwrap();
+        let addr = (ours as *const DLPackExchangeAPI as usize)
+            .into_pyobject(py)
+            .unwrap()
+            .into_any();
         let foreign = p.call_method("__dlpack__", (), None).unwrap(); // a capsule with another name
         let look = |x: &Bound<'_, PyAny>| {
             // SAFETY: GIL held; live object.
@@ -426,19 +595,45 @@ fn legacy_attribute_name_is_looked_up_after_the_standard_one() {
         };
 
         // Only the legacy name: a capsule, or the table's address as an int.
-        assert!(ptr::eq(look(&instance_of(py, &[(LEGACY, cap.clone())])), ours));
-        assert!(ptr::eq(look(&instance_of(py, &[(LEGACY, addr.clone())])), ours));
+        assert!(ptr::eq(
+            look(&instance_of(py, &[(LEGACY, cap.clone())])),
+            ours
+        ));
+        assert!(ptr::eq(
+            look(&instance_of(py, &[(LEGACY, addr.clone())])),
+            ours
+        ));
         // The standard name holds no usable table: the legacy one is used.
-        let both = instance_of(py, &[(dlbind::ffi::DLPACK_EXCHANGE_API_ATTR, foreign.clone()), (LEGACY, cap.clone())]);
+        let both = instance_of(
+            py,
+            &[
+                (dlbind::ffi::DLPACK_EXCHANGE_API_ATTR, foreign.clone()),
+                (LEGACY, cap.clone()),
+            ],
+        );
         assert!(ptr::eq(look(&both), ours));
         // The standard name wins when usable (the legacy value is never read).
-        let std_first = instance_of(py, &[(dlbind::ffi::DLPACK_EXCHANGE_API_ATTR, cap.clone()), (LEGACY, foreign.clone())]);
+        let std_first = instance_of(
+            py,
+            &[
+                (dlbind::ffi::DLPACK_EXCHANGE_API_ATTR, cap.clone()),
+                (LEGACY, foreign.clone()),
+            ],
+        );
         assert!(ptr::eq(look(&std_first), ours));
         // Unusable legacy values: a capsule with another name, a non-int object, a bool, 0, a
         // negative int, a misaligned address, an int beyond 64 bits.
         let int = |v: i128| v.into_pyobject(py).unwrap().into_any();
         let misaligned = ours as *const DLPackExchangeAPI as i128 + 1;
-        for v in [foreign.clone(), "x".into_pyobject(py).unwrap().into_any(), true.into_pyobject(py).unwrap().to_owned().into_any(), int(0), int(-8), int(misaligned), int(1 << 70)] {
+        for v in [
+            foreign.clone(),
+            "x".into_pyobject(py).unwrap().into_any(),
+            true.into_pyobject(py).unwrap().to_owned().into_any(),
+            int(0),
+            int(-8),
+            int(misaligned),
+            int(1 << 70),
+        ] {
             assert!(look(&instance_of(py, &[(LEGACY, v)])).is_null());
         }
         assert!(PyErr::take(py).is_none());
@@ -447,7 +642,10 @@ fn legacy_attribute_name_is_looked_up_after_the_standard_one() {
         let x = instance_of(py, &[(LEGACY, cap)]);
         let err = from_dlpack(&x, None, None).unwrap_err();
         assert!(is_failure(py, &err, FailureKind::BadArgumentType), "{err}");
-        assert!(err.to_string().contains("expected a 'Plain' object"), "{err}");
+        assert!(
+            err.to_string().contains("expected a 'Plain' object"),
+            "{err}"
+        );
     });
 }
 
@@ -471,20 +669,49 @@ struct Viewed {
 
 impl FromManagedTensor for Viewed {
     fn from_managed(_py: Python<'_>, t: ImportedTensor) -> PyResult<Self> {
-        let (shape, strides, dtype, readonly) = (t.shape().to_vec(), t.strides().to_vec(), t.dtype(), t.readonly());
-        Ok(Viewed { buf: Buffer::from(t), dtype, shape, strides, readonly })
+        let (shape, strides, dtype, readonly) = (
+            t.shape().to_vec(),
+            t.strides().to_vec(),
+            t.dtype(),
+            t.readonly(),
+        );
+        Ok(Viewed {
+            buf: Buffer::from(t),
+            dtype,
+            shape,
+            strides,
+            readonly,
+        })
     }
 
     fn share_from(source: &Bound<'_, Self>) -> Option<PyResult<Self>> {
         let s = source.get();
         // SAFETY: element 0 of `s` with its own layout; `source` owns `s.buf`.
-        let buf = unsafe { s.buf.share_view(source.py(), source.as_any(), s.buf.data_ptr(), s.buf.device(), s.readonly) };
-        Some(Ok(Viewed { buf, dtype: s.dtype, shape: s.shape.clone(), strides: s.strides.clone(), readonly: s.readonly }))
+        let buf = unsafe {
+            s.buf.share_view(
+                source.py(),
+                source.as_any(),
+                s.buf.data_ptr(),
+                s.buf.device(),
+                s.readonly,
+            )
+        };
+        Some(Ok(Viewed {
+            buf,
+            dtype: s.dtype,
+            shape: s.shape.clone(),
+            strides: s.strides.clone(),
+            readonly: s.readonly,
+        }))
     }
 }
 
 fn viewed(py: Python<'_>, n: usize, readonly: bool) -> Bound<'_, Viewed> {
-    let t = ImportedTensor::from_buffer(dlbind::alloc::AlignedBuffer::zeroed(4 * n).unwrap(), &[n as i64], <f32 as DLPackElement>::DTYPE);
+    let t = ImportedTensor::from_buffer(
+        dlbind::alloc::AlignedBuffer::zeroed(4 * n).unwrap(),
+        &[n as i64],
+        <f32 as DLPackElement>::DTYPE,
+    );
     let v = Viewed::from_managed(py, t).unwrap();
     Bound::new(py, Viewed { readonly, ..v }).unwrap()
 }
@@ -515,18 +742,27 @@ fn fastcall_from_dlpack_same_type_is_a_view() {
             let refs = refcnt(&src);
             let (n, v) = (exchange_imports(), same_type_views());
             let out = f.call1((&src,)).unwrap();
-            assert_eq!((exchange_imports(), same_type_views()), (n, v + 1), "the same-type shortcut, not the table");
+            assert_eq!(
+                (exchange_imports(), same_type_views()),
+                (n, v + 1),
+                "the same-type shortcut, not the table"
+            );
             let out = out.cast::<Viewed>().unwrap();
             assert!(!out.is(&src));
             let (a, b) = (src.get(), out.get());
             assert_eq!(a.buf.data_ptr(), b.buf.data_ptr());
-            assert_eq!((&a.shape, &a.strides, a.dtype, a.readonly), (&b.shape, &b.strides, b.dtype, b.readonly));
+            assert_eq!(
+                (&a.shape, &a.strides, a.dtype, a.readonly),
+                (&b.shape, &b.strides, b.dtype, b.readonly)
+            );
             assert!(matches!(b.buf, Buffer::View(_)) && b.buf.readonly() == readonly);
             assert_eq!(refcnt(&src), refs + 1, "the view holds its source");
             // A view of the view holds the original owner, not the intermediate view.
             let out2 = f.call1((out,)).unwrap();
             assert_eq!(refcnt(&src), refs + 2);
-            let Buffer::View(v) = &out2.cast::<Viewed>().unwrap().get().buf else { panic!("not a view") };
+            let Buffer::View(v) = &out2.cast::<Viewed>().unwrap().get().buf else {
+                panic!("not a view")
+            };
             assert!(v.owner().bind(py).is(&src));
             drop(out2);
             assert_eq!(refcnt(&src), refs + 1);
@@ -541,18 +777,49 @@ fn fastcall_from_dlpack_other_paths_and_arguments() {
     Python::attach(|py| {
         let m = fast_module(py);
         let f = m.getattr("from_dlpack").unwrap();
-        assert_eq!(f.getattr("__module__").unwrap().extract::<String>().unwrap(), "fastmod");
-        let sig = py.import("inspect").unwrap().call_method1("signature", (&f,)).unwrap().str().unwrap().to_string();
+        assert_eq!(
+            f.getattr("__module__")
+                .unwrap()
+                .extract::<String>()
+                .unwrap(),
+            "fastmod"
+        );
+        let sig = py
+            .import("inspect")
+            .unwrap()
+            .call_method1("signature", (&f,))
+            .unwrap()
+            .str()
+            .unwrap()
+            .to_string();
         assert_eq!(sig, "(x, /, *, device=None, copy=None)");
 
         // A type without `share_from`: its own table (counted), then `from_managed`.
         let g = m.getattr("owned").unwrap().getattr("from_dlpack").unwrap();
-        let o = Bound::new(py, Owned::from_managed(py, ImportedTensor::from_buffer(dlbind::alloc::AlignedBuffer::zeroed(24).unwrap(), &[2, 3], <f32 as DLPackElement>::DTYPE)).unwrap()).unwrap();
+        let o = Bound::new(
+            py,
+            Owned::from_managed(
+                py,
+                ImportedTensor::from_buffer(
+                    dlbind::alloc::AlignedBuffer::zeroed(24).unwrap(),
+                    &[2, 3],
+                    <f32 as DLPackElement>::DTYPE,
+                ),
+            )
+            .unwrap(),
+        )
+        .unwrap();
         let n = exchange_imports();
         let r = g.call1((&o,)).unwrap();
         assert_eq!(exchange_imports(), n + 1);
-        assert_eq!(r.cast::<Owned>().unwrap().get().buf.data_ptr(), o.get().buf.data_ptr());
-        assert!(matches!(r.cast::<Owned>().unwrap().get().buf, Buffer::Imported(_)));
+        assert_eq!(
+            r.cast::<Owned>().unwrap().get().buf.data_ptr(),
+            o.get().buf.data_ptr()
+        );
+        assert!(matches!(
+            r.cast::<Owned>().unwrap().get().buf,
+            Buffer::Imported(_)
+        ));
         drop(r);
 
         // Keywords take the full path; copy=True copies.
@@ -560,27 +827,51 @@ fn fastcall_from_dlpack_other_paths_and_arguments() {
         let kw = dlbind::pyo3::types::PyDict::new(py);
         kw.set_item("copy", true).unwrap();
         let c = f.call((&src,), Some(&kw)).unwrap();
-        assert_ne!(c.cast::<Viewed>().unwrap().get().buf.data_ptr(), src.get().buf.data_ptr());
+        assert_ne!(
+            c.cast::<Viewed>().unwrap().get().buf.data_ptr(),
+            src.get().buf.data_ptr()
+        );
         kw.set_item("copy", false).unwrap();
         kw.set_item("device", "cpu").unwrap();
         let v = f.call((&src,), Some(&kw)).unwrap();
-        assert_eq!(v.cast::<Viewed>().unwrap().get().buf.data_ptr(), src.get().buf.data_ptr());
+        assert_eq!(
+            v.cast::<Viewed>().unwrap().get().buf.data_ptr(),
+            src.get().buf.data_ptr()
+        );
 
         // Argument errors (TypeError) and value errors, as a Python `(x, /, *, device, copy)`.
-        let call = |args: Bound<'_, dlbind::pyo3::types::PyTuple>, kw: Option<&Bound<'_, dlbind::pyo3::types::PyDict>>| f.call(args, kw).unwrap_err();
+        let call = |args: Bound<'_, dlbind::pyo3::types::PyTuple>,
+                    kw: Option<&Bound<'_, dlbind::pyo3::types::PyDict>>| {
+            f.call(args, kw).unwrap_err()
+        };
         let empty = dlbind::pyo3::types::PyTuple::empty(py);
         let e = call(empty.clone(), None);
-        assert!(e.is_instance_of::<PyTypeError>(py) && e.to_string().contains("missing required positional argument"), "{e}");
+        assert!(
+            e.is_instance_of::<PyTypeError>(py)
+                && e.to_string()
+                    .contains("missing required positional argument"),
+            "{e}"
+        );
         let e = call((&src, py.None()).into_pyobject(py).unwrap(), None);
-        assert!(e.is_instance_of::<PyTypeError>(py) && e.to_string().contains("takes 1 positional argument"), "{e}");
+        assert!(
+            e.is_instance_of::<PyTypeError>(py)
+                && e.to_string().contains("takes 1 positional argument"),
+            "{e}"
+        );
         let kw = dlbind::pyo3::types::PyDict::new(py);
         kw.set_item("x", &src).unwrap();
         let e = call(empty.clone(), Some(&kw));
-        assert!(e.is_instance_of::<PyTypeError>(py) && e.to_string().contains("positional-only"), "{e}");
+        assert!(
+            e.is_instance_of::<PyTypeError>(py) && e.to_string().contains("positional-only"),
+            "{e}"
+        );
         let kw = dlbind::pyo3::types::PyDict::new(py);
         kw.set_item("bogus", 1).unwrap();
         let e = call((&src,).into_pyobject(py).unwrap(), Some(&kw));
-        assert!(e.is_instance_of::<PyTypeError>(py) && e.to_string().contains("'bogus'"), "{e}");
+        assert!(
+            e.is_instance_of::<PyTypeError>(py) && e.to_string().contains("'bogus'"),
+            "{e}"
+        );
         let kw = dlbind::pyo3::types::PyDict::new(py);
         kw.set_item("copy", 1).unwrap();
         let e = call((&src,).into_pyobject(py).unwrap(), Some(&kw));
@@ -588,10 +879,16 @@ fn fastcall_from_dlpack_other_paths_and_arguments() {
         let kw = dlbind::pyo3::types::PyDict::new(py);
         kw.set_item("device", "tpu").unwrap();
         let e = call((&src,).into_pyobject(py).unwrap(), Some(&kw));
-        assert!(e.is_instance_of::<dlbind::pyo3::exceptions::PyValueError>(py), "{e}");
+        assert!(
+            e.is_instance_of::<dlbind::pyo3::exceptions::PyValueError>(py),
+            "{e}"
+        );
         // Nothing importable: the spec's NoProtocol (AttributeError).
         let e = f.call1((py.None(),)).unwrap_err();
-        assert!(e.is_instance_of::<dlbind::pyo3::exceptions::PyAttributeError>(py), "{e}");
+        assert!(
+            e.is_instance_of::<dlbind::pyo3::exceptions::PyAttributeError>(py),
+            "{e}"
+        );
         assert!(PyErr::take(py).is_none());
     });
 }
@@ -606,18 +903,45 @@ fn fastcall_table_import_frees_the_export_when_the_target_refuses_it() {
         // A 1-d `UsizeDims` (no non-owning fill: the table's owning export) into `Owned` (2-d
         // only): the export succeeds, then `Owned::from_managed` refuses it; the producer's
         // deleter must run exactly once.
-        let p = Bound::new(py, UsizeDims { data: vec![1, 2, 3], shape: vec![3] }).unwrap().into_any();
+        let p = Bound::new(
+            py,
+            UsizeDims {
+                data: vec![1, 2, 3],
+                shape: vec![3],
+            },
+        )
+        .unwrap()
+        .into_any();
         // SAFETY: a live object.
         let rc = unsafe { pyffi::Py_REFCNT(p.as_ptr()) };
         let n = exchange_imports();
         let e = g.call1((&p,)).unwrap_err();
-        assert!(e.is_instance_of::<PyTypeError>(py) && e.to_string().contains("Owned is 2-d"), "{e}");
-        assert_eq!(exchange_imports(), n + 1, "the table's owning export was called");
+        assert!(
+            e.is_instance_of::<PyTypeError>(py) && e.to_string().contains("Owned is 2-d"),
+            "{e}"
+        );
+        assert_eq!(
+            exchange_imports(),
+            n + 1,
+            "the table's owning export was called"
+        );
         assert_eq!(live_exports(), base, "its deleter ran");
         // SAFETY: a live object.
-        assert_eq!(unsafe { pyffi::Py_REFCNT(p.as_ptr()) }, rc, "the export's reference to the source was dropped");
+        assert_eq!(
+            unsafe { pyffi::Py_REFCNT(p.as_ptr()) },
+            rc,
+            "the export's reference to the source was dropped"
+        );
         // A 2-d one goes through: the view holds the export until it is dropped.
-        let p2 = Bound::new(py, UsizeDims { data: vec![0; 6], shape: vec![2, 3] }).unwrap().into_any();
+        let p2 = Bound::new(
+            py,
+            UsizeDims {
+                data: vec![0; 6],
+                shape: vec![2, 3],
+            },
+        )
+        .unwrap()
+        .into_any();
         let r = g.call1((&p2,)).unwrap();
         assert_eq!(live_exports(), base + 1);
         drop(r);
@@ -625,20 +949,46 @@ fn fastcall_table_import_frees_the_export_when_the_target_refuses_it() {
 
         // The same through a lending table (`Plain`: frozen, i64 dims): the refused view's
         // reference to the source is dropped; an accepted one holds the source, no export.
-        let p = Bound::new(py, Plain { data: vec![1.0, 2.0, 3.0], shape: vec![3], strides: vec![1] }).unwrap().into_any();
+        let p = Bound::new(
+            py,
+            Plain {
+                data: vec![1.0, 2.0, 3.0],
+                shape: vec![3],
+                strides: vec![1],
+            },
+        )
+        .unwrap()
+        .into_any();
         // SAFETY: a live object.
         let rc = unsafe { pyffi::Py_REFCNT(p.as_ptr()) };
         let e = g.call1((&p,)).unwrap_err();
         assert!(e.to_string().contains("Owned is 2-d"), "{e}");
         assert_eq!(exchange_imports(), n + 3);
         // SAFETY: a live object.
-        assert_eq!(unsafe { pyffi::Py_REFCNT(p.as_ptr()) }, rc, "the refused view released the source");
-        let p2 = Bound::new(py, Plain { data: vec![0.0; 6], shape: vec![2, 3], strides: vec![3, 1] }).unwrap().into_any();
+        assert_eq!(
+            unsafe { pyffi::Py_REFCNT(p.as_ptr()) },
+            rc,
+            "the refused view released the source"
+        );
+        let p2 = Bound::new(
+            py,
+            Plain {
+                data: vec![0.0; 6],
+                shape: vec![2, 3],
+                strides: vec![3, 1],
+            },
+        )
+        .unwrap()
+        .into_any();
         // SAFETY: a live object.
         let rc2 = unsafe { pyffi::Py_REFCNT(p2.as_ptr()) };
         let r = g.call1((&p2,)).unwrap();
         // SAFETY: a live object.
-        assert_eq!((live_exports(), unsafe { pyffi::Py_REFCNT(p2.as_ptr()) }), (base, rc2 + 1), "lent: the view holds the source");
+        assert_eq!(
+            (live_exports(), unsafe { pyffi::Py_REFCNT(p2.as_ptr()) }),
+            (base, rc2 + 1),
+            "lent: the view holds the source"
+        );
         drop(r);
         // SAFETY: a live object.
         assert_eq!(unsafe { pyffi::Py_REFCNT(p2.as_ptr()) }, rc2);
@@ -764,13 +1114,26 @@ fn a_lending_table_falls_back_to_the_owning_export_when_the_fill_or_the_checks_r
         let f32_ = <f32 as DLPackElement>::DTYPE;
         let odd = |dtype: DLDataType, shape: Vec<i64>| {
             let strides = vec![1; shape.len()];
-            Bound::new(py, Odd { data: vec![0.0; 4], dtype, shape, strides }).unwrap().into_any()
+            Bound::new(
+                py,
+                Odd {
+                    data: vec![0.0; 4],
+                    dtype,
+                    shape,
+                    strides,
+                },
+            )
+            .unwrap()
+            .into_any()
         };
         let fills = || ODD_FILLS.load(std::sync::atomic::Ordering::Relaxed);
         let base = live_exports();
         let cases = [
             // The fill validates the dtype (two lanes: not in the spec) and refuses.
-            (odd(DLDataType { lanes: 2, ..f32_ }, vec![2]), FailureKind::UnsupportedDtype),
+            (
+                odd(DLDataType { lanes: 2, ..f32_ }, vec![2]),
+                FailureKind::UnsupportedDtype,
+            ),
             // The fill accepts a negative dimension (no data size to check it against); the
             // consumer's `validate_dltensor` refuses it, as it refuses the owning export's.
             (odd(f32_, vec![-1]), FailureKind::MalformedTensor),
@@ -779,16 +1142,33 @@ fn a_lending_table_falls_back_to_the_owning_export_when_the_fill_or_the_checks_r
             let n = fills();
             let e = from_dlpack(src, None, None).unwrap_err();
             assert!(is_failure(py, &e, *kind), "{kind:?}: {e}");
-            assert_eq!(fills(), n + 2, "{kind:?}: the probe, then the non-owning fill, were asked first");
-            assert!(PyErr::take(py).is_none(), "{kind:?}: no exception left behind");
-            assert_eq!(live_exports(), base, "{kind:?}: the owning export's tensor was freed");
+            assert_eq!(
+                fills(),
+                n + 2,
+                "{kind:?}: the probe, then the non-owning fill, were asked first"
+            );
+            assert!(
+                PyErr::take(py).is_none(),
+                "{kind:?}: no exception left behind"
+            );
+            assert_eq!(
+                live_exports(),
+                base,
+                "{kind:?}: the owning export's tensor was freed"
+            );
         }
         // A layout both accept is lent: the fill, and no managed tensor.
         let ok = odd(f32_, vec![4]);
         let n = fills();
         let t = from_dlpack(&ok, None, None).unwrap();
         assert_eq!((fills(), live_exports()), (n + 2, base));
-        assert_eq!((t.shape(), t.data_ptr().cast_const()), (&[4i64][..], ok.cast::<Odd>().unwrap().get().data.as_ptr().cast()));
+        assert_eq!(
+            (t.shape(), t.data_ptr().cast_const()),
+            (
+                &[4i64][..],
+                ok.cast::<Odd>().unwrap().get().data.as_ptr().cast()
+            )
+        );
     });
 }
 
@@ -799,16 +1179,54 @@ fn a_lending_table_falls_back_to_the_owning_export_when_the_fill_or_the_checks_r
 fn only_writable_host_objects_of_frozen_types_with_a_fill_lend() {
     let _g = common::serial();
     // `#[pyo3(name = ...)]` needs a literal: it must be the spec's attribute name.
-    assert_eq!("__dlpack_c_exchange_api__", dlbind::ffi::DLPACK_EXCHANGE_API_ATTR);
+    assert_eq!(
+        "__dlpack_c_exchange_api__",
+        dlbind::ffi::DLPACK_EXCHANGE_API_ATTR
+    );
     Python::attach(|py| {
         // SAFETY: live objects.
         let refcnt = |o: &Bound<'_, PyAny>| unsafe { pyffi::Py_REFCNT(o.as_ptr()) };
         let base = live_exports();
         let n = exchange_imports();
         let sources = [
-            (Bound::new(py, Plain { data: vec![1.0; 6], shape: vec![3, 2], strides: vec![1, 3] }).unwrap().into_any(), true),
-            (Bound::new(py, Unfrozen { data: vec![1.0; 6], shape: vec![2, 3], strides: vec![3, 1] }).unwrap().into_any(), false),
-            (Bound::new(py, UsizeDims { data: vec![1; 6], shape: vec![6] }).unwrap().into_any(), false),
+            (
+                Bound::new(
+                    py,
+                    Plain {
+                        data: vec![1.0; 6],
+                        shape: vec![3, 2],
+                        strides: vec![1, 3],
+                    },
+                )
+                .unwrap()
+                .into_any(),
+                true,
+            ),
+            (
+                Bound::new(
+                    py,
+                    Unfrozen {
+                        data: vec![1.0; 6],
+                        shape: vec![2, 3],
+                        strides: vec![3, 1],
+                    },
+                )
+                .unwrap()
+                .into_any(),
+                false,
+            ),
+            (
+                Bound::new(
+                    py,
+                    UsizeDims {
+                        data: vec![1; 6],
+                        shape: vec![6],
+                    },
+                )
+                .unwrap()
+                .into_any(),
+                false,
+            ),
             // Frozen, i64 dims, but read-only: the probe sends it to the owning export.
             (viewed(py, 6, true).into_any(), false),
             (viewed(py, 6, false).into_any(), true),
@@ -816,8 +1234,16 @@ fn only_writable_host_objects_of_frozen_types_with_a_fill_lend() {
         for (i, (src, lends)) in sources.iter().enumerate() {
             let rc = refcnt(src);
             let t = from_dlpack(src, None, None).unwrap();
-            assert_eq!(exchange_imports(), n + i as u64 + 1, "source {i}: the table was used");
-            assert_eq!(live_exports(), base + usize::from(!lends), "source {i}: lends = {lends}");
+            assert_eq!(
+                exchange_imports(),
+                n + i as u64 + 1,
+                "source {i}: the table was used"
+            );
+            assert_eq!(
+                live_exports(),
+                base + usize::from(!lends),
+                "source {i}: lends = {lends}"
+            );
             // Lent: the view holds the source; owning: the managed tensor does.
             assert_eq!(refcnt(src), rc + 1, "source {i}: the source is kept alive");
             // What the table's owning export gives.
@@ -826,22 +1252,61 @@ fn only_writable_host_objects_of_frozen_types_with_a_fill_lend() {
             assert!(!table.is_null());
             let mut m: *mut DLManagedTensorVersioned = ptr::null_mut();
             // SAFETY: the entry of `type(src)`'s table, a live object, a writable out pointer.
-            assert_eq!(unsafe { (*table).managed_tensor_from_py_object_no_sync.unwrap()(src.as_ptr().cast(), &mut m) }, 0);
+            assert_eq!(
+                unsafe {
+                    (*table).managed_tensor_from_py_object_no_sync.unwrap()(
+                        src.as_ptr().cast(),
+                        &mut m,
+                    )
+                },
+                0
+            );
             // SAFETY: a managed tensor we own.
-            let want = unsafe { ImportedTensor::from_managed_versioned(NonNull::new(m).unwrap()) }.unwrap();
-            assert_eq!((t.shape(), t.strides(), t.dtype(), t.device(), t.readonly()), (want.shape(), want.strides(), want.dtype(), want.device(), want.readonly()));
+            let want = unsafe { ImportedTensor::from_managed_versioned(NonNull::new(m).unwrap()) }
+                .unwrap();
+            assert_eq!(
+                (t.shape(), t.strides(), t.dtype(), t.device(), t.readonly()),
+                (
+                    want.shape(),
+                    want.strides(),
+                    want.dtype(),
+                    want.device(),
+                    want.readonly()
+                )
+            );
             assert_eq!(t.data_ptr(), want.data_ptr());
             drop((t, want));
-            assert_eq!((live_exports(), refcnt(src)), (base, rc), "source {i}: released");
+            assert_eq!(
+                (live_exports(), refcnt(src)),
+                (base, rc),
+                "source {i}: released"
+            );
         }
         // Another class carrying `Plain`'s table: the probe's type check refuses it, and the
         // owning export refuses it with the spec's error (never a lent view of a foreign object).
         let ns = dlbind::pyo3::types::PyDict::new(py);
-        ns.set_item(dlbind::ffi::DLPACK_EXCHANGE_API_ATTR, sources[0].0.get_type().getattr(dlbind::ffi::DLPACK_EXCHANGE_API_ATTR).unwrap())
+        ns.set_item(
+            dlbind::ffi::DLPACK_EXCHANGE_API_ATTR,
+            sources[0]
+                .0
+                .get_type()
+                .getattr(dlbind::ffi::DLPACK_EXCHANGE_API_ATTR)
+                .unwrap(),
+        )
+        .unwrap();
+        let ty = py
+            .import("builtins")
+            .unwrap()
+            .getattr("type")
+            .unwrap()
+            .call1(("Impostor", (), ns))
             .unwrap();
-        let ty = py.import("builtins").unwrap().getattr("type").unwrap().call1(("Impostor", (), ns)).unwrap();
         let e = from_dlpack(&ty.call0().unwrap(), None, None).unwrap_err();
-        assert!(is_failure(py, &e, FailureKind::BadArgumentType) && e.to_string().contains("expected a 'Plain' object"), "{e}");
+        assert!(
+            is_failure(py, &e, FailureKind::BadArgumentType)
+                && e.to_string().contains("expected a 'Plain' object"),
+            "{e}"
+        );
         assert!(PyErr::take(py).is_none());
         assert_eq!(live_exports(), base);
     });

@@ -266,7 +266,10 @@ fn types_with_their_own_allocator_are_refused() {
     let _g = common::serial();
     Python::attach(|py| {
         let err = enable_freelist::<PyO3FreeList>(py, 4).unwrap_err();
-        assert!(err.is_instance_of::<dlbind::pyo3::exceptions::PyRuntimeError>(py), "{err}");
+        assert!(
+            err.is_instance_of::<dlbind::pyo3::exceptions::PyRuntimeError>(py),
+            "{err}"
+        );
         assert!(err.to_string().contains("default GC allocator"), "{err}");
         assert_eq!(freelist_len::<PyO3FreeList>(py), None);
         // Its instances still work as PyO3 made them.

@@ -10,16 +10,17 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 use dlbind::export::{DLPackSource, ExportRequest, export_to_capsule, export_to_capsule_on};
+use dlbind::failure::FailureKind;
 use dlbind::ffi::{
-    DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_VERSIONED_CAPSULE_NAME,
+    DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY,
+    DLPACK_VERSIONED_CAPSULE_NAME,
 };
 use dlbind::gpu::fake::{Call, FakeRuntime, Op};
 use dlbind::gpu::{AllocKind, CopyKind, DeviceRuntime, StreamHandle};
+use dlbind::live_exports;
 use dlbind::prelude::*;
 use dlbind::pyo3::exceptions::{PyBufferError, PyValueError};
 use dlbind::pyo3::ffi as pyffi;
-use dlbind::failure::FailureKind;
-use dlbind::live_exports;
 
 /// A tensor that claims to live on `device` at `ptr` (never dereferenced by the fake runtime;
 /// real host memory in `host` when a test needs the CPU kernels to read it).
@@ -93,7 +94,12 @@ fn dev(device: Device, shape: &[i64], stream: Option<u64>) -> DevTensor {
 }
 
 fn req(dl_device: Option<Device>, stream: Option<i64>, copy: Option<bool>) -> ExportRequest {
-    ExportRequest { max_version: Some((1, 3)), copy, dl_device, stream }
+    ExportRequest {
+        max_version: Some((1, 3)),
+        copy,
+        dl_device,
+        stream,
+    }
 }
 
 struct Seen {
@@ -109,14 +115,18 @@ fn inspect(cap: &Bound<'_, PyAny>) -> Seen {
     // SAFETY: `cap` is a live "dltensor_versioned" capsule made by dlbind; the tensor and its
     // shape/strides arrays live as long as the capsule.
     unsafe {
-        let p = pyffi::PyCapsule_GetPointer(cap.as_ptr(), DLPACK_VERSIONED_CAPSULE_NAME.as_ptr()).cast::<DLManagedTensorVersioned>();
+        let p = pyffi::PyCapsule_GetPointer(cap.as_ptr(), DLPACK_VERSIONED_CAPSULE_NAME.as_ptr())
+            .cast::<DLManagedTensorVersioned>();
         assert!(!p.is_null());
         let t = &(*p).dl_tensor;
         let n = t.ndim as usize;
         let (shape, strides) = if n == 0 {
             (vec![], vec![])
         } else {
-            (std::slice::from_raw_parts(t.shape, n).to_vec(), std::slice::from_raw_parts(t.strides, n).to_vec())
+            (
+                std::slice::from_raw_parts(t.shape, n).to_vec(),
+                std::slice::from_raw_parts(t.strides, n).to_vec(),
+            )
         };
         Seen {
             data: t.data as usize,
@@ -156,7 +166,12 @@ fn cuda_to_cpu_is_a_device_to_host_copy_freed_by_the_deleter() {
     Python::attach(|py| {
         let rt = Arc::new(FakeRuntime::new());
         let before = live_exports();
-        let (_obj, cap) = export(py, dev(Device::cuda(0), &[2, 3], None), req(Some(Device::CPU), None, None), &rt);
+        let (_obj, cap) = export(
+            py,
+            dev(Device::cuda(0), &[2, 3], None),
+            req(Some(Device::CPU), None, None),
+            &rt,
+        );
         let cap = cap.unwrap();
         let calls = rt.take_calls();
         let dst = alloc_ptr(&calls);
@@ -169,14 +184,35 @@ fn cuda_to_cpu_is_a_device_to_host_copy_freed_by_the_deleter() {
         assert_eq!(
             calls,
             vec![
-                Call::Alloc { kind: AllocKind::PinnedHost, device: gpu, bytes: 24, ptr: dst as u64 },
-                Call::Copy { device: gpu, kind: CopyKind::D2H, dst: dst as u64, src: SRC as u64, bytes: 24, stream: StreamHandle::LEGACY },
-                Call::SynchronizeStream { device: gpu, stream: StreamHandle::LEGACY },
+                Call::Alloc {
+                    kind: AllocKind::PinnedHost,
+                    device: gpu,
+                    bytes: 24,
+                    ptr: dst as u64
+                },
+                Call::Copy {
+                    device: gpu,
+                    kind: CopyKind::D2H,
+                    dst: dst as u64,
+                    src: SRC as u64,
+                    bytes: 24,
+                    stream: StreamHandle::LEGACY
+                },
+                Call::SynchronizeStream {
+                    device: gpu,
+                    stream: StreamHandle::LEGACY
+                },
             ]
         );
         assert_eq!(live_exports(), before + 1);
         drop(cap); // unconsumed capsule: its destructor runs the deleter
-        assert_eq!(rt.take_calls(), vec![Call::Free { ptr: dst as u64, kind: AllocKind::PinnedHost }]);
+        assert_eq!(
+            rt.take_calls(),
+            vec![Call::Free {
+                ptr: dst as u64,
+                kind: AllocKind::PinnedHost
+            }]
+        );
         assert!(rt.live_allocations().is_empty());
         assert_eq!(live_exports(), before);
     });
@@ -186,12 +222,26 @@ fn cuda_to_cpu_is_a_device_to_host_copy_freed_by_the_deleter() {
 fn device_to_host_copy_runs_on_the_producer_stream() {
     Python::attach(|py| {
         let rt = Arc::new(FakeRuntime::new());
-        let (_obj, cap) = export(py, dev(Device::cuda(0), &[4], Some(0x77)), req(Some(Device::CPU), None, Some(true)), &rt);
+        let (_obj, cap) = export(
+            py,
+            dev(Device::cuda(0), &[4], Some(0x77)),
+            req(Some(Device::CPU), None, Some(true)),
+            &rt,
+        );
         let _cap = cap.unwrap();
         let calls = rt.take_calls();
         let a = StreamHandle(0x77);
-        assert!(matches!(calls[1], Call::Copy { kind: CopyKind::D2H, stream, bytes: 16, .. } if stream == a), "{calls:?}");
-        assert_eq!(calls[2], Call::SynchronizeStream { device: Device::cuda(0), stream: a });
+        assert!(
+            matches!(calls[1], Call::Copy { kind: CopyKind::D2H, stream, bytes: 16, .. } if stream == a),
+            "{calls:?}"
+        );
+        assert_eq!(
+            calls[2],
+            Call::SynchronizeStream {
+                device: Device::cuda(0),
+                stream: a
+            }
+        );
     });
 }
 
@@ -207,22 +257,45 @@ fn non_contiguous_device_to_host_goes_through_a_device_scratch_buffer() {
         let kinds: Vec<&str> = calls
             .iter()
             .map(|c| match c {
-                Call::Alloc { kind: AllocKind::PinnedHost, .. } => "alloc-pinned",
-                Call::Alloc { kind: AllocKind::Device, .. } => "alloc-temp",
+                Call::Alloc {
+                    kind: AllocKind::PinnedHost,
+                    ..
+                } => "alloc-pinned",
+                Call::Alloc {
+                    kind: AllocKind::Device,
+                    ..
+                } => "alloc-temp",
                 Call::StridedCopy { .. } => "strided",
-                Call::Copy { kind: CopyKind::D2H, .. } => "d2h",
+                Call::Copy {
+                    kind: CopyKind::D2H,
+                    ..
+                } => "d2h",
                 Call::SynchronizeStream { .. } => "sync",
                 Call::Free { .. } => "free-temp",
                 other => panic!("unexpected {other:?}"),
             })
             .collect();
-        assert_eq!(kinds, ["alloc-pinned", "alloc-temp", "strided", "d2h", "sync", "free-temp"]);
+        assert_eq!(
+            kinds,
+            [
+                "alloc-pinned",
+                "alloc-temp",
+                "strided",
+                "d2h",
+                "sync",
+                "free-temp"
+            ]
+        );
         assert!(
             calls.iter().any(|c| matches!(c, Call::StridedCopy { shape, strides, elem_bytes: 4, .. } if shape == &[3, 2] && strides == &[1, 3]))
         );
         let seen = inspect(&cap);
         assert_eq!(seen.strides, vec![2, 1], "the copy is C-contiguous");
-        assert_eq!(rt.live_allocations().len(), 1, "only the exported buffer is still alive");
+        assert_eq!(
+            rt.live_allocations().len(),
+            1,
+            "only the exported buffer is still alive"
+        );
     });
 }
 
@@ -231,21 +304,43 @@ fn zero_copy_orders_producer_and_consumer_streams_with_an_event() {
     Python::attach(|py| {
         let rt = Arc::new(FakeRuntime::new());
         let gpu = Device::cuda(0);
-        let (obj, cap) = export(py, dev(gpu, &[8], Some(0x55)), req(None, Some(0x99), None), &rt);
+        let (obj, cap) = export(
+            py,
+            dev(gpu, &[8], Some(0x55)),
+            req(None, Some(0x99), None),
+            &rt,
+        );
         let cap = cap.unwrap();
         let seen = inspect(&cap);
         assert_eq!((seen.data, seen.device, seen.flags), (SRC, gpu, 0));
         let calls = rt.take_calls();
         assert_eq!(calls.len(), 3, "{calls:?}");
         let ev = match calls[0] {
-            Call::RecordEvent { device, stream, event } => {
+            Call::RecordEvent {
+                device,
+                stream,
+                event,
+            } => {
                 assert_eq!((device, stream), (gpu, StreamHandle(0x55)));
                 event
             }
             ref c => panic!("expected RecordEvent, got {c:?}"),
         };
-        assert_eq!(calls[1], Call::WaitEvent { device: gpu, stream: StreamHandle(0x99), event: ev });
-        assert_eq!(calls[2], Call::DestroyEvent { device: gpu, event: ev });
+        assert_eq!(
+            calls[1],
+            Call::WaitEvent {
+                device: gpu,
+                stream: StreamHandle(0x99),
+                event: ev
+            }
+        );
+        assert_eq!(
+            calls[2],
+            Call::DestroyEvent {
+                device: gpu,
+                event: ev
+            }
+        );
         assert_eq!(rt.live_events(), 0);
         // The zero-copy capsule keeps its owner alive, until it is deleted.
         let held = refcnt(&obj);
@@ -254,14 +349,30 @@ fn zero_copy_orders_producer_and_consumer_streams_with_an_event() {
 
         // -1: no synchronisation; the producer's own stream: nothing to order.
         for s in [-1, 0x55] {
-            let (_o, cap) = export(py, dev(gpu, &[8], Some(0x55)), req(None, Some(s), None), &rt);
+            let (_o, cap) = export(
+                py,
+                dev(gpu, &[8], Some(0x55)),
+                req(None, Some(s), None),
+                &rt,
+            );
             cap.unwrap();
             assert!(rt.take_calls().is_empty(), "stream {s}");
         }
         // Stream 1 is CU_STREAM_LEGACY.
-        let (_o, cap) = export(py, dev(gpu, &[8], Some(0x55)), req(None, Some(1), None), &rt);
+        let (_o, cap) = export(
+            py,
+            dev(gpu, &[8], Some(0x55)),
+            req(None, Some(1), None),
+            &rt,
+        );
         cap.unwrap();
-        assert!(matches!(rt.take_calls()[1], Call::WaitEvent { stream: StreamHandle::LEGACY, .. }));
+        assert!(matches!(
+            rt.take_calls()[1],
+            Call::WaitEvent {
+                stream: StreamHandle::LEGACY,
+                ..
+            }
+        ));
     });
 }
 
@@ -270,19 +381,53 @@ fn same_device_copy_runs_on_the_consumer_stream_after_the_producer() {
     Python::attach(|py| {
         let rt = Arc::new(FakeRuntime::new());
         let gpu = Device::cuda(0);
-        let (obj, cap) = export(py, dev(gpu, &[5], Some(0x55)), req(None, Some(0x99), Some(true)), &rt);
+        let (obj, cap) = export(
+            py,
+            dev(gpu, &[5], Some(0x55)),
+            req(None, Some(0x99), Some(true)),
+            &rt,
+        );
         let cap = cap.unwrap();
         let calls = rt.take_calls();
         let dst = alloc_ptr(&calls);
-        let names: Vec<_> = calls.iter().map(|c| format!("{c:?}").split([' ', '{']).next().unwrap().to_string()).collect();
-        assert_eq!(names, ["Alloc", "RecordEvent", "WaitEvent", "DestroyEvent", "Copy"]);
-        assert!(matches!(calls[4], Call::Copy { kind: CopyKind::D2D, stream: StreamHandle(0x99), bytes: 20, .. }));
+        let names: Vec<_> = calls
+            .iter()
+            .map(|c| {
+                format!("{c:?}")
+                    .split([' ', '{'])
+                    .next()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(
+            names,
+            ["Alloc", "RecordEvent", "WaitEvent", "DestroyEvent", "Copy"]
+        );
+        assert!(matches!(
+            calls[4],
+            Call::Copy {
+                kind: CopyKind::D2D,
+                stream: StreamHandle(0x99),
+                bytes: 20,
+                ..
+            }
+        ));
         let seen = inspect(&cap);
-        assert_eq!((seen.data, seen.device, seen.flags), (dst, gpu, DLPACK_FLAG_BITMASK_IS_COPIED));
+        assert_eq!(
+            (seen.data, seen.device, seen.flags),
+            (dst, gpu, DLPACK_FLAG_BITMASK_IS_COPIED)
+        );
         // The copy may still be in flight on the consumer's stream: the source stays alive.
         assert!(refcnt(&obj) >= 2);
         drop(cap);
-        assert!(matches!(rt.take_calls()[..], [Call::Free { kind: AllocKind::Device, .. }]));
+        assert!(matches!(
+            rt.take_calls()[..],
+            [Call::Free {
+                kind: AllocKind::Device,
+                ..
+            }]
+        ));
     });
 }
 
@@ -299,12 +444,32 @@ fn host_to_device_copy_on_the_consumer_stream() {
         let calls = rt.take_calls();
         let dst = alloc_ptr(&calls);
         assert_eq!(calls.len(), 2, "{calls:?}");
-        assert!(matches!(calls[0], Call::Alloc { kind: AllocKind::Device, bytes: 12, .. }));
-        assert!(matches!(calls[1], Call::Copy { kind: CopyKind::H2D, stream: StreamHandle::LEGACY, bytes: 12, .. }));
+        assert!(matches!(
+            calls[0],
+            Call::Alloc {
+                kind: AllocKind::Device,
+                bytes: 12,
+                ..
+            }
+        ));
+        assert!(matches!(
+            calls[1],
+            Call::Copy {
+                kind: CopyKind::H2D,
+                stream: StreamHandle::LEGACY,
+                bytes: 12,
+                ..
+            }
+        ));
         let seen = inspect(&cap);
         assert_eq!((seen.data, seen.device), (dst, Device::cuda(0)));
         // copy=False refuses; a non-contiguous host tensor cannot be copied to a device.
-        let (_o, e) = export(py, dev(Device::CPU, &[3], None), req(Some(Device::cuda(0)), Some(1), Some(false)), &rt);
+        let (_o, e) = export(
+            py,
+            dev(Device::CPU, &[3], None),
+            req(Some(Device::cuda(0)), Some(1), Some(false)),
+            &rt,
+        );
         let e = e.unwrap_err();
         assert!(e.is_instance_of::<PyBufferError>(py), "{e}");
         let mut t = dev(Device::CPU, &[2, 2], None);
@@ -326,9 +491,18 @@ fn pinned_memory_with_pending_work_is_synchronised_before_a_host_copy() {
         t.host = host;
         let (_obj, cap) = export(py, t, req(Some(Device::CPU), None, Some(true)), &rt);
         let cap = cap.unwrap();
-        assert_eq!(rt.take_calls(), vec![Call::SynchronizeStream { device: Device::cuda(0), stream: StreamHandle(0x42) }]);
+        assert_eq!(
+            rt.take_calls(),
+            vec![Call::SynchronizeStream {
+                device: Device::cuda(0),
+                stream: StreamHandle(0x42)
+            }]
+        );
         let seen = inspect(&cap);
-        assert_eq!((seen.device, seen.flags), (Device::CPU, DLPACK_FLAG_BITMASK_IS_COPIED));
+        assert_eq!(
+            (seen.device, seen.flags),
+            (Device::CPU, DLPACK_FLAG_BITMASK_IS_COPIED)
+        );
         assert_ne!(seen.data, 0);
         // SAFETY: the capsule's copy holds 6 i32 in C order while `cap` lives.
         let got = unsafe { std::slice::from_raw_parts(seen.data as *const i32, 6) }.to_vec();
@@ -343,7 +517,10 @@ fn pinned_memory_with_pending_work_is_synchronised_before_a_host_copy() {
         let (_obj, cap) = export(py, t, req(Some(Device::CPU), None, Some(false)), &rt);
         let seen = inspect(&cap.unwrap());
         assert_eq!(rt.take_calls().len(), 1);
-        assert_eq!((seen.device, seen.flags), (Device::CPU, DLPACK_FLAG_BITMASK_READ_ONLY));
+        assert_eq!(
+            (seen.device, seen.flags),
+            (Device::CPU, DLPACK_FLAG_BITMASK_READ_ONLY)
+        );
     });
 }
 
@@ -351,13 +528,27 @@ fn pinned_memory_with_pending_work_is_synchronised_before_a_host_copy() {
 fn sub_byte_dtypes_move_as_whole_bytes_only_when_contiguous() {
     Python::attach(|py| {
         let rt = Arc::new(FakeRuntime::new());
-        let f4 = DLDataType { code: I32.code, bits: 4, lanes: 1 };
+        let f4 = DLDataType {
+            code: I32.code,
+            bits: 4,
+            lanes: 1,
+        };
         let mut t = dev(Device::cuda(0), &[5], None);
         t.dtype = f4;
         let (_o, cap) = export(py, t, req(Some(Device::CPU), None, None), &rt);
         cap.unwrap();
         let calls = rt.take_calls();
-        assert!(matches!(calls[1], Call::Copy { kind: CopyKind::D2H, bytes: 3, .. }), "{calls:?}");
+        assert!(
+            matches!(
+                calls[1],
+                Call::Copy {
+                    kind: CopyKind::D2H,
+                    bytes: 3,
+                    ..
+                }
+            ),
+            "{calls:?}"
+        );
         let mut t = dev(Device::cuda(0), &[2, 2], None);
         t.dtype = f4;
         t.strides = Some(vec![1, 2]);
@@ -375,10 +566,22 @@ fn runtime_failures_raise_and_free_everything() {
         let rt = Arc::new(FakeRuntime::new());
         rt.fail_on(Op::Copy, FailureKind::OutOfMemory);
         let before = live_exports();
-        let (obj, cap) = export(py, dev(Device::cuda(0), &[4], None), req(Some(Device::CPU), None, None), &rt);
+        let (obj, cap) = export(
+            py,
+            dev(Device::cuda(0), &[4], None),
+            req(Some(Device::CPU), None, None),
+            &rt,
+        );
         let e = cap.unwrap_err();
-        assert!(e.is_instance_of::<dlbind::pyo3::exceptions::PyMemoryError>(py) || e.is_instance_of::<PyBufferError>(py), "{e}");
-        assert!(rt.live_allocations().is_empty(), "the destination buffer is freed");
+        assert!(
+            e.is_instance_of::<dlbind::pyo3::exceptions::PyMemoryError>(py)
+                || e.is_instance_of::<PyBufferError>(py),
+            "{e}"
+        );
+        assert!(
+            rt.live_allocations().is_empty(),
+            "the destination buffer is freed"
+        );
         assert_eq!(live_exports(), before);
         assert_eq!(refcnt(&obj), 1, "no reference to the owner leaks");
     });
@@ -397,8 +600,15 @@ fn errors_come_before_any_runtime_call() {
         ] {
             let (_o, e) = export(py, dev(Device::cuda(0), &[4], Some(0x55)), r, &rt);
             let e = e.unwrap_err();
-            assert_eq!(e.is_instance_of::<PyValueError>(py), is_value_error, "{r:?}: {e}");
-            assert!(is_value_error || e.is_instance_of::<PyBufferError>(py), "{r:?}: {e}");
+            assert_eq!(
+                e.is_instance_of::<PyValueError>(py),
+                is_value_error,
+                "{r:?}: {e}"
+            );
+            assert!(
+                is_value_error || e.is_instance_of::<PyBufferError>(py),
+                "{r:?}: {e}"
+            );
         }
         assert!(rt.take_calls().is_empty());
     });
@@ -412,11 +622,17 @@ fn without_a_driver_device_steps_are_buffer_errors_and_stepless_exports_work() {
     }
     Python::attach(|py| {
         let obj = Bound::new(py, dev(Device::cuda(0), &[4], None)).unwrap();
-        let e = export_to_capsule(obj.as_any(), obj.get(), &req(Some(Device::CPU), None, None)).unwrap_err();
+        let e = export_to_capsule(obj.as_any(), obj.get(), &req(Some(Device::CPU), None, None))
+            .unwrap_err();
         assert!(e.is_instance_of::<PyBufferError>(py), "{e}");
-        assert!(e.to_string().to_lowercase().contains("cuda") || e.to_string().contains("GPU"), "{e}");
+        assert!(
+            e.to_string().to_lowercase().contains("cuda") || e.to_string().contains("GPU"),
+            "{e}"
+        );
         // Zero-copy on its own device with nothing pending needs no driver.
-        let cap = export_to_capsule(obj.as_any(), obj.get(), &req(None, Some(1), None)).unwrap().into_bound(py);
+        let cap = export_to_capsule(obj.as_any(), obj.get(), &req(None, Some(1), None))
+            .unwrap()
+            .into_bound(py);
         let seen = inspect(&cap);
         assert_eq!((seen.data, seen.device), (SRC, Device::cuda(0)));
     });
@@ -440,23 +656,69 @@ struct Pending {
 fn derived_stream_field_orders_streams() {
     Python::attach(|py| {
         let gpu = Device::cuda(0);
-        let p = Pending { data: vec![0.0; 4], shape: vec![4], device: gpu, stream: Some(0x31) };
+        let p = Pending {
+            data: vec![0.0; 4],
+            shape: vec![4],
+            device: gpu,
+            stream: Some(0x31),
+        };
         assert_eq!(p.dlpack_stream(), Some(StreamHandle(0x31)));
         let obj = Bound::new(py, p).unwrap();
         let rt = Arc::new(FakeRuntime::new());
         let dynrt: Arc<dyn DeviceRuntime> = rt.clone();
-        let _cap = export_to_capsule_on(obj.as_any(), obj.get(), &req(None, Some(0x99), None), &dynrt).unwrap();
+        let _cap = export_to_capsule_on(
+            obj.as_any(),
+            obj.get(),
+            &req(None, Some(0x99), None),
+            &dynrt,
+        )
+        .unwrap();
         let calls = rt.take_calls();
-        assert!(matches!(calls[0], Call::RecordEvent { stream: StreamHandle(0x31), .. }), "{calls:?}");
-        assert!(matches!(calls[1], Call::WaitEvent { stream: StreamHandle(0x99), .. }), "{calls:?}");
+        assert!(
+            matches!(
+                calls[0],
+                Call::RecordEvent {
+                    stream: StreamHandle(0x31),
+                    ..
+                }
+            ),
+            "{calls:?}"
+        );
+        assert!(
+            matches!(
+                calls[1],
+                Call::WaitEvent {
+                    stream: StreamHandle(0x99),
+                    ..
+                }
+            ),
+            "{calls:?}"
+        );
         // The CUDA array interface reports the same stream (the null stream as 1: CAI forbids 0).
         fn cai<'py>(o: &Bound<'py, Pending>) -> Bound<'py, PyAny> {
-            o.getattr("__cuda_array_interface__").unwrap().get_item("stream").unwrap()
+            o.getattr("__cuda_array_interface__")
+                .unwrap()
+                .get_item("stream")
+                .unwrap()
         }
         assert_eq!(cai(&obj).extract::<u64>().unwrap(), 0x31);
-        let null = Bound::new(py, Pending { data: vec![0.0], shape: vec![1], device: gpu, stream: Some(0) }).unwrap();
+        let null = Bound::new(
+            py,
+            Pending {
+                data: vec![0.0],
+                shape: vec![1],
+                device: gpu,
+                stream: Some(0),
+            },
+        )
+        .unwrap();
         assert_eq!(cai(&null).extract::<u64>().unwrap(), 1);
-        let idle = Pending { data: vec![], shape: vec![0], device: gpu, stream: None };
+        let idle = Pending {
+            data: vec![],
+            shape: vec![0],
+            device: gpu,
+            stream: None,
+        };
         assert_eq!(idle.dlpack_stream(), None);
         assert!(cai(&Bound::new(py, idle).unwrap()).is_none());
     });

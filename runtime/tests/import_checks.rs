@@ -33,10 +33,26 @@ unsafe extern "C" fn del(p: *mut DLManagedTensorVersioned) {
     }
 }
 
-const F32: DLDataType = DLDataType { code: 2, bits: 32, lanes: 1 };
-const F64: DLDataType = DLDataType { code: 2, bits: 64, lanes: 1 };
-const FP4: DLDataType = DLDataType { code: DLDataTypeCode::kDLFloat4_e2m1fn.0, bits: 4, lanes: 1 };
-const FP6: DLDataType = DLDataType { code: DLDataTypeCode::kDLFloat6_e3m2fn.0, bits: 6, lanes: 1 };
+const F32: DLDataType = DLDataType {
+    code: 2,
+    bits: 32,
+    lanes: 1,
+};
+const F64: DLDataType = DLDataType {
+    code: 2,
+    bits: 64,
+    lanes: 1,
+};
+const FP4: DLDataType = DLDataType {
+    code: DLDataTypeCode::kDLFloat4_e2m1fn.0,
+    bits: 4,
+    lanes: 1,
+};
+const FP6: DLDataType = DLDataType {
+    code: DLDataTypeCode::kDLFloat6_e3m2fn.0,
+    bits: 6,
+    lanes: 1,
+};
 
 /// A versioned tensor over 32 f64 values (`data[i] == i`), deleted through `counter`.
 fn versioned(
@@ -60,11 +76,17 @@ fn versioned(
         ndim: shape.len() as i32,
         dtype,
         shape: o.shape.as_mut_ptr(),
-        strides: o.strides.as_mut().map_or(ptr::null_mut(), |v| v.as_mut_ptr()),
+        strides: o
+            .strides
+            .as_mut()
+            .map_or(ptr::null_mut(), |v| v.as_mut_ptr()),
         byte_offset,
     };
     o.m = DLManagedTensorVersioned {
-        version: DLPackVersion { major: DLPACK_MAJOR_VERSION, minor: 0 },
+        version: DLPackVersion {
+            major: DLPACK_MAJOR_VERSION,
+            minor: 0,
+        },
         manager_ctx: ptr::from_ref(counter).cast_mut().cast::<c_void>(),
         deleter: Some(del),
         flags,
@@ -84,29 +106,62 @@ const PADDED: u64 = DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
 fn padded_subbyte_refused_by_direct_import_and_deleted_once() {
     static N: AtomicUsize = AtomicUsize::new(0);
     let mut expected = 0;
-    for (dt, flags) in [(FP4, PADDED), (FP6, PADDED), (FP4, PADDED | DLPACK_FLAG_BITMASK_READ_ONLY)] {
+    for (dt, flags) in [
+        (FP4, PADDED),
+        (FP6, PADDED),
+        (FP4, PADDED | DLPACK_FLAG_BITMASK_READ_ONLY),
+    ] {
         // SAFETY: a fresh tensor nobody else owns.
-        let e = unsafe { ImportedTensor::from_managed_versioned(versioned(&[4], None, 0, dt, flags, &N)) }.unwrap_err();
+        let e = unsafe {
+            ImportedTensor::from_managed_versioned(versioned(&[4], None, 0, dt, flags, &N))
+        }
+        .unwrap_err();
         expected += 1;
         assert_eq!(e.kind(), FailureKind::UnsupportedLayout, "{dt:?}: {e}");
-        assert!(e.message().contains("DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED"), "{e}");
-        assert_eq!(N.load(Ordering::SeqCst), expected, "{dt:?}: deleter called exactly once by the refusal");
+        assert!(
+            e.message()
+                .contains("DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED"),
+            "{e}"
+        );
+        assert_eq!(
+            N.load(Ordering::SeqCst),
+            expected,
+            "{dt:?}: deleter called exactly once by the refusal"
+        );
     }
 }
 
 #[test]
 fn padded_subbyte_capsule_left_unconsumed() {
     static N: AtomicUsize = AtomicUsize::new(0);
-    assert_eq!(FailureKind::UnsupportedLayout.exception(), PyExceptionKind::BufferError);
+    assert_eq!(
+        FailureKind::UnsupportedLayout.exception(),
+        PyExceptionKind::BufferError
+    );
     Python::attach(|py| {
         let cap = common::versioned_capsule(py, versioned(&[4], None, 0, FP4, PADDED, &N));
         let e = ImportedTensor::from_capsule(&cap).unwrap_err();
         assert!(e.is_instance_of::<PyBufferError>(py), "{e}");
-        assert!(e.to_string().contains("DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED"), "{e}");
-        assert!(capsule_unused(&cap), "a refused capsule keeps its unused name");
-        assert_eq!(N.load(Ordering::SeqCst), 0, "nothing deleted while the capsule lives");
+        assert!(
+            e.to_string()
+                .contains("DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED"),
+            "{e}"
+        );
+        assert!(
+            capsule_unused(&cap),
+            "a refused capsule keeps its unused name"
+        );
+        assert_eq!(
+            N.load(Ordering::SeqCst),
+            0,
+            "nothing deleted while the capsule lives"
+        );
         drop(cap);
-        assert_eq!(N.load(Ordering::SeqCst), 1, "the capsule's destructor deletes it once");
+        assert_eq!(
+            N.load(Ordering::SeqCst),
+            1,
+            "the capsule's destructor deletes it once"
+        );
     });
 }
 
@@ -114,19 +169,34 @@ fn padded_subbyte_capsule_left_unconsumed() {
 fn padded_flag_on_whole_byte_dtype_and_packed_subbyte_accepted() {
     static N: AtomicUsize = AtomicUsize::new(0);
     // Direct import: the flag means nothing for float32; packed fp4 is dlbind's format.
-    for (dt, flags) in [(F32, PADDED), (F64, PADDED | DLPACK_FLAG_BITMASK_READ_ONLY), (FP4, 0), (FP6, DLPACK_FLAG_BITMASK_READ_ONLY)] {
+    for (dt, flags) in [
+        (F32, PADDED),
+        (F64, PADDED | DLPACK_FLAG_BITMASK_READ_ONLY),
+        (FP4, 0),
+        (FP6, DLPACK_FLAG_BITMASK_READ_ONLY),
+    ] {
         let before = N.load(Ordering::SeqCst);
         // SAFETY: a fresh tensor nobody else owns.
-        let t = unsafe { ImportedTensor::from_managed_versioned(versioned(&[4], None, 0, dt, flags, &N)) }.unwrap();
+        let t = unsafe {
+            ImportedTensor::from_managed_versioned(versioned(&[4], None, 0, dt, flags, &N))
+        }
+        .unwrap();
         assert_eq!(t.dtype(), dt);
         assert_eq!(t.flags(), flags);
         assert_eq!(t.readonly(), flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0);
         assert_eq!(N.load(Ordering::SeqCst), before);
         drop(t);
-        assert_eq!(N.load(Ordering::SeqCst), before + 1, "{dt:?}: deleted once on drop");
+        assert_eq!(
+            N.load(Ordering::SeqCst),
+            before + 1,
+            "{dt:?}: deleted once on drop"
+        );
     }
     // SAFETY: a fresh tensor nobody else owns.
-    let t = unsafe { ImportedTensor::from_managed_versioned(versioned(&[4], None, 0, F32, PADDED, &N)) }.unwrap();
+    let t = unsafe {
+        ImportedTensor::from_managed_versioned(versioned(&[4], None, 0, F32, PADDED, &N))
+    }
+    .unwrap();
     let c = t.to_contiguous_copy().unwrap();
     assert_eq!(c.shape(), &[4]);
     drop((t, c));
@@ -150,9 +220,24 @@ fn padded_flag_on_whole_byte_dtype_and_packed_subbyte_accepted() {
 mod nd {
     use super::*;
 
-    fn import(shape: &[i64], strides: Option<&[i64]>, byte_offset: u64, counter: &'static AtomicUsize) -> ImportedTensor {
+    fn import(
+        shape: &[i64],
+        strides: Option<&[i64]>,
+        byte_offset: u64,
+        counter: &'static AtomicUsize,
+    ) -> ImportedTensor {
         // SAFETY: a fresh tensor nobody else owns.
-        unsafe { ImportedTensor::from_managed_versioned(versioned(shape, strides, byte_offset, F64, 0, counter)) }.unwrap()
+        unsafe {
+            ImportedTensor::from_managed_versioned(versioned(
+                shape,
+                strides,
+                byte_offset,
+                F64,
+                0,
+                counter,
+            ))
+        }
+        .unwrap()
     }
 
     #[test]
@@ -167,11 +252,18 @@ mod nd {
         ] {
             let mut t = import(shape, Some(strides), 8 * 8, &N);
             let e = t.as_ndarray_mut::<f64>().unwrap_err();
-            assert_eq!(e.kind(), FailureKind::UnsupportedLayout, "{shape:?} {strides:?}: {e}");
+            assert_eq!(
+                e.kind(),
+                FailureKind::UnsupportedLayout,
+                "{shape:?} {strides:?}: {e}"
+            );
             assert!(e.message().contains("overlap"), "{e}");
             // The read-only view stays available and reads the aliased layout.
             let v = t.as_ndarray::<f64>().unwrap();
-            assert_eq!(v.shape(), shape.iter().map(|&d| d as usize).collect::<Vec<_>>());
+            assert_eq!(
+                v.shape(),
+                shape.iter().map(|&d| d as usize).collect::<Vec<_>>()
+            );
             let mut idx = vec![0usize; shape.len()];
             idx[0] = 1;
             assert_eq!(v[&idx[..]], 8.0 + strides[0] as f64);
@@ -180,7 +272,14 @@ mod nd {
         let mut t = import(&[2, 2], Some(&[0, 1]), 0, &N);
         let e = t.as_ndarray_mut::<f64>().unwrap_err();
         assert!(e.message().contains("zero"), "{e}");
-        assert_eq!(t.as_ndarray::<f64>().unwrap().iter().copied().collect::<Vec<_>>(), vec![0.0, 1.0, 0.0, 1.0]);
+        assert_eq!(
+            t.as_ndarray::<f64>()
+                .unwrap()
+                .iter()
+                .copied()
+                .collect::<Vec<_>>(),
+            vec![0.0, 1.0, 0.0, 1.0]
+        );
     }
 
     #[test]
@@ -208,7 +307,10 @@ mod nd {
         // Gapped (non-contiguous) but non-overlapping: stride 5 over an extent of 4.
         let mut t = import(&[2, 3], Some(&[5, 2]), 0, &N);
         let v = t.as_ndarray_mut::<f64>().unwrap();
-        assert_eq!(v.iter().copied().collect::<Vec<_>>(), vec![0.0, 2.0, 4.0, 5.0, 7.0, 9.0]);
+        assert_eq!(
+            v.iter().copied().collect::<Vec<_>>(),
+            vec![0.0, 2.0, 4.0, 5.0, 7.0, 9.0]
+        );
     }
 
     #[test]

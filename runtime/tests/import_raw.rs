@@ -46,10 +46,20 @@ struct Spec {
     data: Vec<f64>,
 }
 
-const F64: DLDataType = DLDataType { code: 2, bits: 64, lanes: 1 };
+const F64: DLDataType = DLDataType {
+    code: 2,
+    bits: 64,
+    lanes: 1,
+};
 
 fn spec(shape: &[i64], strides: Option<&[i64]>, byte_offset: u64) -> Spec {
-    Spec { shape: shape.to_vec(), strides: strides.map(|s| s.to_vec()), byte_offset, dtype: F64, data: (0..32).map(f64::from).collect() }
+    Spec {
+        shape: shape.to_vec(),
+        strides: strides.map(|s| s.to_vec()),
+        byte_offset,
+        dtype: F64,
+        data: (0..32).map(f64::from).collect(),
+    }
 }
 
 fn tensor(s: &mut Owned<impl Sized>, sp: &Spec) -> DLTensor {
@@ -59,7 +69,10 @@ fn tensor(s: &mut Owned<impl Sized>, sp: &Spec) -> DLTensor {
         ndim: sp.shape.len() as i32,
         dtype: sp.dtype,
         shape: s.shape.as_mut_ptr(),
-        strides: s.strides.as_mut().map_or(ptr::null_mut(), |v| v.as_mut_ptr()),
+        strides: s
+            .strides
+            .as_mut()
+            .map_or(ptr::null_mut(), |v| v.as_mut_ptr()),
         byte_offset: sp.byte_offset,
     }
 }
@@ -76,7 +89,11 @@ fn legacy(sp: Spec) -> NonNull<DLManagedTensor> {
         data: sp.data.clone(),
     });
     let t = tensor(&mut o, &sp);
-    o.m = DLManagedTensor { dl_tensor: t, manager_ctx: ptr::null_mut(), deleter: Some(del_legacy) };
+    o.m = DLManagedTensor {
+        dl_tensor: t,
+        manager_ctx: ptr::null_mut(),
+        deleter: Some(del_legacy),
+    };
     NonNull::new(Box::into_raw(o).cast::<DLManagedTensor>()).unwrap()
 }
 
@@ -104,21 +121,34 @@ unsafe extern "C" fn cap_dtor_legacy(cap: *mut pyffi::PyObject) {
     // SAFETY: CPython calls this with a live capsule and the GIL.
     unsafe {
         if pyffi::PyCapsule_IsValid(cap, DLPACK_CAPSULE_NAME.as_ptr()) != 0 {
-            let p = pyffi::PyCapsule_GetPointer(cap, DLPACK_CAPSULE_NAME.as_ptr()).cast::<DLManagedTensor>();
+            let p = pyffi::PyCapsule_GetPointer(cap, DLPACK_CAPSULE_NAME.as_ptr())
+                .cast::<DLManagedTensor>();
             ((*p).deleter.unwrap())(p);
         }
     }
 }
 fn cap_legacy(py: Python<'_>, m: NonNull<DLManagedTensor>) -> Bound<'_, PyAny> {
     // SAFETY: static name, matching destructor.
-    unsafe { Bound::from_owned_ptr(py, pyffi::PyCapsule_New(m.as_ptr().cast(), DLPACK_CAPSULE_NAME.as_ptr(), Some(cap_dtor_legacy))) }
+    unsafe {
+        Bound::from_owned_ptr(
+            py,
+            pyffi::PyCapsule_New(
+                m.as_ptr().cast(),
+                DLPACK_CAPSULE_NAME.as_ptr(),
+                Some(cap_dtor_legacy),
+            ),
+        )
+    }
 }
 fn cap_versioned(py: Python<'_>, m: NonNull<DLManagedTensorVersioned>) -> Bound<'_, PyAny> {
     common::versioned_capsule(py, m)
 }
 
 fn counts() -> (usize, usize) {
-    (LEGACY_DELETES.load(Ordering::SeqCst), VERSIONED_DELETES.load(Ordering::SeqCst))
+    (
+        LEGACY_DELETES.load(Ordering::SeqCst),
+        VERSIONED_DELETES.load(Ordering::SeqCst),
+    )
 }
 
 #[test]
@@ -126,7 +156,8 @@ fn legacy_null_strides_are_c_contiguous_and_readonly() {
     let _g = common::serial();
     let before = counts();
     // SAFETY: a fresh tensor nobody else owns.
-    let t = unsafe { ImportedTensor::from_managed_legacy(legacy(spec(&[2, 3, 4], None, 0))) }.unwrap();
+    let t =
+        unsafe { ImportedTensor::from_managed_legacy(legacy(spec(&[2, 3, 4], None, 0))) }.unwrap();
     assert_eq!(t.shape(), &[2, 3, 4]);
     assert_eq!(t.strides(), &[12, 4, 1]);
     assert!(t.readonly(), "legacy imports are read-only");
@@ -134,10 +165,15 @@ fn legacy_null_strides_are_c_contiguous_and_readonly() {
     assert_eq!(t.as_slice::<f64>().unwrap()[..4], [0.0, 1.0, 2.0, 3.0]);
     assert_eq!(counts(), before);
     drop(t);
-    assert_eq!(counts(), (before.0 + 1, before.1), "deleter called exactly once");
+    assert_eq!(
+        counts(),
+        (before.0 + 1, before.1),
+        "deleter called exactly once"
+    );
     // Many dims (heap metadata) too.
     // SAFETY: as above.
-    let t = unsafe { ImportedTensor::from_managed_legacy(legacy(spec(&[1; 12], None, 0))) }.unwrap();
+    let t =
+        unsafe { ImportedTensor::from_managed_legacy(legacy(spec(&[1; 12], None, 0))) }.unwrap();
     assert_eq!(t.strides(), &[1; 12]);
 }
 
@@ -147,7 +183,10 @@ fn versioned_flags_offset_and_negative_strides() {
     let before = counts();
     // byte_offset 16 = element 2; shape (3,), stride -1 → elements 2, 1, 0.
     // SAFETY: fresh tensor.
-    let t = unsafe { ImportedTensor::from_managed_versioned(versioned(spec(&[3], Some(&[-1]), 16), 1, 0)) }.unwrap();
+    let t = unsafe {
+        ImportedTensor::from_managed_versioned(versioned(spec(&[3], Some(&[-1]), 16), 1, 0))
+    }
+    .unwrap();
     assert!(!t.readonly());
     assert_eq!(t.byte_offset(), 16);
     assert_eq!(t.data_ptr() as usize, t.raw_data() as usize + 16);
@@ -155,7 +194,14 @@ fn versioned_flags_offset_and_negative_strides() {
     assert_eq!(unsafe { *(t.data_ptr() as *const f64) }, 2.0);
     assert!(t.as_slice::<f64>().is_err(), "not contiguous");
     #[cfg(feature = "ndarray")]
-    assert_eq!(t.as_ndarray::<f64>().unwrap().iter().copied().collect::<Vec<_>>(), vec![2.0, 1.0, 0.0]);
+    assert_eq!(
+        t.as_ndarray::<f64>()
+            .unwrap()
+            .iter()
+            .copied()
+            .collect::<Vec<_>>(),
+        vec![2.0, 1.0, 0.0]
+    );
     let c = t.to_contiguous_copy().unwrap();
     assert_eq!(c.as_slice::<f64>().unwrap(), &[2.0, 1.0, 0.0]);
     assert!(!c.readonly() && c.is_copied());
@@ -167,22 +213,40 @@ fn versioned_flags_offset_and_negative_strides() {
     // 2-d with a negative middle stride, zero (broadcast) stride and a size-1 dim with an odd stride.
     // data[base + i*(-4) + j*0 + k*1], base offset = 8 elements.
     // SAFETY: fresh tensor.
-    let mut t =
-        unsafe { ImportedTensor::from_managed_versioned(versioned(spec(&[2, 2, 1, 3], Some(&[-4, 0, 99, 1]), 64), 1, DLPACK_FLAG_BITMASK_READ_ONLY)) }
-            .unwrap();
+    let mut t = unsafe {
+        ImportedTensor::from_managed_versioned(versioned(
+            spec(&[2, 2, 1, 3], Some(&[-4, 0, 99, 1]), 64),
+            1,
+            DLPACK_FLAG_BITMASK_READ_ONLY,
+        ))
+    }
+    .unwrap();
     assert!(t.readonly());
     assert!(t.as_mut_slice::<f64>().is_err());
     let c = t.to_contiguous_copy().unwrap();
-    assert_eq!(c.as_slice::<f64>().unwrap(), &[8.0, 9.0, 10.0, 8.0, 9.0, 10.0, 4.0, 5.0, 6.0, 4.0, 5.0, 6.0]);
+    assert_eq!(
+        c.as_slice::<f64>().unwrap(),
+        &[8.0, 9.0, 10.0, 8.0, 9.0, 10.0, 4.0, 5.0, 6.0, 4.0, 5.0, 6.0]
+    );
     #[cfg(feature = "ndarray")]
     {
         let v = t.as_ndarray::<f64>().unwrap();
-        assert_eq!(v.iter().copied().collect::<Vec<_>>(), c.as_slice::<f64>().unwrap());
+        assert_eq!(
+            v.iter().copied().collect::<Vec<_>>(),
+            c.as_slice::<f64>().unwrap()
+        );
         assert!(t.as_ndarray_mut::<f64>().is_err(), "read-only");
     }
     // Writable view with negative strides through ndarray.
     // SAFETY: fresh tensor.
-    let mut w = unsafe { ImportedTensor::from_managed_versioned(versioned(spec(&[2, 3], Some(&[-3, 1]), 3 * 8), 1, 0)) }.unwrap();
+    let mut w = unsafe {
+        ImportedTensor::from_managed_versioned(versioned(
+            spec(&[2, 3], Some(&[-3, 1]), 3 * 8),
+            1,
+            0,
+        ))
+    }
+    .unwrap();
     #[cfg(feature = "ndarray")]
     {
         let mut v = w.as_ndarray_mut::<f64>().unwrap();
@@ -199,22 +263,50 @@ fn refusals_leave_capsules_unconsumed() {
     Python::attach(|py| {
         let before = counts();
         // Major too new → BufferError, capsule keeps its name and frees once when dropped.
-        let cap = cap_versioned(py, versioned(spec(&[2], None, 0), DLPACK_MAJOR_VERSION + 1, 0));
+        let cap = cap_versioned(
+            py,
+            versioned(spec(&[2], None, 0), DLPACK_MAJOR_VERSION + 1, 0),
+        );
         let e = ImportedTensor::from_capsule(&cap).unwrap_err();
         assert!(e.is_instance_of::<PyBufferError>(py), "{e}");
         // SAFETY: live capsule.
-        assert_eq!(unsafe { pyffi::PyCapsule_IsValid(cap.as_ptr(), DLPACK_VERSIONED_CAPSULE_NAME.as_ptr()) }, 1);
+        assert_eq!(
+            unsafe {
+                pyffi::PyCapsule_IsValid(cap.as_ptr(), DLPACK_VERSIONED_CAPSULE_NAME.as_ptr())
+            },
+            1
+        );
         assert_eq!(counts(), before);
         drop(cap);
         assert_eq!(counts(), (before.0, before.1 + 1));
 
         // Bad dtypes: opaque, odd bits, lanes, FP4 with bits 8, unknown code.
         for dt in [
-            DLDataType { code: 3, bits: 64, lanes: 1 },
-            DLDataType { code: 0, bits: 12, lanes: 1 },
-            DLDataType { code: 2, bits: 32, lanes: 2 },
-            DLDataType { code: DLDataTypeCode::kDLFloat4_e2m1fn.0, bits: 8, lanes: 1 },
-            DLDataType { code: 200, bits: 8, lanes: 1 },
+            DLDataType {
+                code: 3,
+                bits: 64,
+                lanes: 1,
+            },
+            DLDataType {
+                code: 0,
+                bits: 12,
+                lanes: 1,
+            },
+            DLDataType {
+                code: 2,
+                bits: 32,
+                lanes: 2,
+            },
+            DLDataType {
+                code: DLDataTypeCode::kDLFloat4_e2m1fn.0,
+                bits: 8,
+                lanes: 1,
+            },
+            DLDataType {
+                code: 200,
+                bits: 8,
+                lanes: 1,
+            },
         ] {
             let before = counts();
             let mut sp = spec(&[2], None, 0);
@@ -223,16 +315,35 @@ fn refusals_leave_capsules_unconsumed() {
             let e = ImportedTensor::from_capsule(&cap).unwrap_err();
             assert!(e.is_instance_of::<PyBufferError>(py), "{dt:?}: {e}");
             // SAFETY: live capsule.
-            assert_eq!(unsafe { pyffi::PyCapsule_IsValid(cap.as_ptr(), DLPACK_CAPSULE_NAME.as_ptr()) }, 1);
+            assert_eq!(
+                unsafe { pyffi::PyCapsule_IsValid(cap.as_ptr(), DLPACK_CAPSULE_NAME.as_ptr()) },
+                1
+            );
             drop(cap);
             assert_eq!(counts(), (before.0 + 1, before.1), "{dt:?}");
         }
         // Accepted sub-byte/fp8 dtypes.
         for dt in [
-            DLDataType { code: DLDataTypeCode::kDLFloat4_e2m1fn.0, bits: 4, lanes: 1 },
-            DLDataType { code: DLDataTypeCode::kDLFloat8_e4m3fn.0, bits: 8, lanes: 1 },
-            DLDataType { code: DLDataTypeCode::kDLBool.0, bits: 8, lanes: 1 },
-            DLDataType { code: DLDataTypeCode::kDLBfloat.0, bits: 16, lanes: 1 },
+            DLDataType {
+                code: DLDataTypeCode::kDLFloat4_e2m1fn.0,
+                bits: 4,
+                lanes: 1,
+            },
+            DLDataType {
+                code: DLDataTypeCode::kDLFloat8_e4m3fn.0,
+                bits: 8,
+                lanes: 1,
+            },
+            DLDataType {
+                code: DLDataTypeCode::kDLBool.0,
+                bits: 8,
+                lanes: 1,
+            },
+            DLDataType {
+                code: DLDataTypeCode::kDLBfloat.0,
+                bits: 16,
+                lanes: 1,
+            },
         ] {
             let mut sp = spec(&[4], None, 0);
             sp.dtype = dt;
@@ -253,7 +364,12 @@ fn refusals_leave_capsules_unconsumed() {
         drop(t);
         assert_eq!(counts(), (before.0, before.1 + 1));
         // SAFETY: a capsule with some other name and no destructor.
-        let other = unsafe { Bound::from_owned_ptr(py, pyffi::PyCapsule_New(8 as *mut c_void, c"something_else".as_ptr(), None)) };
+        let other = unsafe {
+            Bound::from_owned_ptr(
+                py,
+                pyffi::PyCapsule_New(8 as *mut c_void, c"something_else".as_ptr(), None),
+            )
+        };
         let e = ImportedTensor::from_capsule(&other).unwrap_err();
         assert!(e.is_instance_of::<PyValueError>(py), "{e}");
     });
@@ -267,9 +383,17 @@ fn deleter_runs_on_the_dropping_thread_once() {
         .map(|i| {
             // SAFETY: fresh tensors.
             let t = if i % 2 == 0 {
-                unsafe { ImportedTensor::from_managed_legacy(legacy(spec(&[4], Some(&[1]), 0))) }.unwrap()
+                unsafe { ImportedTensor::from_managed_legacy(legacy(spec(&[4], Some(&[1]), 0))) }
+                    .unwrap()
             } else {
-                unsafe { ImportedTensor::from_managed_versioned(versioned(spec(&[4], Some(&[1]), 0), 1, 0)) }.unwrap()
+                unsafe {
+                    ImportedTensor::from_managed_versioned(versioned(
+                        spec(&[4], Some(&[1]), 0),
+                        1,
+                        0,
+                    ))
+                }
+                .unwrap()
             };
             std::thread::spawn(move || drop(t))
         })
@@ -280,7 +404,8 @@ fn deleter_runs_on_the_dropping_thread_once() {
     assert_eq!(counts(), (before.0 + 4, before.1 + 4));
     // A too-new tensor handed over directly is deleted by the refusal.
     // SAFETY: fresh tensor.
-    let e = unsafe { ImportedTensor::from_managed_versioned(versioned(spec(&[1], None, 0), 9, 0)) }.unwrap_err();
+    let e = unsafe { ImportedTensor::from_managed_versioned(versioned(spec(&[1], None, 0), 9, 0)) }
+        .unwrap_err();
     assert_eq!(e.kind(), FailureKind::VersionTooNew);
     assert_eq!(counts(), (before.0 + 4, before.1 + 5));
 }
@@ -297,20 +422,55 @@ fn every_failure_kind_maps_to_its_generated_exception() {
         for &k in FailureKind::ALL {
             let err: PyErr = DlpackError::new(k, "msg").into();
             // Exactly the built-in class the spec names (whatever exceptions the spec lists).
-            let want = py.import("builtins").unwrap().getattr(k.exception().name()).unwrap();
-            assert!(err.get_type(py).is(&want), "{k:?}: {} is not {want}", err.get_type(py));
+            let want = py
+                .import("builtins")
+                .unwrap()
+                .getattr(k.exception().name())
+                .unwrap();
+            assert!(
+                err.get_type(py).is(&want),
+                "{k:?}: {} is not {want}",
+                err.get_type(py)
+            );
             assert_eq!(err.value(py).str().unwrap().to_string(), "msg");
         }
         // The table, checked against the generated mapping.
-        assert_eq!(FailureKind::ReadOnlyLegacy.exception(), PyExceptionKind::BufferError);
-        assert_eq!(FailureKind::CopyRequired.exception(), PyExceptionKind::BufferError);
-        assert_eq!(FailureKind::UnsupportedDevice.exception(), PyExceptionKind::BufferError);
-        assert_eq!(FailureKind::BadArgumentType.exception(), PyExceptionKind::TypeError);
-        assert_eq!(FailureKind::CapsuleConsumed.exception(), PyExceptionKind::ValueError);
-        assert_eq!(FailureKind::NoProtocol.exception(), PyExceptionKind::AttributeError);
-        assert_eq!(FailureKind::OutOfMemory.exception(), PyExceptionKind::MemoryError);
-        assert!(err_is::<dlbind::pyo3::exceptions::PySystemError>(py, FailureKind::InternalError));
-        assert!(err_is::<dlbind::pyo3::exceptions::PyRuntimeError>(py, FailureKind::InterpreterNotRunning));
+        assert_eq!(
+            FailureKind::ReadOnlyLegacy.exception(),
+            PyExceptionKind::BufferError
+        );
+        assert_eq!(
+            FailureKind::CopyRequired.exception(),
+            PyExceptionKind::BufferError
+        );
+        assert_eq!(
+            FailureKind::UnsupportedDevice.exception(),
+            PyExceptionKind::BufferError
+        );
+        assert_eq!(
+            FailureKind::BadArgumentType.exception(),
+            PyExceptionKind::TypeError
+        );
+        assert_eq!(
+            FailureKind::CapsuleConsumed.exception(),
+            PyExceptionKind::ValueError
+        );
+        assert_eq!(
+            FailureKind::NoProtocol.exception(),
+            PyExceptionKind::AttributeError
+        );
+        assert_eq!(
+            FailureKind::OutOfMemory.exception(),
+            PyExceptionKind::MemoryError
+        );
+        assert!(err_is::<dlbind::pyo3::exceptions::PySystemError>(
+            py,
+            FailureKind::InternalError
+        ));
+        assert!(err_is::<dlbind::pyo3::exceptions::PyRuntimeError>(
+            py,
+            FailureKind::InterpreterNotRunning
+        ));
         assert!(err_is::<PyBufferError>(py, FailureKind::UnsupportedDtype));
         assert!(err_is::<PyValueError>(py, FailureKind::InvalidStream));
         let _ = Dummy;
@@ -333,7 +493,9 @@ fn bool_views_check_their_bytes() {
         sp.dtype = <bool as dlbind::element::DLPackElement>::DTYPE;
         let mut words = [0f64; 32];
         // SAFETY: f64 storage reinterpreted as bytes for the first 4 bytes.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), words.as_mut_ptr().cast::<u8>(), 4) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), words.as_mut_ptr().cast::<u8>(), 4)
+        };
         sp.data = words.to_vec();
         // SAFETY: fresh tensor.
         unsafe { ImportedTensor::from_managed_versioned(versioned(sp, 1, 0)) }.unwrap()
@@ -341,7 +503,10 @@ fn bool_views_check_their_bytes() {
     let ok = mk([0, 1, 1, 0]);
     assert_eq!(ok.as_slice::<bool>().unwrap(), &[false, true, true, false]);
     let bad = mk([0, 2, 1, 0]);
-    assert_eq!(bad.as_slice::<bool>().unwrap_err().kind(), FailureKind::UnsupportedDtype);
+    assert_eq!(
+        bad.as_slice::<bool>().unwrap_err().kind(),
+        FailureKind::UnsupportedDtype
+    );
     #[cfg(feature = "ndarray")]
     assert!(bad.as_ndarray::<bool>().is_err());
     // The raw bytes stay reachable as u8? No: dtype mismatch is refused too.

@@ -9,7 +9,8 @@ use std::ffi::c_void;
 use dlbind::export::DLPackSource;
 use dlbind::ffi::{
     DLManagedTensor, DLManagedTensorVersioned, DLPACK_CAPSULE_NAME, DLPACK_FLAG_BITMASK_IS_COPIED,
-    DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION, DLPACK_VERSIONED_CAPSULE_NAME,
+    DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION,
+    DLPACK_VERSIONED_CAPSULE_NAME,
 };
 use dlbind::prelude::*;
 use dlbind::pyo3::exceptions::{PyAttributeError, PyBufferError, PyTypeError, PyValueError};
@@ -120,13 +121,22 @@ fn arr<'py>(py: Python<'py>, shape: &[usize], readonly: bool) -> Bound<'py, Arr>
     let n: usize = shape.iter().product();
     Bound::new(
         py,
-        Arr { data: (0..n).map(|i| i as f32).collect(), shape: shape.to_vec(), strides: None, readonly, device: Device::CPU },
+        Arr {
+            data: (0..n).map(|i| i as f32).collect(),
+            shape: shape.to_vec(),
+            strides: None,
+            readonly,
+            device: Device::CPU,
+        },
     )
     .unwrap()
 }
 
 fn kw<'py>(py: Python<'py>, code: &str) -> Bound<'py, PyDict> {
-    py.eval(&std::ffi::CString::new(code).unwrap(), None, None).unwrap().cast_into::<PyDict>().unwrap()
+    py.eval(&std::ffi::CString::new(code).unwrap(), None, None)
+        .unwrap()
+        .cast_into::<PyDict>()
+        .unwrap()
 }
 
 fn call_dlpack<'py>(a: &Bound<'py, PyAny>, kwargs: &str) -> PyResult<Bound<'py, PyAny>> {
@@ -136,12 +146,18 @@ fn call_dlpack<'py>(a: &Bound<'py, PyAny>, kwargs: &str) -> PyResult<Bound<'py, 
 
 fn capsule_name(cap: &Bound<'_, PyAny>) -> String {
     // SAFETY: `cap` is a live capsule.
-    unsafe { std::ffi::CStr::from_ptr(pyffi::PyCapsule_GetName(cap.as_ptr())).to_string_lossy().into_owned() }
+    unsafe {
+        std::ffi::CStr::from_ptr(pyffi::PyCapsule_GetName(cap.as_ptr()))
+            .to_string_lossy()
+            .into_owned()
+    }
 }
 
 fn versioned_ptr(cap: &Bound<'_, PyAny>) -> *mut DLManagedTensorVersioned {
     // SAFETY: a live versioned capsule.
-    unsafe { pyffi::PyCapsule_GetPointer(cap.as_ptr(), DLPACK_VERSIONED_CAPSULE_NAME.as_ptr()).cast() }
+    unsafe {
+        pyffi::PyCapsule_GetPointer(cap.as_ptr(), DLPACK_VERSIONED_CAPSULE_NAME.as_ptr()).cast()
+    }
 }
 
 fn legacy_ptr(cap: &Bound<'_, PyAny>) -> *mut DLManagedTensor {
@@ -160,7 +176,12 @@ fn legacy_and_versioned_capsules() {
     Python::attach(|py| {
         let a = arr(py, &[2, 3], false).into_any();
         let base = live_exports();
-        for kwargs in ["{}", "{'max_version': None}", "{'max_version': (0, 8)}", "{'max_version': (0, 0)}"] {
+        for kwargs in [
+            "{}",
+            "{'max_version': None}",
+            "{'max_version': (0, 8)}",
+            "{'max_version': (0, 0)}",
+        ] {
             let cap = call_dlpack(&a, kwargs).unwrap();
             assert_eq!(capsule_name(&cap), "dltensor", "{kwargs}");
             // SAFETY: live capsule of ours.
@@ -175,14 +196,26 @@ fn legacy_and_versioned_capsules() {
             assert_eq!(live_exports(), base + 1);
         }
         assert_eq!(live_exports(), base);
-        for kwargs in ["{'max_version': (1, 0)}", "{'max_version': (1, 3)}", "{'max_version': (2, 0)}", "{'max_version': (100, 3)}", "{'max_version': (10**30, 0)}"] {
+        for kwargs in [
+            "{'max_version': (1, 0)}",
+            "{'max_version': (1, 3)}",
+            "{'max_version': (2, 0)}",
+            "{'max_version': (100, 3)}",
+            "{'max_version': (10**30, 0)}",
+        ] {
             let cap = call_dlpack(&a, kwargs).unwrap();
             assert_eq!(capsule_name(&cap), "dltensor_versioned", "{kwargs}");
             // SAFETY: live capsule of ours.
             let m = unsafe { &*versioned_ptr(&cap) };
-            assert_eq!((m.version.major, m.version.minor), (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION));
+            assert_eq!(
+                (m.version.major, m.version.minor),
+                (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)
+            );
             assert_eq!(m.flags, 0);
-            assert_eq!(m.dl_tensor.data as *const f32, a.cast::<Arr>().unwrap().get().data.as_ptr());
+            assert_eq!(
+                m.dl_tensor.data as *const f32,
+                a.cast::<Arr>().unwrap().get().data.as_ptr()
+            );
         }
         assert_eq!(live_exports(), base);
     });
@@ -225,15 +258,38 @@ fn devices_streams_and_readonly() {
     Python::attach(|py| {
         let base = live_exports();
         let a = arr(py, &[4], false).into_any();
-        assert_eq!(a.call_method0("__dlpack_device__").unwrap().extract::<(i32, i32)>().unwrap(), (1, 0));
-        for kwargs in ["{'dl_device': (1, 0)}", "{'dl_device': None}", "{'stream': None}", "{'copy': False}", "{'copy': None}"] {
+        assert_eq!(
+            a.call_method0("__dlpack_device__")
+                .unwrap()
+                .extract::<(i32, i32)>()
+                .unwrap(),
+            (1, 0)
+        );
+        for kwargs in [
+            "{'dl_device': (1, 0)}",
+            "{'dl_device': None}",
+            "{'stream': None}",
+            "{'copy': False}",
+            "{'copy': None}",
+        ] {
             call_dlpack(&a, kwargs).unwrap();
         }
-        for kwargs in ["{'dl_device': (2, 0)}", "{'dl_device': (9, 0)}", "{'dl_device': (1, 2**30)}", "{'dl_device': (1, 2**40)}", "{'dl_device': (2, 0), 'copy': False}"] {
+        for kwargs in [
+            "{'dl_device': (2, 0)}",
+            "{'dl_device': (9, 0)}",
+            "{'dl_device': (1, 2**30)}",
+            "{'dl_device': (1, 2**40)}",
+            "{'dl_device': (2, 0), 'copy': False}",
+        ] {
             let e = call_dlpack(&a, kwargs).unwrap_err();
             assert!(e.is_instance_of::<PyBufferError>(py), "{kwargs}: {e}");
         }
-        for kwargs in ["{'stream': 0}", "{'stream': 1}", "{'stream': -1}", "{'stream': 2**70}"] {
+        for kwargs in [
+            "{'stream': 0}",
+            "{'stream': 1}",
+            "{'stream': -1}",
+            "{'stream': 2**70}",
+        ] {
             let e = call_dlpack(&a, kwargs).unwrap_err();
             assert!(e.is_instance_of::<PyValueError>(py), "{kwargs}: {e}");
         }
@@ -244,14 +300,39 @@ fn devices_streams_and_readonly() {
         assert!(e.to_string().contains("max_version"), "{e}");
         let cap = call_dlpack(&ro, "{'max_version': (1, 0)}").unwrap();
         // SAFETY: live capsule.
-        assert_eq!(unsafe { (*versioned_ptr(&cap)).flags }, DLPACK_FLAG_BITMASK_READ_ONLY);
+        assert_eq!(
+            unsafe { (*versioned_ptr(&cap)).flags },
+            DLPACK_FLAG_BITMASK_READ_ONLY
+        );
         let t = ImportedTensor::from_capsule(&cap).unwrap();
         assert!(t.readonly());
         drop(t);
         // Pinned host memory goes to CPU without a copy, and reports CPU.
-        let pinned = Bound::new(py, Arr { data: vec![1.0; 3], shape: vec![3], strides: None, readonly: false, device: Device::CUDA_HOST }).unwrap().into_any();
-        assert_eq!(pinned.call_method0("__dlpack_device__").unwrap().extract::<(i32, i32)>().unwrap(), Device::CUDA_HOST.to_tuple());
-        let cap = call_dlpack(&pinned, "{'max_version': (1, 0), 'dl_device': (1, 0), 'copy': False}").unwrap();
+        let pinned = Bound::new(
+            py,
+            Arr {
+                data: vec![1.0; 3],
+                shape: vec![3],
+                strides: None,
+                readonly: false,
+                device: Device::CUDA_HOST,
+            },
+        )
+        .unwrap()
+        .into_any();
+        assert_eq!(
+            pinned
+                .call_method0("__dlpack_device__")
+                .unwrap()
+                .extract::<(i32, i32)>()
+                .unwrap(),
+            Device::CUDA_HOST.to_tuple()
+        );
+        let cap = call_dlpack(
+            &pinned,
+            "{'max_version': (1, 0), 'dl_device': (1, 0), 'copy': False}",
+        )
+        .unwrap();
         // SAFETY: live capsule.
         let m = unsafe { &*versioned_ptr(&cap) };
         assert_eq!(Device::from(m.dl_tensor.device), Device::CPU);
@@ -269,7 +350,13 @@ fn copy_true_makes_a_real_copy() {
         // A transposed (non-contiguous) read-only source.
         let a = Bound::new(
             py,
-            Arr { data: (0..6).map(|i| i as f32).collect(), shape: vec![3, 2], strides: Some(vec![1, 3]), readonly: true, device: Device::CPU },
+            Arr {
+                data: (0..6).map(|i| i as f32).collect(),
+                shape: vec![3, 2],
+                strides: Some(vec![1, 3]),
+                readonly: true,
+                device: Device::CPU,
+            },
         )
         .unwrap()
         .into_any();
@@ -278,14 +365,20 @@ fn copy_true_makes_a_real_copy() {
         assert_eq!(refcnt(&a), r0, "a copy does not keep the owner alive");
         // SAFETY: live capsule.
         let m = unsafe { &*versioned_ptr(&cap) };
-        assert_eq!(m.flags, DLPACK_FLAG_BITMASK_IS_COPIED, "copied and writable");
+        assert_eq!(
+            m.flags, DLPACK_FLAG_BITMASK_IS_COPIED,
+            "copied and writable"
+        );
         let src_ptr = a.cast::<Arr>().unwrap().get().data.as_ptr();
         assert_ne!(m.dl_tensor.data as *const f32, src_ptr);
         // SAFETY: 6 contiguous floats.
         let vals = unsafe { std::slice::from_raw_parts(m.dl_tensor.data as *const f32, 6) };
         assert_eq!(vals, &[0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
         // SAFETY: ndim 2.
-        assert_eq!(unsafe { std::slice::from_raw_parts(m.dl_tensor.strides, 2) }, &[2, 1]);
+        assert_eq!(
+            unsafe { std::slice::from_raw_parts(m.dl_tensor.strides, 2) },
+            &[2, 1]
+        );
         assert_eq!(m.dl_tensor.data as usize % 64, 0, "64-byte aligned");
         // Legacy copy: allowed even for read-only data, no flags to set.
         let cap2 = call_dlpack(&a, "{'copy': True}").unwrap();
@@ -302,7 +395,12 @@ fn refcounts_and_unconsumed_capsules() {
         let base = live_exports();
         let a = arr(py, &[5], false).into_any();
         let r0 = refcnt(&a);
-        for kwargs in ["{'max_version': (0, 0)}", "{}", "{'max_version': (1, 0)}", "{'max_version': (100, 3)}"] {
+        for kwargs in [
+            "{'max_version': (0, 0)}",
+            "{}",
+            "{'max_version': (1, 0)}",
+            "{'max_version': (100, 3)}",
+        ] {
             let cap = call_dlpack(&a, kwargs).unwrap();
             assert_eq!(refcnt(&a), r0 + 1, "{kwargs}");
             assert_eq!(live_exports(), base + 1);
@@ -321,7 +419,10 @@ fn refcounts_and_unconsumed_capsules() {
         let view_ptr = t.data_ptr();
         drop(a);
         // SAFETY: the view keeps the producer alive: 5 floats.
-        assert_eq!(unsafe { std::slice::from_raw_parts(view_ptr as *const f32, 5) }, &[0.0, 1.0, 2.0, 3.0, 4.0]);
+        assert_eq!(
+            unsafe { std::slice::from_raw_parts(view_ptr as *const f32, 5) },
+            &[0.0, 1.0, 2.0, 3.0, 4.0]
+        );
         assert_eq!(t.as_slice::<f32>().unwrap(), &[0.0, 1.0, 2.0, 3.0, 4.0]);
         drop(t);
         assert_eq!(live_exports(), base);
@@ -353,16 +454,29 @@ fn from_dlpack_round_trip_and_errors() {
         assert_eq!(t.strides(), &[3, 1]);
         assert_eq!(t.dtype(), <f32 as DLPackElement>::DTYPE);
         assert_eq!(t.device(), Device::CPU);
-        assert_eq!(t.version().map(|v| v.major), Some(DLPACK_MAJOR_VERSION), "versioned requested");
+        assert_eq!(
+            t.version().map(|v| v.major),
+            Some(DLPACK_MAJOR_VERSION),
+            "versioned requested"
+        );
         assert!(!t.readonly());
-        assert_eq!(t.data_ptr() as *const f32, a.cast::<Arr>().unwrap().get().data.as_ptr());
+        assert_eq!(
+            t.data_ptr() as *const f32,
+            a.cast::<Arr>().unwrap().get().data.as_ptr()
+        );
         assert_eq!(t.dtype_info().map(|i| i.name), Some("float32"));
         drop(t);
         // copy=True never aliases.
         let t = from_dlpack(&a, Some(Device::CPU), Some(true)).unwrap();
-        assert_ne!(t.data_ptr() as *const f32, a.cast::<Arr>().unwrap().get().data.as_ptr());
+        assert_ne!(
+            t.data_ptr() as *const f32,
+            a.cast::<Arr>().unwrap().get().data.as_ptr()
+        );
         assert!(t.is_copied() && !t.readonly());
-        assert_eq!(t.as_slice::<f32>().unwrap(), &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+        assert_eq!(
+            t.as_slice::<f32>().unwrap(),
+            &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+        );
         drop(t);
         // Unsupported device request.
         let e = from_dlpack(&a, Some(Device::cuda(0)), None).unwrap_err();
@@ -380,7 +494,14 @@ fn from_dlpack_round_trip_and_errors() {
         assert!(e.is_instance_of::<PyValueError>(py), "{e}");
         drop(t);
         // Non-frozen class.
-        let m = Bound::new(py, MutArr { data: vec![7, 8, 9] }).unwrap().into_any();
+        let m = Bound::new(
+            py,
+            MutArr {
+                data: vec![7, 8, 9],
+            },
+        )
+        .unwrap()
+        .into_any();
         let t = from_dlpack(&m, None, None).unwrap();
         assert_eq!(t.as_slice::<i32>().unwrap(), &[7, 8, 9]);
         assert!(t.as_slice::<f32>().is_err());
@@ -426,11 +547,20 @@ spy = Spy(inner); old = Old(inner); broken = Broken(); notcap = NotCapsule()
         drop(t);
         let calls = g.get_item("calls").unwrap().unwrap();
         let first = calls.get_item(0).unwrap();
-        assert_eq!(first.str().unwrap().to_string(), format!("{{'max_version': ({DLPACK_MAJOR_VERSION}, {DLPACK_MINOR_VERSION})}}"));
+        assert_eq!(
+            first.str().unwrap().to_string(),
+            format!("{{'max_version': ({DLPACK_MAJOR_VERSION}, {DLPACK_MINOR_VERSION})}}")
+        );
         let t = from_dlpack(&spy, Some(Device::CPU), Some(false)).unwrap();
         drop(t);
         let last = calls.get_item(1).unwrap();
-        assert_eq!(last.get_item("dl_device").unwrap().extract::<(i32, i32)>().unwrap(), (1, 0));
+        assert_eq!(
+            last.get_item("dl_device")
+                .unwrap()
+                .extract::<(i32, i32)>()
+                .unwrap(),
+            (1, 0)
+        );
         assert!(!last.get_item("copy").unwrap().extract::<bool>().unwrap());
         // Legacy-only producer: TypeError → retry without keywords.
         let old = g.get_item("old").unwrap().unwrap();
@@ -440,7 +570,10 @@ spy = Spy(inner); old = Old(inner); broken = Broken(); notcap = NotCapsule()
         // ... with copy=True: import then copy ourselves (writable, no alias).
         let t = from_dlpack(&old, None, Some(true)).unwrap();
         assert!(!t.readonly() && t.is_copied());
-        assert_ne!(t.data_ptr() as *const f32, a.cast::<Arr>().unwrap().get().data.as_ptr());
+        assert_ne!(
+            t.data_ptr() as *const f32,
+            a.cast::<Arr>().unwrap().get().data.as_ptr()
+        );
         drop(t);
         // ... but not with copy=False (TypeError propagates).
         let e = from_dlpack(&old, None, Some(false)).unwrap_err();
@@ -462,7 +595,11 @@ fn zero_size_and_zero_dim() {
         let base = live_exports();
         for shape in [vec![], vec![0], vec![0, 4], vec![3, 0], vec![1; 32]] {
             let a = arr(py, &shape, false).into_any();
-            for kwargs in ["{}", "{'max_version': (1, 0)}", "{'max_version': (1, 0), 'copy': True}"] {
+            for kwargs in [
+                "{}",
+                "{'max_version': (1, 0)}",
+                "{'max_version': (1, 0), 'copy': True}",
+            ] {
                 let cap = call_dlpack(&a, kwargs).unwrap();
                 let t = ImportedTensor::from_capsule(&cap).unwrap();
                 let want: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
@@ -488,39 +625,101 @@ fn numpy_interop() {
         let a = arr(py, &[2, 3], false).into_any();
         // numpy consumes our versioned and legacy capsules.
         let x = np.call_method1("from_dlpack", (&a,)).unwrap();
-        assert_eq!(x.getattr("shape").unwrap().extract::<(usize, usize)>().unwrap(), (2, 3));
-        let ptr: usize = x.getattr("ctypes").unwrap().getattr("data").unwrap().extract().unwrap();
+        assert_eq!(
+            x.getattr("shape")
+                .unwrap()
+                .extract::<(usize, usize)>()
+                .unwrap(),
+            (2, 3)
+        );
+        let ptr: usize = x
+            .getattr("ctypes")
+            .unwrap()
+            .getattr("data")
+            .unwrap()
+            .extract()
+            .unwrap();
         assert_eq!(ptr, a.cast::<Arr>().unwrap().get().data.as_ptr() as usize);
-        assert!(x.getattr("flags").unwrap().getattr("writeable").unwrap().extract::<bool>().unwrap());
-        assert_eq!(x.call_method0("sum").unwrap().extract::<f64>().unwrap(), 15.0);
+        assert!(
+            x.getattr("flags")
+                .unwrap()
+                .getattr("writeable")
+                .unwrap()
+                .extract::<bool>()
+                .unwrap()
+        );
+        assert_eq!(
+            x.call_method0("sum").unwrap().extract::<f64>().unwrap(),
+            15.0
+        );
         drop(x);
         // Read-only → numpy read-only.
         let ro = arr(py, &[3], true).into_any();
         let x = np.call_method1("from_dlpack", (&ro,)).unwrap();
-        assert!(!x.getattr("flags").unwrap().getattr("writeable").unwrap().extract::<bool>().unwrap());
+        assert!(
+            !x.getattr("flags")
+                .unwrap()
+                .getattr("writeable")
+                .unwrap()
+                .extract::<bool>()
+                .unwrap()
+        );
         drop(x);
         // We consume numpy arrays: transposed, negative strides, broadcast, sliced (offset).
         let g = PyDict::new(py);
         g.set_item("np", &np).unwrap();
         let cases = [
-            ("np.arange(12, dtype=np.float32).reshape(3, 4)", vec![3i64, 4], vec![4i64, 1]),
-            ("np.arange(12, dtype=np.float32).reshape(3, 4).T", vec![4, 3], vec![1, 4]),
+            (
+                "np.arange(12, dtype=np.float32).reshape(3, 4)",
+                vec![3i64, 4],
+                vec![4i64, 1],
+            ),
+            (
+                "np.arange(12, dtype=np.float32).reshape(3, 4).T",
+                vec![4, 3],
+                vec![1, 4],
+            ),
             ("np.arange(6, dtype=np.float32)[::-1]", vec![6], vec![-1]),
-            ("np.broadcast_to(np.arange(3, dtype=np.float32), (4, 3))", vec![4, 3], vec![0, 1]),
+            (
+                "np.broadcast_to(np.arange(3, dtype=np.float32), (4, 3))",
+                vec![4, 3],
+                vec![0, 1],
+            ),
             ("np.arange(10, dtype=np.float32)[3:7]", vec![4], vec![1]),
         ];
         for (expr, shape, strides) in cases {
-            let x = py.eval(&std::ffi::CString::new(expr).unwrap(), Some(&g), None).unwrap();
+            let x = py
+                .eval(&std::ffi::CString::new(expr).unwrap(), Some(&g), None)
+                .unwrap();
             let t = from_dlpack(&x, None, None).unwrap();
             assert_eq!(t.shape(), &shape[..], "{expr}");
             assert_eq!(t.strides(), &strides[..], "{expr}");
-            let ptr: usize = x.getattr("ctypes").unwrap().getattr("data").unwrap().extract().unwrap();
+            let ptr: usize = x
+                .getattr("ctypes")
+                .unwrap()
+                .getattr("data")
+                .unwrap()
+                .extract()
+                .unwrap();
             assert_eq!(t.data_ptr() as usize, ptr, "{expr}: element 0");
-            let want: Vec<f32> = x.call_method0("ravel").unwrap().call_method0("tolist").unwrap().extract().unwrap();
+            let want: Vec<f32> = x
+                .call_method0("ravel")
+                .unwrap()
+                .call_method0("tolist")
+                .unwrap()
+                .extract()
+                .unwrap();
             #[cfg(feature = "ndarray")]
             {
                 let v = t.as_ndarray::<f32>().unwrap();
-                assert_eq!(v.shape(), shape.iter().map(|&d| d as usize).collect::<Vec<_>>().as_slice());
+                assert_eq!(
+                    v.shape(),
+                    shape
+                        .iter()
+                        .map(|&d| d as usize)
+                        .collect::<Vec<_>>()
+                        .as_slice()
+                );
                 let got: Vec<f32> = v.iter().copied().collect();
                 assert_eq!(got, want, "{expr}");
             }
@@ -528,20 +727,33 @@ fn numpy_interop() {
             assert_eq!(c.as_slice::<f32>().unwrap(), &want[..], "{expr}");
             // Round trip back through numpy: our re-export of an imported view is not needed
             // here; the copy is compared above.
-            let xr = x.getattr("flags").unwrap().getattr("writeable").unwrap().extract::<bool>().unwrap();
+            let xr = x
+                .getattr("flags")
+                .unwrap()
+                .getattr("writeable")
+                .unwrap()
+                .extract::<bool>()
+                .unwrap();
             assert_eq!(t.readonly(), !xr, "{expr}: read-only follows numpy's flag");
         }
         // copy=True from numpy: IS_COPIED from numpy, no alias.
-        let x = py.eval(c"np.arange(4, dtype=np.int64)", Some(&g), None).unwrap();
+        let x = py
+            .eval(c"np.arange(4, dtype=np.int64)", Some(&g), None)
+            .unwrap();
         let t = from_dlpack(&x, None, Some(true)).unwrap();
-        let ptr: usize = x.getattr("ctypes").unwrap().getattr("data").unwrap().extract().unwrap();
+        let ptr: usize = x
+            .getattr("ctypes")
+            .unwrap()
+            .getattr("data")
+            .unwrap()
+            .extract()
+            .unwrap();
         assert_ne!(t.data_ptr() as usize, ptr);
         assert_eq!(t.as_slice::<i64>().unwrap(), &[0, 1, 2, 3]);
         drop(t);
         assert_eq!(live_exports(), base);
     });
 }
-
 
 /// The same class shape, with `__dlpack__` replaced by the raw fastcall implementation.
 #[pyclass(frozen)]
@@ -582,7 +794,9 @@ impl FastArr {
         copy: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let _ = (slf, stream, max_version, dl_device, copy);
-        Err(dlbind::pyo3::exceptions::PyRuntimeError::new_err("the PyO3 method must have been replaced"))
+        Err(dlbind::pyo3::exceptions::PyRuntimeError::new_err(
+            "the PyO3 method must have been replaced",
+        ))
     }
 }
 
@@ -594,20 +808,51 @@ fn fast_dlpack_path() {
         dlbind::python::install_fast_dlpack::<FastArr>(py).unwrap();
         let base = live_exports();
         let mk = |ro: bool| {
-            Bound::new(py, FastArr { inner: Arr { data: vec![1.0, 2.0, 3.0], shape: vec![3], strides: None, readonly: ro, device: Device::CPU } })
-                .unwrap()
-                .into_any()
+            Bound::new(
+                py,
+                FastArr {
+                    inner: Arr {
+                        data: vec![1.0, 2.0, 3.0],
+                        shape: vec![3],
+                        strides: None,
+                        readonly: ro,
+                        device: Device::CPU,
+                    },
+                },
+            )
+            .unwrap()
+            .into_any()
         };
         let a = mk(false);
         assert_eq!(capsule_name(&call_dlpack(&a, "{}").unwrap()), "dltensor");
-        assert_eq!(capsule_name(&call_dlpack(&a, "{'max_version': (1, 3)}").unwrap()), "dltensor_versioned");
+        assert_eq!(
+            capsule_name(&call_dlpack(&a, "{'max_version': (1, 3)}").unwrap()),
+            "dltensor_versioned"
+        );
         // Keyword names built at run time (not interned by the compiler) still match.
-        let k = py.eval(c"{''.join(['max_', 'version']): (1, 0), ''.join(['co', 'py']): True}", None, None).unwrap();
-        let cap = a.call_method("__dlpack__", (), Some(&k.cast_into::<PyDict>().unwrap())).unwrap();
+        let k = py
+            .eval(
+                c"{''.join(['max_', 'version']): (1, 0), ''.join(['co', 'py']): True}",
+                None,
+                None,
+            )
+            .unwrap();
+        let cap = a
+            .call_method("__dlpack__", (), Some(&k.cast_into::<PyDict>().unwrap()))
+            .unwrap();
         // SAFETY: live capsule.
-        assert_eq!(unsafe { (*versioned_ptr(&cap)).flags }, DLPACK_FLAG_BITMASK_IS_COPIED);
+        assert_eq!(
+            unsafe { (*versioned_ptr(&cap)).flags },
+            DLPACK_FLAG_BITMASK_IS_COPIED
+        );
         drop(cap);
-        for kwargs in ["{'max_version': 1}", "{'copy': 1}", "{'stream': 'x'}", "{'foo': 1}", "{'dl_device': [1, 0]}"] {
+        for kwargs in [
+            "{'max_version': 1}",
+            "{'copy': 1}",
+            "{'stream': 'x'}",
+            "{'foo': 1}",
+            "{'dl_device': [1, 0]}",
+        ] {
             let e = call_dlpack(&a, kwargs).unwrap_err();
             assert!(e.is_instance_of::<PyTypeError>(py), "{kwargs}: {e}");
         }
@@ -624,7 +869,10 @@ fn fast_dlpack_path() {
         drop(t);
         if let Some(np) = common::numpy(py) {
             let x = np.call_method1("from_dlpack", (&a,)).unwrap();
-            assert_eq!(x.call_method0("sum").unwrap().extract::<f64>().unwrap(), 6.0);
+            assert_eq!(
+                x.call_method0("sum").unwrap().extract::<f64>().unwrap(),
+                6.0
+            );
         }
         assert_eq!(live_exports(), base);
     });
@@ -667,15 +915,34 @@ fn dlpack_descriptor_classattr() {
     let _g = common::serial();
     Python::attach(|py| {
         let base = live_exports();
-        let a = Bound::new(py, DescArr { inner: Arr { data: vec![4.0, 5.0], shape: vec![2], strides: None, readonly: false, device: Device::CPU } })
-            .unwrap()
-            .into_any();
+        let a = Bound::new(
+            py,
+            DescArr {
+                inner: Arr {
+                    data: vec![4.0, 5.0],
+                    shape: vec![2],
+                    strides: None,
+                    readonly: false,
+                    device: Device::CPU,
+                },
+            },
+        )
+        .unwrap()
+        .into_any();
         assert_eq!(capsule_name(&call_dlpack(&a, "{}").unwrap()), "dltensor");
-        assert_eq!(capsule_name(&call_dlpack(&a, "{'max_version': (1, 0)}").unwrap()), "dltensor_versioned");
+        assert_eq!(
+            capsule_name(&call_dlpack(&a, "{'max_version': (1, 0)}").unwrap()),
+            "dltensor_versioned"
+        );
         let e = call_dlpack(&a, "{'max_version': [1, 0]}").unwrap_err();
         assert!(e.is_instance_of::<PyTypeError>(py), "{e}");
         // Unbound call with a foreign `self` is refused.
-        let e = a.get_type().getattr("__dlpack__").unwrap().call1((py.None(),)).unwrap_err();
+        let e = a
+            .get_type()
+            .getattr("__dlpack__")
+            .unwrap()
+            .call1((py.None(),))
+            .unwrap_err();
         assert!(e.is_instance_of::<PyTypeError>(py), "{e}");
         let t = from_dlpack(&a, None, None).unwrap();
         assert_eq!(t.as_slice::<f32>().unwrap(), &[4.0, 5.0]);
@@ -704,12 +971,20 @@ p = P()
         let p = g.get_item("p").unwrap().unwrap();
         drop(from_dlpack(&p, None, None).unwrap());
         drop(from_dlpack(&p, None, None).unwrap());
-        py.run(c"def gone(self, **kw): raise ValueError('replaced')\nP.__dlpack__ = gone", Some(&g), None).unwrap();
+        py.run(
+            c"def gone(self, **kw): raise ValueError('replaced')\nP.__dlpack__ = gone",
+            Some(&g),
+            None,
+        )
+        .unwrap();
         let e = from_dlpack(&p, None, None).unwrap_err();
         assert!(e.to_string().contains("replaced"), "{e}");
         py.run(c"del P.__dlpack__", Some(&g), None).unwrap();
         let e = from_dlpack(&p, None, None).unwrap_err();
-        assert!(e.is_instance_of::<dlbind::pyo3::exceptions::PyAttributeError>(py), "{e}");
+        assert!(
+            e.is_instance_of::<dlbind::pyo3::exceptions::PyAttributeError>(py),
+            "{e}"
+        );
     });
 }
 
@@ -720,7 +995,11 @@ fn peers_jax_and_pyarrow() {
         common::add_venv(py);
         let base = live_exports();
         if let Ok(pa) = py.import("pyarrow") {
-            let arr = pa.call_method1("array", (vec![1i64, 2, 3],)).unwrap().call_method1("slice", (1,)).unwrap();
+            let arr = pa
+                .call_method1("array", (vec![1i64, 2, 3],))
+                .unwrap()
+                .call_method1("slice", (1,))
+                .unwrap();
             let t = from_dlpack(&arr, None, None).unwrap();
             assert_eq!(t.as_slice::<i64>().unwrap(), &[2, 3]);
             assert!(t.readonly(), "pyarrow exports read-only");
@@ -733,7 +1012,11 @@ fn peers_jax_and_pyarrow() {
             eprintln!("pyarrow not importable: skipped");
         }
         if let Ok(jnp) = py.import("jax.numpy") {
-            let x = jnp.call_method1("arange", (6,)).unwrap().call_method1("reshape", ((2, 3),)).unwrap();
+            let x = jnp
+                .call_method1("arange", (6,))
+                .unwrap()
+                .call_method1("reshape", ((2, 3),))
+                .unwrap();
             let t = from_dlpack(&x, None, None).unwrap();
             assert_eq!(t.shape(), &[2, 3]);
             assert!(t.readonly(), "JAX answers with a legacy capsule");
@@ -741,7 +1024,10 @@ fn peers_jax_and_pyarrow() {
             // JAX consumes our legacy capsules.
             let a = arr(py, &[2, 2], false).into_any();
             let y = jnp.call_method1("from_dlpack", (&a,)).unwrap();
-            assert_eq!(y.call_method0("sum").unwrap().extract::<f64>().unwrap(), 6.0);
+            assert_eq!(
+                y.call_method0("sum").unwrap().extract::<f64>().unwrap(),
+                6.0
+            );
             drop(y);
             py.run(c"import gc; gc.collect()", None, None).unwrap();
         } else {
@@ -760,13 +1046,26 @@ fn freed_small_blocks_are_reused() {
     Python::attach(|py| {
         let a = arr(py, &[2, 3], false);
         let legacy = ExportRequest::DEFAULT;
-        let versioned = ExportRequest { max_version: Some((1, 3)), ..ExportRequest::DEFAULT };
-        let c1 = export_to_capsule(a.as_any(), a.get(), &legacy).unwrap().into_bound(py);
+        let versioned = ExportRequest {
+            max_version: Some((1, 3)),
+            ..ExportRequest::DEFAULT
+        };
+        let c1 = export_to_capsule(a.as_any(), a.get(), &legacy)
+            .unwrap()
+            .into_bound(py);
         let p1 = legacy_ptr(&c1) as usize;
         drop(c1); // unconsumed: the destructor frees the tensor, keeping its block
-        let v = export_to_capsule(a.as_any(), a.get(), &versioned).unwrap().into_bound(py);
-        assert_ne!(versioned_ptr(&v) as usize, p1, "the versioned kind has its own spare");
-        let c2 = export_to_capsule(a.as_any(), a.get(), &legacy).unwrap().into_bound(py);
+        let v = export_to_capsule(a.as_any(), a.get(), &versioned)
+            .unwrap()
+            .into_bound(py);
+        assert_ne!(
+            versioned_ptr(&v) as usize,
+            p1,
+            "the versioned kind has its own spare"
+        );
+        let c2 = export_to_capsule(a.as_any(), a.get(), &legacy)
+            .unwrap()
+            .into_bound(py);
         assert_eq!(legacy_ptr(&c2) as usize, p1, "the spare block is reused");
         // SAFETY: `c2` is live; its tensor is dlbind's, with 2 dimensions.
         unsafe {
@@ -776,8 +1075,14 @@ fn freed_small_blocks_are_reused() {
         }
         drop(c2);
         let big = arr(py, &[1, 1, 1, 1, 2], false);
-        let c3 = export_to_capsule(big.as_any(), big.get(), &legacy).unwrap().into_bound(py);
-        assert_ne!(legacy_ptr(&c3) as usize, p1, "a 5-d tensor needs a larger block");
+        let c3 = export_to_capsule(big.as_any(), big.get(), &legacy)
+            .unwrap()
+            .into_bound(py);
+        assert_ne!(
+            legacy_ptr(&c3) as usize,
+            p1,
+            "a 5-d tensor needs a larger block"
+        );
         // SAFETY: as above, 5 dimensions.
         unsafe {
             let t = &(*legacy_ptr(&c3)).dl_tensor;

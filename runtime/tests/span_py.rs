@@ -64,7 +64,16 @@ struct Dyn {
 }
 
 fn grid<'py>(py: Python<'py>, len: usize, shape: &[i64], strides: &[i64]) -> Bound<'py, PyAny> {
-    Bound::new(py, Grid { data: vec![0.0; len], shape: shape.to_vec(), strides: strides.to_vec() }).unwrap().into_any()
+    Bound::new(
+        py,
+        Grid {
+            data: vec![0.0; len],
+            shape: shape.to_vec(),
+            strides: strides.to_vec(),
+        },
+    )
+    .unwrap()
+    .into_any()
 }
 
 fn is_malformed(py: Python<'_>, e: &PyErr) -> bool {
@@ -80,7 +89,10 @@ fn export_all(py: Python<'_>, x: &Bound<'_, PyAny>) -> Vec<PyResult<()>> {
     let mut out = vec![
         x.call_method0("__dlpack__").map(drop),
         x.call_method("__dlpack__", (), Some(&kw)).map(drop),
-        py.eval(c"memoryview", None, None).unwrap().call1((x,)).map(drop),
+        py.eval(c"memoryview", None, None)
+            .unwrap()
+            .call1((x,))
+            .map(drop),
         x.getattr("__array_interface__").map(drop),
     ];
     // SAFETY: GIL held, `x` live; the table (checked non-NULL) is process-lifetime; the out
@@ -89,16 +101,26 @@ fn export_all(py: Python<'_>, x: &Bound<'_, PyAny>) -> Vec<PyResult<()>> {
         let t = lookup_exchange_api(py, x.as_ptr());
         assert!(!t.is_null(), "derived types have a table");
         let mut m: *mut DLManagedTensorVersioned = std::ptr::null_mut();
-        out.push(if ((*t).managed_tensor_from_py_object_no_sync.unwrap())(x.as_ptr().cast::<c_void>(), &mut m) == 0 {
-            ((*m).deleter.unwrap())(m);
-            Ok(())
-        } else {
-            Err(PyErr::fetch(py))
-        });
+        out.push(
+            if ((*t).managed_tensor_from_py_object_no_sync.unwrap())(
+                x.as_ptr().cast::<c_void>(),
+                &mut m,
+            ) == 0
+            {
+                ((*m).deleter.unwrap())(m);
+                Ok(())
+            } else {
+                Err(PyErr::fetch(py))
+            },
+        );
         // The non-owning fill exists only for types that store i64 shape and strides.
         if let Some(fill) = (*t).dltensor_from_py_object_no_sync {
             let mut dl: DLTensor = std::mem::zeroed();
-            out.push(if fill(x.as_ptr().cast::<c_void>(), &mut dl) == 0 { Ok(()) } else { Err(PyErr::fetch(py)) });
+            out.push(if fill(x.as_ptr().cast::<c_void>(), &mut dl) == 0 {
+                Ok(())
+            } else {
+                Err(PyErr::fetch(py))
+            });
         }
     }
     out
@@ -109,26 +131,38 @@ fn inconsistent_arrays_are_refused_by_every_export() {
     Python::attach(|py| {
         let base = live_exports();
         let bad = [
-            (5, vec![2, 3], vec![3, 1]),  // 6 elements described, 5 held
-            (0, vec![1], vec![1]),        // empty data, one element described
-            (6, vec![2, 3], vec![1, 3]),  // strides reach element 1 + 2*3 = 7
-            (6, vec![3], vec![-1]),       // a negative stride from element 0 reaches before the data
-            (4, vec![], vec![]),          // fine: 0-d needs one element (control below)
+            (5, vec![2, 3], vec![3, 1]), // 6 elements described, 5 held
+            (0, vec![1], vec![1]),       // empty data, one element described
+            (6, vec![2, 3], vec![1, 3]), // strides reach element 1 + 2*3 = 7
+            (6, vec![3], vec![-1]),      // a negative stride from element 0 reaches before the data
+            (4, vec![], vec![]),         // fine: 0-d needs one element (control below)
         ];
         for (len, shape, strides) in &bad[..4] {
             let x = grid(py, *len, shape, strides);
             for (i, r) in export_all(py, &x).into_iter().enumerate() {
-                let e = r.expect_err(&format!("path {i} exported {shape:?}/{strides:?} over {len} elements"));
+                let e = r.expect_err(&format!(
+                    "path {i} exported {shape:?}/{strides:?} over {len} elements"
+                ));
                 assert!(is_malformed(py, &e), "path {i}: {e}");
             }
         }
         let (len, shape, strides) = &bad[4];
-        for (i, r) in export_all(py, &grid(py, *len, shape, strides)).into_iter().enumerate() {
+        for (i, r) in export_all(py, &grid(py, *len, shape, strides))
+            .into_iter()
+            .enumerate()
+        {
             r.unwrap_or_else(|e| panic!("0-d path {i}: {e}"));
         }
         // Consistent arrays, including a transposed one and an empty one with no data.
-        for (len, shape, strides) in [(6, vec![2, 3], vec![3, 1]), (6, vec![3, 2], vec![1, 3]), (0, vec![0, 4], vec![4, 1])] {
-            for (i, r) in export_all(py, &grid(py, len, &shape, &strides)).into_iter().enumerate() {
+        for (len, shape, strides) in [
+            (6, vec![2, 3], vec![3, 1]),
+            (6, vec![3, 2], vec![1, 3]),
+            (0, vec![0, 4], vec![4, 1]),
+        ] {
+            for (i, r) in export_all(py, &grid(py, len, &shape, &strides))
+                .into_iter()
+                .enumerate()
+            {
                 r.unwrap_or_else(|e| panic!("{shape:?}/{strides:?} path {i}: {e}"));
             }
         }
@@ -144,7 +178,10 @@ fn owned_buffers_and_boxed_slices_are_checked_too() {
             let buf = dlbind::Buffer::from(dlbind::alloc::AlignedBuffer::zeroed(bytes).unwrap());
             Bound::new(py, Raw { buf, shape }).unwrap().into_any()
         };
-        for (i, r) in export_all(py, &raw(16, vec![1 << 20])).into_iter().enumerate() {
+        for (i, r) in export_all(py, &raw(16, vec![1 << 20]))
+            .into_iter()
+            .enumerate()
+        {
             let e = r.expect_err(&format!("path {i}: 2^20 floats over 16 bytes"));
             assert!(is_malformed(py, &e), "path {i}: {e}");
         }
@@ -154,23 +191,61 @@ fn owned_buffers_and_boxed_slices_are_checked_too() {
         // A runtime dtype that describes nothing (zero lanes) or is unknown is refused before
         // any span arithmetic (a zero width would make every span fit).
         let f32_ = <f32 as DLPackElement>::DTYPE;
-        for dtype in [DLDataType { lanes: 0, ..f32_ }, DLDataType { bits: 0, ..f32_ }, DLDataType { code: 200, ..f32_ }] {
-            let x = Bound::new(py, Dyn { data: vec![0u8; 0].into_boxed_slice(), dtype, shape: vec![1 << 20] }).unwrap().into_any();
+        for dtype in [
+            DLDataType { lanes: 0, ..f32_ },
+            DLDataType { bits: 0, ..f32_ },
+            DLDataType { code: 200, ..f32_ },
+        ] {
+            let x = Bound::new(
+                py,
+                Dyn {
+                    data: vec![0u8; 0].into_boxed_slice(),
+                    dtype,
+                    shape: vec![1 << 20],
+                },
+            )
+            .unwrap()
+            .into_any();
             let want = py_exception(FailureKind::UnsupportedDtype.exception(), String::new());
             for (i, r) in export_all(py, &x).into_iter().enumerate() {
                 let e = r.expect_err(&format!("path {i}: dtype {dtype:?}"));
-                assert!(e.get_type(py).is(want.get_type(py)) && e.to_string().contains("cannot export"), "path {i}: {e}");
+                assert!(
+                    e.get_type(py).is(want.get_type(py)) && e.to_string().contains("cannot export"),
+                    "path {i}: {e}"
+                );
             }
         }
         // The derive reports the data's extent unless the type vouches for it.
         let buf = || dlbind::Buffer::from(dlbind::alloc::AlignedBuffer::zeroed(16).unwrap());
-        assert_eq!(Raw { buf: buf(), shape: vec![4] }.dlpack_data_bytes(), Some(16));
-        let trusted = Trusted { buf: buf(), shape: vec![4] };
+        assert_eq!(
+            Raw {
+                buf: buf(),
+                shape: vec![4]
+            }
+            .dlpack_data_bytes(),
+            Some(16)
+        );
+        let trusted = Trusted {
+            buf: buf(),
+            shape: vec![4],
+        };
         assert_eq!(trusted.dlpack_data_bytes(), None);
-        for (i, r) in export_all(py, &Bound::new(py, trusted).unwrap().into_any()).into_iter().enumerate() {
+        for (i, r) in export_all(py, &Bound::new(py, trusted).unwrap().into_any())
+            .into_iter()
+            .enumerate()
+        {
             r.unwrap_or_else(|e| panic!("trusted, path {i}: {e}"));
         }
-        let ok = Bound::new(py, Dyn { data: vec![0u8; 8].into_boxed_slice(), dtype: f32_, shape: vec![2] }).unwrap().into_any();
+        let ok = Bound::new(
+            py,
+            Dyn {
+                data: vec![0u8; 8].into_boxed_slice(),
+                dtype: f32_,
+                shape: vec![2],
+            },
+        )
+        .unwrap()
+        .into_any();
         for (i, r) in export_all(py, &ok).into_iter().enumerate() {
             r.unwrap_or_else(|e| panic!("Box<[u8]> of 8 bytes as 2 floats, path {i}: {e}"));
         }

@@ -28,13 +28,22 @@ fn numpy_imports_dropped_on_rust_threads_release_the_array() {
     let Some(arr) = arr else { return };
     const N: usize = 16;
     let handles: Vec<ImportedTensor> = Python::attach(|py| {
-        (0..N).map(|_| from_dlpack(arr.bind(py), None, None).unwrap()).collect()
+        (0..N)
+            .map(|_| from_dlpack(arr.bind(py), None, None).unwrap())
+            .collect()
     });
-    Python::attach(|py| assert_eq!(refcount(arr.bind(py)), base + N as isize, "each view holds the array"));
+    Python::attach(|py| {
+        assert_eq!(
+            refcount(arr.bind(py)),
+            base + N as isize,
+            "each view holds the array"
+        )
+    });
     // Half the drops race with a thread that holds the GIL and runs Python code.
     let busy = std::thread::spawn(|| {
         Python::attach(|py| {
-            py.run(c"s = 0\nfor i in range(200000): s += i", None, None).unwrap();
+            py.run(c"s = 0\nfor i in range(200000): s += i", None, None)
+                .unwrap();
         })
     });
     let droppers: Vec<_> = handles
@@ -50,5 +59,11 @@ fn numpy_imports_dropped_on_rust_threads_release_the_array() {
         d.join().expect("a dropping thread panicked");
     }
     busy.join().unwrap();
-    Python::attach(|py| assert_eq!(refcount(arr.bind(py)), base, "every deleter ran exactly once"));
+    Python::attach(|py| {
+        assert_eq!(
+            refcount(arr.bind(py)),
+            base,
+            "every deleter ran exactly once"
+        )
+    });
 }

@@ -108,7 +108,11 @@ pub fn render(ir: &Ir, source: &str) -> Result<Vec<Output>> {
         legacy_attributes: ir
             .exchange_legacy_attributes
             .iter()
-            .map(|a| ConstView { name: a.name.clone(), value: format!("{:?}", a.value), doc: doc_lines(&a.doc) })
+            .map(|a| ConstView {
+                name: a.name.clone(),
+                value: format!("{:?}", a.value),
+                doc: doc_lines(&a.doc),
+            })
             .collect(),
         dlpack: method(&ir.protocol.dlpack, "PyCapsule"),
         dlpack_device: method(&ir.protocol.dlpack_device, "tuple[int, int]"),

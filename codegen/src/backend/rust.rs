@@ -219,7 +219,11 @@ fn types_view(ir: &Ir, source: &str) -> TypesView {
         legacy_attributes: ir
             .exchange_legacy_attributes
             .iter()
-            .map(|a| ConstView { name: a.name.clone(), value: format!("{:?}", a.value), doc: doc_lines(&a.doc) })
+            .map(|a| ConstView {
+                name: a.name.clone(),
+                value: format!("{:?}", a.value),
+                doc: doc_lines(&a.doc),
+            })
             .collect(),
         structs,
     }

@@ -11,7 +11,10 @@ pub const INLINE: usize = 6;
 pub enum Dims {
     /// `len` is a full word: a byte-wide field makes every copy of a `Dims` read bytes 1..8 with
     /// overlapping narrow loads, which stall on the stores that just wrote them.
-    Inline { len: usize, vals: [i64; INLINE] },
+    Inline {
+        len: usize,
+        vals: [i64; INLINE],
+    },
     Heap(Box<[i64]>),
 }
 

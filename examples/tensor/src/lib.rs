@@ -610,7 +610,13 @@ impl FromManagedTensor for Tensor {
     #[inline(always)]
     fn share_from(source: &Bound<'_, Self>) -> Option<PyResult<Self>> {
         let this = source.get();
-        Some(Tensor::view(source, 0, this.shape.clone(), this.strides.clone(), this.readonly))
+        Some(Tensor::view(
+            source,
+            0,
+            this.shape.clone(),
+            this.strides.clone(),
+            this.readonly,
+        ))
     }
 
     /// `Tensor` is frozen and has a free list: instances are built without `object.__new__`.

@@ -18,11 +18,25 @@ const ATTR: &str = "__array_interface__";
 
 /// Strides in bytes, or `None` (the interfaces' way of saying C-contiguous).
 pub(crate) fn byte_strides(s: &Snapshot, item: usize) -> Option<Vec<i64>> {
-    if s.is_c_contiguous() { None } else { Some(s.strides.iter().map(|&st| st.wrapping_mul(item as i64)).collect()) }
+    if s.is_c_contiguous() {
+        None
+    } else {
+        Some(
+            s.strides
+                .iter()
+                .map(|&st| st.wrapping_mul(item as i64))
+                .collect(),
+        )
+    }
 }
 
 /// The common part of the three interface dicts: `shape`, `typestr`, `data`, `version`.
-pub(crate) fn base_dict<'py>(py: Python<'py>, s: &Snapshot, typestr: &str, version: i32) -> PyResult<Bound<'py, PyDict>> {
+pub(crate) fn base_dict<'py>(
+    py: Python<'py>,
+    s: &Snapshot,
+    typestr: &str,
+    version: i32,
+) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("shape", PyTuple::new(py, &s.shape)?)?;
     d.set_item("typestr", typestr)?;
@@ -40,7 +54,10 @@ where
 {
     let s = snapshot(slf)?;
     if !s.device.is_host_accessible() {
-        return Err(not_applicable(ATTR, format_args!("the data is on device {}, not host memory", s.device)));
+        return Err(not_applicable(
+            ATTR,
+            format_args!("the data is on device {}, not host memory", s.device),
+        ));
     }
     Ok(v3_dict(slf.py(), &s, ATTR)?.into_any().unbind())
 }
@@ -48,7 +65,11 @@ where
 /// The version-3 dict shared by `__array_interface__` and `__cuda_array_interface__`:
 /// [`base_dict`] plus `strides` in bytes (`None` when C-contiguous). Dtypes without a numpy
 /// typestr in the spec, and sub-byte dtypes, make `attr` not applicable (AttributeError).
-pub(crate) fn v3_dict<'py>(py: Python<'py>, s: &Snapshot, attr: &str) -> PyResult<Bound<'py, PyDict>> {
+pub(crate) fn v3_dict<'py>(
+    py: Python<'py>,
+    s: &Snapshot,
+    attr: &str,
+) -> PyResult<Bound<'py, PyDict>> {
     let ts = typestr_of(s.dtype).map_err(|e| not_applicable(attr, e.message()))?;
     let item = itemsize(s.dtype).ok_or_else(|| not_applicable(attr, "sub-byte dtype"))?;
     let d = base_dict(py, s, ts, 3)?;

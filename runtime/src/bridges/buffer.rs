@@ -54,19 +54,39 @@ fn plan(s: &Snapshot, flags: c_int) -> PyResult<Planned> {
     if !s.device.is_host_accessible() {
         return Err(buffer_error(
             FailureKind::UnsupportedDevice,
-            format!("the buffer protocol needs host-accessible memory; the data is on device {}", s.device),
+            format!(
+                "the buffer protocol needs host-accessible memory; the data is on device {}",
+                s.device
+            ),
         ));
     }
     if flags & ffi::PyBUF_WRITABLE != 0 && s.readonly {
-        return Err(buffer_error(FailureKind::UnsupportedLayout, "a writable buffer was requested but the data is read-only".into()));
+        return Err(buffer_error(
+            FailureKind::UnsupportedLayout,
+            "a writable buffer was requested but the data is read-only".into(),
+        ));
     }
-    let fmt = buffer_format_of(s.dtype).map_err(|e| buffer_error(e.kind(), format!("buffer protocol: {}", e.message())))?;
+    let fmt = buffer_format_of(s.dtype)
+        .map_err(|e| buffer_error(e.kind(), format!("buffer protocol: {}", e.message())))?;
     let item = itemsize(s.dtype).ok_or_else(|| {
-        buffer_error(FailureKind::UnsupportedDtype, format!("buffer protocol: dtype {} is not a whole number of bytes", describe(s.dtype)))
+        buffer_error(
+            FailureKind::UnsupportedDtype,
+            format!(
+                "buffer protocol: dtype {} is not a whole number of bytes",
+                describe(s.dtype)
+            ),
+        )
     })?;
     let c_contig = s.is_c_contiguous();
     let need = |ok: bool, what: &str| -> PyResult<()> {
-        if ok { Ok(()) } else { Err(buffer_error(FailureKind::UnsupportedLayout, format!("buffer protocol: the data is not {what}"))) }
+        if ok {
+            Ok(())
+        } else {
+            Err(buffer_error(
+                FailureKind::UnsupportedLayout,
+                format!("buffer protocol: the data is not {what}"),
+            ))
+        }
     };
     if flags & ffi::PyBUF_STRIDES != ffi::PyBUF_STRIDES {
         need(c_contig, "C-contiguous (the request has no PyBUF_STRIDES)")?;
@@ -78,14 +98,25 @@ fn plan(s: &Snapshot, flags: c_int) -> PyResult<Planned> {
         need(is_f_contiguous(&s.shape, &s.strides), "Fortran-contiguous")?;
     }
     if flags & ffi::PyBUF_ANY_CONTIGUOUS == ffi::PyBUF_ANY_CONTIGUOUS {
-        need(c_contig || is_f_contiguous(&s.shape, &s.strides), "contiguous")?;
+        need(
+            c_contig || is_f_contiguous(&s.shape, &s.strides),
+            "contiguous",
+        )?;
     }
     let n = s.shape.len();
     if n > 64 {
-        return Err(buffer_error(FailureKind::UnsupportedLayout, format!("buffer protocol: {n} dimensions (at most 64)")));
+        return Err(buffer_error(
+            FailureKind::UnsupportedLayout,
+            format!("buffer protocol: {n} dimensions (at most 64)"),
+        ));
     }
     let mut dims = vec![0 as ffi::Py_ssize_t; 2 * n].into_boxed_slice();
-    let overflow = || buffer_error(FailureKind::UnsupportedLayout, "buffer protocol: shape or strides overflow".into());
+    let overflow = || {
+        buffer_error(
+            FailureKind::UnsupportedLayout,
+            "buffer protocol: shape or strides overflow".into(),
+        )
+    };
     for i in 0..n {
         dims[i] = isize::try_from(s.shape[i]).map_err(|_| overflow())?;
         dims[n + i] = s.strides[i]
@@ -93,26 +124,47 @@ fn plan(s: &Snapshot, flags: c_int) -> PyResult<Planned> {
             .and_then(|b| isize::try_from(b).ok())
             .ok_or_else(overflow)?;
     }
-    let numel = s.shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d as usize)).ok_or_else(overflow)?;
-    let len = numel.checked_mul(item).filter(|&l| l <= isize::MAX as usize).ok_or_else(overflow)?;
+    let numel = s
+        .shape
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d as usize))
+        .ok_or_else(overflow)?;
+    let len = numel
+        .checked_mul(item)
+        .filter(|&l| l <= isize::MAX as usize)
+        .ok_or_else(overflow)?;
     let format = CString::new(fmt).map_err(|_| overflow())?;
-    Ok(Planned { meta: BufMeta { dims, format }, itemsize: item, len })
+    Ok(Planned {
+        meta: BufMeta { dims, format },
+        itemsize: item,
+        len,
+    })
 }
 
 /// The body of `__getbuffer__` for a `#[derive(DLPackExport)]` type (see the module docs).
 ///
 /// # Safety
 /// `view` is NULL or points to a `Py_buffer` CPython passed to `bf_getbuffer` (the GIL is held).
-pub unsafe fn getbuffer<T>(slf: &Bound<'_, T>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()>
+pub unsafe fn getbuffer<T>(
+    slf: &Bound<'_, T>,
+    view: *mut ffi::Py_buffer,
+    flags: c_int,
+) -> PyResult<()>
 where
     T: PyClass + DLPackSource,
     T::Frozen: SourceAccess<T>,
 {
     if view.is_null() {
-        return Err(pyo3::exceptions::PyBufferError::new_err("getbuffer: view is NULL"));
+        return Err(pyo3::exceptions::PyBufferError::new_err(
+            "getbuffer: view is NULL",
+        ));
     }
     let s = snapshot(slf)?;
-    let Planned { meta, itemsize, len } = plan(&s, flags)?;
+    let Planned {
+        meta,
+        itemsize,
+        len,
+    } = plan(&s, flags)?;
     let n = s.shape.len();
     let meta = Box::into_raw(Box::new(meta));
     // SAFETY: `view` is valid for writes (CPython contract); `meta` is a live heap block that
@@ -127,11 +179,23 @@ where
         v.itemsize = itemsize as ffi::Py_ssize_t;
         v.readonly = c_int::from(s.readonly);
         v.ndim = n as c_int;
-        v.format = if flags & ffi::PyBUF_FORMAT != 0 { m.format.as_ptr().cast_mut() } else { ptr::null_mut() };
+        v.format = if flags & ffi::PyBUF_FORMAT != 0 {
+            m.format.as_ptr().cast_mut()
+        } else {
+            ptr::null_mut()
+        };
         let nd = flags & ffi::PyBUF_ND == ffi::PyBUF_ND && n > 0;
         let strided = flags & ffi::PyBUF_STRIDES == ffi::PyBUF_STRIDES && n > 0;
-        v.shape = if nd { m.dims.as_mut_ptr() } else { ptr::null_mut() };
-        v.strides = if strided { m.dims.as_mut_ptr().add(n) } else { ptr::null_mut() };
+        v.shape = if nd {
+            m.dims.as_mut_ptr()
+        } else {
+            ptr::null_mut()
+        };
+        v.strides = if strided {
+            m.dims.as_mut_ptr().add(n)
+        } else {
+            ptr::null_mut()
+        };
         if flags & ffi::PyBUF_ND != ffi::PyBUF_ND {
             // A 1-d byte-ish view of contiguous memory: ndim is 1 (PEP 3118: shape NULL).
             v.ndim = 1;

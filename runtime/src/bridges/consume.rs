@@ -39,15 +39,20 @@ use crate::dtype_table::{describe, itemsize};
 use crate::error::DlpackError;
 use crate::failure::FailureKind;
 use crate::ffi::{
-    DLDataType, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION, DLPackVersion,
-    DLTensor,
+    DLDataType, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION,
+    DLPACK_MINOR_VERSION, DLPackVersion, DLTensor,
 };
 use crate::import::ImportedTensor;
 use crate::protocol;
 
 /// Every protocol `from_dlpack` tries, in order (named in the error when none applies).
-pub const PROTOCOLS_TRIED: &[&str] =
-    &[protocol::DLPACK_METHOD, "__cuda_array_interface__", "__sycl_usm_array_interface__", "__array_interface__", "the buffer protocol"];
+pub const PROTOCOLS_TRIED: &[&str] = &[
+    protocol::DLPACK_METHOD,
+    "__cuda_array_interface__",
+    "__sycl_usm_array_interface__",
+    "__array_interface__",
+    "the buffer protocol",
+];
 
 /// Which interface dict is being read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,7 +79,12 @@ impl InterfaceKind {
     fn attr_name(self, py: Python<'_>) -> &Bound<'_, PyString> {
         static NAMES: pyo3::sync::PyOnceLock<[Py<PyString>; 3]> = pyo3::sync::PyOnceLock::new();
         let names = NAMES.get_or_init(py, || {
-            [InterfaceKind::Cuda, InterfaceKind::SyclUsm, InterfaceKind::Numpy].map(|k| PyString::intern(py, k.attr()).unbind())
+            [
+                InterfaceKind::Cuda,
+                InterfaceKind::SyclUsm,
+                InterfaceKind::Numpy,
+            ]
+            .map(|k| PyString::intern(py, k.attr()).unbind())
         });
         names[self as usize].bind(py)
     }
@@ -150,17 +160,25 @@ fn wrap(
     readonly: bool,
 ) -> PyResult<ImportedTensor> {
     let n = shape.len();
-    let ndim = i32::try_from(n).map_err(|_| DlpackError::new(FailureKind::UnsupportedLayout, "too many dimensions"))?;
+    let ndim = i32::try_from(n)
+        .map_err(|_| DlpackError::new(FailureKind::UnsupportedLayout, "too many dimensions"))?;
     let mut dims: Box<[i64]> = shape.iter().chain(strides).copied().collect();
     let shape_ptr = dims.as_mut_ptr();
     // SAFETY: `dims` holds 2 * n values, so `n` is in bounds (one past the shape).
     let strides_ptr = unsafe { shape_ptr.add(n) };
     let block = Box::new(Foreign {
         managed: DLManagedTensorVersioned {
-            version: DLPackVersion { major: DLPACK_MAJOR_VERSION, minor: DLPACK_MINOR_VERSION },
+            version: DLPackVersion {
+                major: DLPACK_MAJOR_VERSION,
+                minor: DLPACK_MINOR_VERSION,
+            },
             manager_ctx: ptr::null_mut(),
             deleter: Some(foreign_deleter),
-            flags: if readonly { DLPACK_FLAG_BITMASK_READ_ONLY } else { 0 },
+            flags: if readonly {
+                DLPACK_FLAG_BITMASK_READ_ONLY
+            } else {
+                0
+            },
             dl_tensor: DLTensor {
                 data,
                 device: device.to_dl(),
@@ -178,7 +196,8 @@ fn wrap(
     let raw = Box::into_raw(block);
     // SAFETY: `raw` is a live, leaked block; `managed` is its first field (`repr(C)`).
     unsafe { (*raw).managed.manager_ctx = raw.cast::<c_void>() };
-    let m = NonNull::new(raw.cast::<DLManagedTensorVersioned>()).expect("Box::into_raw is non-null");
+    let m =
+        NonNull::new(raw.cast::<DLManagedTensorVersioned>()).expect("Box::into_raw is non-null");
     // SAFETY: `m` is a live tensor nobody else uses; ownership moves to the handle (on error
     // its deleter has already run, releasing the keeper).
     Ok(unsafe { ImportedTensor::from_managed_versioned(m) }?)
@@ -187,7 +206,11 @@ fn wrap(
 /// Byte strides → element strides (a stride of a dimension of size ≤ 1 is irrelevant).
 fn element_strides(shape: &[i64], byte_strides: &[i64], item: usize) -> PyResult<Vec<i64>> {
     if byte_strides.len() != shape.len() {
-        return Err(DlpackError::new(FailureKind::UnsupportedLayout, format!("strides {byte_strides:?} do not match shape {shape:?}")).into());
+        return Err(DlpackError::new(
+            FailureKind::UnsupportedLayout,
+            format!("strides {byte_strides:?} do not match shape {shape:?}"),
+        )
+        .into());
     }
     let item = item as i64;
     shape
@@ -214,7 +237,11 @@ fn c_strides(shape: &[i64]) -> Vec<i64> {
 }
 
 fn bad_field(kind: InterfaceKind, msg: impl std::fmt::Display) -> PyErr {
-    DlpackError::new(FailureKind::BadArgumentValue, format!("{}: {msg}", kind.attr())).into()
+    DlpackError::new(
+        FailureKind::BadArgumentValue,
+        format!("{}: {msg}", kind.attr()),
+    )
+    .into()
 }
 
 /// `d[key]`, `None` when absent or `None`.
@@ -225,9 +252,16 @@ fn opt_field<'py>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<Option<Bound<'p
 /// Imports the memory an interface dict describes, keeping `owner` alive. `Ok(None)` for a
 /// numpy interface without a `(ptr, readonly)` data tuple (the caller then tries the buffer
 /// protocol on the object itself, as numpy does).
-pub fn import_interface_dict(owner: &Bound<'_, PyAny>, iface: &Bound<'_, PyAny>, kind: InterfaceKind) -> PyResult<Option<ImportedTensor>> {
+pub fn import_interface_dict(
+    owner: &Bound<'_, PyAny>,
+    iface: &Bound<'_, PyAny>,
+    kind: InterfaceKind,
+) -> PyResult<Option<ImportedTensor>> {
     let d = iface.cast::<PyDict>().map_err(|_| {
-        DlpackError::new(FailureKind::BadArgumentType, format!("{} must be a dict", kind.attr()))
+        DlpackError::new(
+            FailureKind::BadArgumentType,
+            format!("{} must be a dict", kind.attr()),
+        )
     })?;
     // `data`: a `(pointer, readonly)` tuple; for the numpy interface also an object exposing
     // the buffer interface, or None/absent (the object itself exposes it), plus `offset` bytes.
@@ -237,7 +271,10 @@ pub fn import_interface_dict(owner: &Bound<'_, PyAny>, iface: &Bound<'_, PyAny>,
         None => None,
     };
     if tuple.is_none() && kind != InterfaceKind::Numpy {
-        return Err(bad_field(kind, "'data' must be a (pointer, readonly) tuple"));
+        return Err(bad_field(
+            kind,
+            "'data' must be a (pointer, readonly) tuple",
+        ));
     }
     let typestr: String = opt_field(d, "typestr")?
         .ok_or_else(|| bad_field(kind, "missing 'typestr'"))?
@@ -248,14 +285,25 @@ pub fn import_interface_dict(owner: &Bound<'_, PyAny>, iface: &Bound<'_, PyAny>,
         .ok_or_else(|| bad_field(kind, "missing 'shape'"))?
         .extract()
         .map_err(|_| bad_field(kind, "'shape' must be a tuple of ints"))?;
-    let item = itemsize(dtype)
-        .ok_or_else(|| DlpackError::new(FailureKind::UnsupportedDtype, format!("sub-byte dtype {}", describe(dtype))))?;
+    let item = itemsize(dtype).ok_or_else(|| {
+        DlpackError::new(
+            FailureKind::UnsupportedDtype,
+            format!("sub-byte dtype {}", describe(dtype)),
+        )
+    })?;
     if kind != InterfaceKind::SyclUsm && opt_field(d, "mask")?.is_some() {
-        return Err(DlpackError::new(FailureKind::UnsupportedLayout, format!("{}: masked arrays are not supported", kind.attr())).into());
+        return Err(DlpackError::new(
+            FailureKind::UnsupportedLayout,
+            format!("{}: masked arrays are not supported", kind.attr()),
+        )
+        .into());
     }
     let given: Option<Vec<i64>> = match opt_field(d, "strides")? {
         None => None,
-        Some(s) => Some(s.extract().map_err(|_| bad_field(kind, "'strides' must be None or a tuple of ints"))?),
+        Some(s) => Some(
+            s.extract()
+                .map_err(|_| bad_field(kind, "'strides' must be None or a tuple of ints"))?,
+        ),
     };
     let strides = match (kind, given) {
         (_, None) => c_strides(&shape),
@@ -269,7 +317,8 @@ pub fn import_interface_dict(owner: &Bound<'_, PyAny>, iface: &Bound<'_, PyAny>,
     };
     let (mut data_ptr, readonly, keeper) = match tuple {
         Some((ptr, ro)) => {
-            let keeper = Keeper::Object(NonNull::new(owner.clone().into_ptr()).expect("live object"));
+            let keeper =
+                Keeper::Object(NonNull::new(owner.clone().into_ptr()).expect("live object"));
             (ptr as *mut c_void, ro.is_truthy()?, keeper)
         }
         None => {
@@ -279,26 +328,48 @@ pub fn import_interface_dict(owner: &Bound<'_, PyAny>, iface: &Bound<'_, PyAny>,
             if unsafe { ffi::PyObject_CheckBuffer(src.as_ptr()) } == 0 {
                 return Ok(None);
             }
-            let offset: i64 = opt_field(d, "offset")?.map(|v| v.extract()).transpose()?.unwrap_or(0);
+            let offset: i64 = opt_field(d, "offset")?
+                .map(|v| v.extract())
+                .transpose()?
+                .unwrap_or(0);
             let (keeper, base, len, ro) = hold_bytes(&src)?;
             check_extent(&shape, &strides, item, offset, len)?;
-            (base.cast::<u8>().wrapping_add(offset as usize).cast::<c_void>(), ro, keeper)
+            (
+                base.cast::<u8>()
+                    .wrapping_add(offset as usize)
+                    .cast::<c_void>(),
+                ro,
+                keeper,
+            )
         }
     };
     let device = match kind {
         InterfaceKind::Numpy => Device::CPU,
         InterfaceKind::Cuda => {
-            let device = cuda_pointer_device(data_ptr as usize).unwrap_or(CAI_DEVICE_WITHOUT_DRIVER);
+            let device =
+                cuda_pointer_device(data_ptr as usize).unwrap_or(CAI_DEVICE_WITHOUT_DRIVER);
             honour_cai_stream(d, device)?;
             device
         }
         InterfaceKind::SyclUsm => {
-            let version: i64 = opt_field(d, "version")?.map(|v| v.extract()).transpose()?.unwrap_or(1);
+            let version: i64 = opt_field(d, "version")?
+                .map(|v| v.extract())
+                .transpose()?
+                .unwrap_or(1);
             if version != 1 {
-                return Err(bad_field(kind, format_args!("unsupported version {version} (only 1 is defined)")));
+                return Err(bad_field(
+                    kind,
+                    format_args!("unsupported version {version} (only 1 is defined)"),
+                ));
             }
-            let offset: i64 = opt_field(d, "offset")?.map(|v| v.extract()).transpose()?.unwrap_or(0);
-            data_ptr = data_ptr.cast::<u8>().wrapping_offset((offset as isize).wrapping_mul(item as isize)).cast::<c_void>();
+            let offset: i64 = opt_field(d, "offset")?
+                .map(|v| v.extract())
+                .transpose()?
+                .unwrap_or(0);
+            data_ptr = data_ptr
+                .cast::<u8>()
+                .wrapping_offset((offset as isize).wrapping_mul(item as isize))
+                .cast::<c_void>();
             Device::oneapi(0)
         }
     };
@@ -319,7 +390,13 @@ fn hold_bytes(src: &Bound<'_, PyAny>) -> PyResult<(Keeper, *mut c_void, usize, b
 
 /// Every element addressed by `shape` / `strides` (elements) from byte `offset` lies within
 /// `len` bytes.
-fn check_extent(shape: &[i64], strides: &[i64], item: usize, offset: i64, len: usize) -> PyResult<()> {
+fn check_extent(
+    shape: &[i64],
+    strides: &[i64],
+    item: usize,
+    offset: i64,
+    len: usize,
+) -> PyResult<()> {
     if shape.contains(&0) {
         return Ok(());
     }
@@ -359,18 +436,30 @@ pub fn cuda_pointer_device(ptr: usize) -> Option<Device> {
 /// `kDLCUDA` with the owning device's ordinal, `kDLCUDAHost` (page-locked host memory, e.g.
 /// `cudaMallocHost`) or `kDLCUDAManaged` (`cudaMallocManaged`), the last two with ordinal 0 as
 /// dlbind's own allocations report them. Errors count as "unknown".
-pub fn cuda_pointer_device_with(runtime: &dyn crate::gpu::DeviceRuntime, ptr: usize) -> Option<Device> {
+pub fn cuda_pointer_device_with(
+    runtime: &dyn crate::gpu::DeviceRuntime,
+    ptr: usize,
+) -> Option<Device> {
     runtime.pointer_device(ptr as u64).ok().flatten()
 }
 
 /// The CAI v3 `stream` key (see the module docs), synchronised on `device`.
 fn honour_cai_stream(d: &Bound<'_, PyDict>, device: Device) -> PyResult<()> {
-    let Some(s) = opt_field(d, "stream")? else { return Ok(()) };
+    let Some(s) = opt_field(d, "stream")? else {
+        return Ok(());
+    };
     let v: i64 = s.extract().map_err(|_| {
-        DlpackError::new(FailureKind::InvalidStream, "__cuda_array_interface__: 'stream' must be None or an int")
+        DlpackError::new(
+            FailureKind::InvalidStream,
+            "__cuda_array_interface__: 'stream' must be None or an int",
+        )
     })?;
     if v < 0 {
-        return Err(DlpackError::new(FailureKind::InvalidStream, format!("__cuda_array_interface__: invalid stream {v}")).into());
+        return Err(DlpackError::new(
+            FailureKind::InvalidStream,
+            format!("__cuda_array_interface__: invalid stream {v}"),
+        )
+        .into());
     }
     if v == 0 {
         return Err(DlpackError::new(
@@ -401,19 +490,43 @@ pub fn import_buffer(obj: &Bound<'_, PyAny>) -> PyResult<ImportedTensor> {
     // `ndim` values, `format` is NULL or a C string, all valid until the buffer is released.
     let (data, shape, byte_strides, fmt, item, readonly) = unsafe {
         let v = &*v;
-        let n = usize::try_from(v.ndim).map_err(|_| DlpackError::new(FailureKind::UnsupportedLayout, "negative ndim"))?;
+        let n = usize::try_from(v.ndim)
+            .map_err(|_| DlpackError::new(FailureKind::UnsupportedLayout, "negative ndim"))?;
         let item = usize::try_from(v.itemsize).unwrap_or(0);
-        if !v.suboffsets.is_null() && std::slice::from_raw_parts(v.suboffsets, n).iter().any(|&o| o >= 0) {
-            return Err(DlpackError::new(FailureKind::UnsupportedLayout, "buffer with suboffsets (PIL-style) is not supported").into());
+        if !v.suboffsets.is_null()
+            && std::slice::from_raw_parts(v.suboffsets, n)
+                .iter()
+                .any(|&o| o >= 0)
+        {
+            return Err(DlpackError::new(
+                FailureKind::UnsupportedLayout,
+                "buffer with suboffsets (PIL-style) is not supported",
+            )
+            .into());
         }
         let shape: Vec<i64> = if v.shape.is_null() {
             vec![(v.len as usize).checked_div(item).unwrap_or(0) as i64]
         } else {
-            std::slice::from_raw_parts(v.shape, n).iter().map(|&d| d as i64).collect()
+            std::slice::from_raw_parts(v.shape, n)
+                .iter()
+                .map(|&d| d as i64)
+                .collect()
         };
-        let byte_strides: Option<Vec<i64>> =
-            if v.strides.is_null() { None } else { Some(std::slice::from_raw_parts(v.strides, n).iter().map(|&s| s as i64).collect()) };
-        let fmt = if v.format.is_null() { String::new() } else { CStr::from_ptr(v.format).to_string_lossy().into_owned() };
+        let byte_strides: Option<Vec<i64>> = if v.strides.is_null() {
+            None
+        } else {
+            Some(
+                std::slice::from_raw_parts(v.strides, n)
+                    .iter()
+                    .map(|&s| s as i64)
+                    .collect(),
+            )
+        };
+        let fmt = if v.format.is_null() {
+            String::new()
+        } else {
+            CStr::from_ptr(v.format).to_string_lossy().into_owned()
+        };
         (v.buf, shape, byte_strides, fmt, item, v.readonly != 0)
     };
     let dtype = dtype_from_buffer_format(&fmt, item)?;
@@ -427,7 +540,11 @@ pub fn import_buffer(obj: &Bound<'_, PyAny>) -> PyResult<ImportedTensor> {
 /// The bridges, in order, for an object without `__dlpack__` (see the module docs); an object
 /// with none → the generated `NoProtocol` failure (AttributeError) naming every protocol tried.
 pub fn import_bridges(obj: &Bound<'_, PyAny>) -> PyResult<ImportedTensor> {
-    for kind in [InterfaceKind::Cuda, InterfaceKind::SyclUsm, InterfaceKind::Numpy] {
+    for kind in [
+        InterfaceKind::Cuda,
+        InterfaceKind::SyclUsm,
+        InterfaceKind::Numpy,
+    ] {
         if let Some(iface) = crate::python::getattr_optional(obj, kind.attr_name(obj.py()))?
             && let Some(t) = import_interface_dict(obj, &iface, kind)?
         {
@@ -438,10 +555,17 @@ pub fn import_bridges(obj: &Bound<'_, PyAny>) -> PyResult<ImportedTensor> {
     if unsafe { ffi::PyObject_CheckBuffer(obj.as_ptr()) } != 0 {
         return import_buffer(obj);
     }
-    let tn = obj.get_type().name().map(|n| n.to_string()).unwrap_or_default();
+    let tn = obj
+        .get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_default();
     Err(DlpackError::new(
         FailureKind::NoProtocol,
-        format!("object of type '{tn}' supports none of the import protocols tried: {}", PROTOCOLS_TRIED.join(", ")),
+        format!(
+            "object of type '{tn}' supports none of the import protocols tried: {}",
+            PROTOCOLS_TRIED.join(", ")
+        ),
     )
     .into())
 }

@@ -27,14 +27,27 @@ where
     T::Frozen: SourceAccess<T>,
 {
     let s = snapshot(slf)?;
-    if !matches!(s.device.device_type, DLDeviceType::kDLCUDA | DLDeviceType::kDLCUDAManaged) {
-        return Err(not_applicable(ATTR, format_args!("the data is on device {}, not CUDA memory", s.device)));
+    if !matches!(
+        s.device.device_type,
+        DLDeviceType::kDLCUDA | DLDeviceType::kDLCUDAManaged
+    ) {
+        return Err(not_applicable(
+            ATTR,
+            format_args!("the data is on device {}, not CUDA memory", s.device),
+        ));
     }
     let py = slf.py();
     let d = v3_dict(py, &s, ATTR)?;
     match s.stream {
         // CAI v3 disallows 0; on CUDA the null stream is the legacy default stream (1).
-        Some(h) => d.set_item("stream", if h == StreamHandle::NULL { StreamHandle::LEGACY.0 } else { h.0 })?,
+        Some(h) => d.set_item(
+            "stream",
+            if h == StreamHandle::NULL {
+                StreamHandle::LEGACY.0
+            } else {
+                h.0
+            },
+        )?,
         None => d.set_item("stream", py.None())?,
     }
     Ok(d.into_any().unbind())

@@ -43,10 +43,11 @@ use crate::python::SourceAccess;
 
 pub use array_interface::array_interface;
 pub use buffer::{getbuffer, releasebuffer};
-pub use consume::{
-    CAI_DEVICE_WITHOUT_DRIVER, PROTOCOLS_TRIED, cuda_pointer_device, cuda_pointer_device_with, import_bridges, import_buffer, import_interface_dict, InterfaceKind,
-};
 pub(crate) use consume::Keeper;
+pub use consume::{
+    CAI_DEVICE_WITHOUT_DRIVER, InterfaceKind, PROTOCOLS_TRIED, cuda_pointer_device,
+    cuda_pointer_device_with, import_bridges, import_buffer, import_interface_dict,
+};
 pub use cuda_array_interface::cuda_array_interface;
 pub use numpy_header::{PythonView, import_ndarray, numpy_fast_imports, with_ndarray_view};
 pub use sycl::sycl_usm_array_interface;
@@ -99,10 +100,16 @@ where
     T: PyClass + DLPackSource,
     T::Frozen: SourceAccess<T>,
 {
-    Ok(<T::Frozen as SourceAccess<T>>::with(slf, |src| Snapshot::of(src))??)
+    Ok(<T::Frozen as SourceAccess<T>>::with(slf, |src| {
+        Snapshot::of(src)
+    })??)
 }
 
 /// The `NoProtocol` failure (AttributeError) for an interface attribute that does not apply.
 pub(crate) fn not_applicable(attr: &str, why: impl std::fmt::Display) -> PyErr {
-    DlpackError::new(FailureKind::NoProtocol, format!("{attr} is not available: {why}")).into()
+    DlpackError::new(
+        FailureKind::NoProtocol,
+        format!("{attr} is not available: {why}"),
+    )
+    .into()
 }

@@ -40,8 +40,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use super::typestr::dtype_from_typestr;
-use crate::device::Device;
 use crate::copy::ElemSize;
+use crate::device::Device;
 use crate::ffi::{DLDataType, DLTensor};
 use crate::import::{ImportedTensor, MAX_NDIM, validate_layout};
 
@@ -88,7 +88,11 @@ fn pack(d: DLDataType) -> u32 {
 }
 
 fn unpack(v: u32) -> DLDataType {
-    DLDataType { code: v as u8, bits: (v >> 8) as u8, lanes: (v >> 16) as u16 }
+    DLDataType {
+        code: v as u8,
+        bits: (v >> 8) as u8,
+        lanes: (v >> 16) as u16,
+    }
 }
 
 /// Whether `tp` is the verified `numpy.ndarray` type (verifying it the first time a type of
@@ -107,7 +111,8 @@ fn is_ndarray(py: Python<'_>, tp: *mut ffi::PyTypeObject) -> bool {
     if unsafe { libc::strcmp((*tp).tp_name, c"numpy.ndarray".as_ptr()) } != 0 {
         return false;
     }
-    let ok = std::env::var_os("DLBIND_NUMPY_FAST_PATH").is_none_or(|v| v != "0") && probe(py, tp).unwrap_or(false);
+    let ok = std::env::var_os("DLBIND_NUMPY_FAST_PATH").is_none_or(|v| v != "0")
+        && probe(py, tp).unwrap_or(false);
     if ok {
         // SAFETY: a live type object; the reference is kept for the rest of the process so the
         // pointer stays valid (numpy's ndarray type is static anyway).
@@ -150,7 +155,11 @@ fn probe(py: Python<'_>, tp: *mut ffi::PyTypeObject) -> PyResult<bool> {
             let h = header(a);
             let shape: Vec<isize> = a.getattr("shape")?.extract()?;
             let strides: Vec<isize> = a.getattr("strides")?.extract()?;
-            let data: usize = a.getattr("__array_interface__")?.get_item("data")?.get_item(0)?.extract()?;
+            let data: usize = a
+                .getattr("__array_interface__")?
+                .get_item("data")?
+                .get_item(0)?
+                .extract()?;
             let dtype = a.getattr("dtype")?;
             Ok(h.nd == 2
                 && shape == [3, 5]
@@ -224,7 +233,10 @@ pub struct PythonView<'a, 'py> {
 /// was done). Errors of the layout check (arrays made with `as_strided` can describe anything)
 /// are returned as `Some(Err(..))`, exactly as the capsule path would raise them.
 #[inline]
-pub fn with_ndarray_view<R>(obj: &Bound<'_, PyAny>, f: impl FnOnce(&PythonView<'_, '_>) -> PyResult<R>) -> Option<PyResult<R>> {
+pub fn with_ndarray_view<R>(
+    obj: &Bound<'_, PyAny>,
+    f: impl FnOnce(&PythonView<'_, '_>) -> PyResult<R>,
+) -> Option<PyResult<R>> {
     let py = obj.py();
     // SAFETY: reading the type of a live object.
     let tp = unsafe { ffi::Py_TYPE(obj.as_ptr()) };
@@ -247,7 +259,14 @@ pub fn with_ndarray_view<R>(obj: &Bound<'_, PyAny>, f: impl FnOnce(&PythonView<'
     let n = h.nd as usize;
     // SAFETY: numpy keeps `nd` dimensions and strides (NULL only when nd == 0).
     let (shape, strides) = unsafe {
-        if n == 0 { (&[][..], &[][..]) } else { (std::slice::from_raw_parts(h.dimensions, n), std::slice::from_raw_parts(h.strides, n)) }
+        if n == 0 {
+            (&[][..], &[][..])
+        } else {
+            (
+                std::slice::from_raw_parts(h.dimensions, n),
+                std::slice::from_raw_parts(h.strides, n),
+            )
+        }
     };
     // `[shape.., element strides..]`: on the stack for up to 8 dimensions.
     let mut small = [0i64; 16];
@@ -283,7 +302,15 @@ pub fn with_ndarray_view<R>(obj: &Bound<'_, PyAny>, f: impl FnOnce(&PythonView<'
         return Some(Err(e.into()));
     }
     FAST_IMPORTS.fetch_add(1, Ordering::Relaxed);
-    let view = PythonView { owner: obj, data, shape, strides, dtype, device: Device::CPU, readonly: h.flags & NPY_ARRAY_WRITEABLE == 0 };
+    let view = PythonView {
+        owner: obj,
+        data,
+        shape,
+        strides,
+        dtype,
+        device: Device::CPU,
+        readonly: h.flags & NPY_ARRAY_WRITEABLE == 0,
+    };
     Some(f(&view))
 }
 

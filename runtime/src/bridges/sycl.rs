@@ -29,7 +29,10 @@ where
 {
     let s = snapshot(slf)?;
     if s.device.device_type != DLDeviceType::kDLOneAPI {
-        return Err(not_applicable(ATTR, format_args!("the data is on device {}, not oneAPI USM memory", s.device)));
+        return Err(not_applicable(
+            ATTR,
+            format_args!("the data is on device {}, not oneAPI USM memory", s.device),
+        ));
     }
     let ts = typestr_of(s.dtype).map_err(|e| not_applicable(ATTR, e.message()))?;
     let py = slf.py();

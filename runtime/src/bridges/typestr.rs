@@ -5,19 +5,32 @@
 
 use std::ffi::{c_long, c_ulong};
 
-use crate::dtype_table::{DTypeInfo, describe, dtype_by_buffer_format, dtype_by_dl, dtype_by_typestr, itemsize};
+use crate::dtype_table::{
+    DTypeInfo, describe, dtype_by_buffer_format, dtype_by_dl, dtype_by_typestr, itemsize,
+};
 use crate::error::DlpackError;
 use crate::failure::FailureKind;
 use crate::ffi::{DLDataType, DLDataTypeCode};
 
 /// The byte-order character of native data in a typestr.
-const NATIVE: char = if cfg!(target_endian = "little") { '<' } else { '>' };
+const NATIVE: char = if cfg!(target_endian = "little") {
+    '<'
+} else {
+    '>'
+};
 /// The byte-order character of non-native data in a typestr.
-const FOREIGN: char = if cfg!(target_endian = "little") { '>' } else { '<' };
+const FOREIGN: char = if cfg!(target_endian = "little") {
+    '>'
+} else {
+    '<'
+};
 
 fn row(dtype: DLDataType) -> Result<&'static DTypeInfo, DlpackError> {
     dtype_by_dl(dtype).ok_or_else(|| {
-        DlpackError::new(FailureKind::UnsupportedDtype, format!("dtype {} is not in the spec's dtype table", describe(dtype)))
+        DlpackError::new(
+            FailureKind::UnsupportedDtype,
+            format!("dtype {} is not in the spec's dtype table", describe(dtype)),
+        )
     })
 }
 
@@ -26,7 +39,10 @@ fn row(dtype: DLDataType) -> Result<&'static DTypeInfo, DlpackError> {
 pub fn typestr_of(dtype: DLDataType) -> Result<&'static str, DlpackError> {
     let r = row(dtype)?;
     r.numpy_typestr.ok_or_else(|| {
-        DlpackError::new(FailureKind::UnsupportedDtype, format!("dtype {} has no numpy typestr in the spec", r.name))
+        DlpackError::new(
+            FailureKind::UnsupportedDtype,
+            format!("dtype {} has no numpy typestr in the spec", r.name),
+        )
     })
 }
 
@@ -34,7 +50,10 @@ pub fn typestr_of(dtype: DLDataType) -> Result<&'static str, DlpackError> {
 pub fn buffer_format_of(dtype: DLDataType) -> Result<&'static str, DlpackError> {
     let r = row(dtype)?;
     r.buffer_format.ok_or_else(|| {
-        DlpackError::new(FailureKind::UnsupportedDtype, format!("dtype {} has no PEP 3118 buffer format in the spec", r.name))
+        DlpackError::new(
+            FailureKind::UnsupportedDtype,
+            format!("dtype {} has no PEP 3118 buffer format in the spec", r.name),
+        )
     })
 }
 
@@ -42,7 +61,12 @@ pub fn buffer_format_of(dtype: DLDataType) -> Result<&'static str, DlpackError> 
 /// types are accepted with any byte-order character; non-native multi-byte data →
 /// `UnsupportedDtype` (BufferError).
 pub fn dtype_from_typestr(s: &str) -> Result<DLDataType, DlpackError> {
-    let bad = || DlpackError::new(FailureKind::UnsupportedDtype, format!("unsupported typestr {s:?}"));
+    let bad = || {
+        DlpackError::new(
+            FailureKind::UnsupportedDtype,
+            format!("unsupported typestr {s:?}"),
+        )
+    };
     let mut chars = s.chars();
     let order = chars.next().ok_or_else(bad)?;
     let rest = chars.as_str();
@@ -57,7 +81,9 @@ pub fn dtype_from_typestr(s: &str) -> Result<DLDataType, DlpackError> {
     if order == FOREIGN {
         return Err(DlpackError::new(
             FailureKind::UnsupportedDtype,
-            format!("typestr {s:?}: non-native byte order is not supported (zero-copy import needs native data)"),
+            format!(
+                "typestr {s:?}: non-native byte order is not supported (zero-copy import needs native data)"
+            ),
         ));
     }
     let native = format!("{NATIVE}{rest}");
@@ -68,8 +94,16 @@ pub fn dtype_from_typestr(s: &str) -> Result<DLDataType, DlpackError> {
 /// format, → unsigned bytes).
 /// Platform-sized codes are resolved by size to the table's fixed-size codes. `itemsize` is
 /// the exporter's; it must match the dtype's width.
-pub fn dtype_from_buffer_format(fmt: &str, itemsize_given: usize) -> Result<DLDataType, DlpackError> {
-    let bad = || DlpackError::new(FailureKind::UnsupportedDtype, format!("unsupported buffer format {fmt:?}"));
+pub fn dtype_from_buffer_format(
+    fmt: &str,
+    itemsize_given: usize,
+) -> Result<DLDataType, DlpackError> {
+    let bad = || {
+        DlpackError::new(
+            FailureKind::UnsupportedDtype,
+            format!("unsupported buffer format {fmt:?}"),
+        )
+    };
     let (order, code) = match fmt.chars().next() {
         Some(c @ ('@' | '=' | '<' | '>' | '!')) => (c, &fmt[1..]),
         Some(_) => ('@', fmt),
@@ -83,8 +117,16 @@ pub fn dtype_from_buffer_format(fmt: &str, itemsize_given: usize) -> Result<DLDa
     };
     // Platform-sized codes: the table's integer row of that width (the spec's own letter for it).
     let sized = |signed: bool, size: usize| -> Option<&'static DTypeInfo> {
-        let code = if signed { DLDataTypeCode::kDLInt } else { DLDataTypeCode::kDLUInt };
-        dtype_by_dl(DLDataType { code: code.0, bits: u8::try_from(8 * size).ok()?, lanes: 1 })
+        let code = if signed {
+            DLDataTypeCode::kDLInt
+        } else {
+            DLDataTypeCode::kDLUInt
+        };
+        dtype_by_dl(DLDataType {
+            code: code.0,
+            bits: u8::try_from(8 * size).ok()?,
+            lanes: 1,
+        })
     };
     let info = match code {
         // No format at all: unsigned bytes (PEP 3118). A lone byte-order character is not one.
@@ -100,13 +142,17 @@ pub fn dtype_from_buffer_format(fmt: &str, itemsize_given: usize) -> Result<DLDa
     if foreign && width > 1 {
         return Err(DlpackError::new(
             FailureKind::UnsupportedDtype,
-            format!("buffer format {fmt:?}: non-native byte order is not supported (zero-copy import needs native data)"),
+            format!(
+                "buffer format {fmt:?}: non-native byte order is not supported (zero-copy import needs native data)"
+            ),
         ));
     }
     if width != itemsize_given {
         return Err(DlpackError::new(
             FailureKind::UnsupportedDtype,
-            format!("buffer format {fmt:?} has itemsize {width}, but the exporter says {itemsize_given}"),
+            format!(
+                "buffer format {fmt:?} has itemsize {width}, but the exporter says {itemsize_given}"
+            ),
         ));
     }
     Ok(info.dtype)
@@ -124,7 +170,10 @@ mod tests {
                 assert_eq!(typestr_of(d.dtype).unwrap(), ts);
                 assert_eq!(dtype_from_typestr(ts).unwrap(), d.dtype, "{ts}");
             } else {
-                assert_eq!(typestr_of(d.dtype).unwrap_err().kind(), FailureKind::UnsupportedDtype);
+                assert_eq!(
+                    typestr_of(d.dtype).unwrap_err().kind(),
+                    FailureKind::UnsupportedDtype
+                );
             }
             if let (Some(f), Some(sz)) = (d.buffer_format, itemsize(d.dtype)) {
                 assert_eq!(buffer_format_of(d.dtype).unwrap(), f);
@@ -140,7 +189,10 @@ mod tests {
         assert_eq!(dtype_from_typestr("=f4").unwrap(), f4);
         assert_eq!(dtype_from_typestr("<u1").unwrap(), u1);
         assert_eq!(dtype_from_typestr(">u1").unwrap(), u1);
-        assert_eq!(dtype_from_typestr(">f4").unwrap_err().kind(), FailureKind::UnsupportedDtype);
+        assert_eq!(
+            dtype_from_typestr(">f4").unwrap_err().kind(),
+            FailureKind::UnsupportedDtype
+        );
         assert!(dtype_from_typestr("<V8").is_err());
         assert!(dtype_from_typestr("").is_err());
         assert_eq!(dtype_from_buffer_format("<f", 4).unwrap(), f4);
@@ -155,14 +207,34 @@ mod tests {
         if std::mem::size_of::<c_long>() == 8 {
             assert_eq!(dtype_from_buffer_format("l", 8).unwrap(), i64_);
         }
-        assert_eq!(dtype_from_buffer_format("n", std::mem::size_of::<isize>()).unwrap().bits as usize, 8 * std::mem::size_of::<isize>());
+        assert_eq!(
+            dtype_from_buffer_format("n", std::mem::size_of::<isize>())
+                .unwrap()
+                .bits as usize,
+            8 * std::mem::size_of::<isize>()
+        );
         let u = dtype_from_buffer_format("L", std::mem::size_of::<c_ulong>()).unwrap();
-        assert_eq!((u.code, u.bits as usize), (DLDataTypeCode::kDLUInt.0, 8 * std::mem::size_of::<c_ulong>()));
+        assert_eq!(
+            (u.code, u.bits as usize),
+            (
+                DLDataTypeCode::kDLUInt.0,
+                8 * std::mem::size_of::<c_ulong>()
+            )
+        );
         let u = dtype_from_buffer_format("@N", std::mem::size_of::<usize>()).unwrap();
-        assert_eq!((u.code, u.bits as usize), (DLDataTypeCode::kDLUInt.0, 8 * std::mem::size_of::<usize>()));
-        assert_eq!(dtype_from_buffer_format("l", 1).unwrap_err().kind(), FailureKind::UnsupportedDtype);
+        assert_eq!(
+            (u.code, u.bits as usize),
+            (DLDataTypeCode::kDLUInt.0, 8 * std::mem::size_of::<usize>())
+        );
+        assert_eq!(
+            dtype_from_buffer_format("l", 1).unwrap_err().kind(),
+            FailureKind::UnsupportedDtype
+        );
         for lone in ["<", "@", "=", ">", "!"] {
-            assert!(dtype_from_buffer_format(lone, 1).is_err(), "{lone:?} names no type");
+            assert!(
+                dtype_from_buffer_format(lone, 1).is_err(),
+                "{lone:?} names no type"
+            );
         }
     }
 

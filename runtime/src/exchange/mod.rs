@@ -55,18 +55,19 @@ use std::ptr::{self, NonNull};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use pyo3::PyClass;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyString;
-use pyo3::PyClass;
 
+use crate::bridges::PythonView;
 use crate::export::DLPackSource;
 use crate::ffi::{
-    DLManagedTensorVersioned, DLPACK_EXCHANGE_API_ATTR, DLPACK_EXCHANGE_API_LEGACY_ATTRS, DLPACK_EXCHANGE_API_CAPSULE_NAME, DLPACK_MAJOR_VERSION,
-    DLPACK_MINOR_VERSION, DLPackExchangeAPI, DLPackExchangeAPIHeader, DLPackVersion,
+    DLManagedTensorVersioned, DLPACK_EXCHANGE_API_ATTR, DLPACK_EXCHANGE_API_CAPSULE_NAME,
+    DLPACK_EXCHANGE_API_LEGACY_ATTRS, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION,
+    DLPackExchangeAPI, DLPackExchangeAPIHeader, DLPackVersion,
 };
-use crate::bridges::PythonView;
 use crate::import::ImportedTensor;
 use crate::python::SourceAccess;
 
@@ -140,7 +141,10 @@ pub unsafe trait ExchangeSource: DLPackSource {
 }
 
 /// The version of the tables dlbind publishes (generated constants).
-pub const EXCHANGE_VERSION: DLPackVersion = DLPackVersion { major: DLPACK_MAJOR_VERSION, minor: DLPACK_MINOR_VERSION };
+pub const EXCHANGE_VERSION: DLPackVersion = DLPackVersion {
+    major: DLPACK_MAJOR_VERSION,
+    minor: DLPACK_MINOR_VERSION,
+};
 
 /// A leaked table pointer, shareable between threads (the table is immutable).
 #[derive(Clone, Copy)]
@@ -179,7 +183,10 @@ where
     let o = unsafe { pyo3::Borrowed::from_ptr(Python::assume_attached(), o) };
     match o.cast::<T>() {
         Ok(src) => <T::Frozen as SourceAccess<T>>::with(&src, |s| {
-            !s.dlpack_readonly() && s.dlpack_device().is_cpu() && s.dlpack_stream().is_none() && s.exchange_dims().is_some()
+            !s.dlpack_readonly()
+                && s.dlpack_device().is_cpu()
+                && s.dlpack_stream().is_none()
+                && s.exchange_dims().is_some()
         })
         .unwrap_or(false),
         Err(_) => false,
@@ -198,10 +205,17 @@ where
         return t.0;
     }
     let table: &'static DLPackExchangeAPI = Box::leak(Box::new(DLPackExchangeAPI {
-        header: DLPackExchangeAPIHeader { version: EXCHANGE_VERSION, prev_api: ptr::null_mut() },
+        header: DLPackExchangeAPIHeader {
+            version: EXCHANGE_VERSION,
+            prev_api: ptr::null_mut(),
+        },
         managed_tensor_allocator: Some(producer::managed_tensor_allocator::<T>),
-        managed_tensor_from_py_object_no_sync: Some(producer::managed_tensor_from_py_object_no_sync::<T>),
-        managed_tensor_to_py_object_no_sync: Some(producer::managed_tensor_to_py_object_no_sync::<T>),
+        managed_tensor_from_py_object_no_sync: Some(
+            producer::managed_tensor_from_py_object_no_sync::<T>,
+        ),
+        managed_tensor_to_py_object_no_sync: Some(
+            producer::managed_tensor_to_py_object_no_sync::<T>,
+        ),
         dltensor_from_py_object_no_sync: if T::exchange_dims_supported() {
             Some(producer::dltensor_from_py_object_no_sync::<T>)
         } else {
@@ -212,7 +226,11 @@ where
     // A frozen type's non-owning fill describes memory that stays as it is while the object is
     // alive, exactly what the owning export's strong reference guarantees (see [`lends`]).
     let lends = T::exchange_dims_supported() && <T::Frozen as SourceAccess<T>>::FROZEN;
-    tables.push((id, TablePtr(table), lends.then_some(lend_probe::<T> as LendProbe)));
+    tables.push((
+        id,
+        TablePtr(table),
+        lends.then_some(lend_probe::<T> as LendProbe),
+    ));
     table
 }
 
@@ -231,7 +249,9 @@ where
     // leaked, never-freed table, so no destructor is needed.
     unsafe {
         let cap = ffi::PyCapsule_New(
-            (table as *const DLPackExchangeAPI).cast_mut().cast::<c_void>(),
+            (table as *const DLPackExchangeAPI)
+                .cast_mut()
+                .cast::<c_void>(),
             DLPACK_EXCHANGE_API_CAPSULE_NAME.as_ptr(),
             None,
         );
@@ -339,7 +359,10 @@ pub fn same_type_views_enabled() -> bool {
 /// `live_exports`, a free-threaded build would make the count approximate).
 #[inline(always)]
 fn count_one(counter: &AtomicU64) {
-    counter.store(counter.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+    counter.store(
+        counter.load(Ordering::Relaxed).wrapping_add(1),
+        Ordering::Relaxed,
+    );
 }
 
 /// Counts one import in [`exchange_imports`].
@@ -388,7 +411,8 @@ unsafe fn table_from_capsule(attr: *mut ffi::PyObject) -> *const DLPackExchangeA
         }
         let cname = ffi::PyCapsule_GetName(attr);
         let named = cname == DLPACK_EXCHANGE_API_CAPSULE_NAME.as_ptr()
-            || (!cname.is_null() && libc::strcmp(cname, DLPACK_EXCHANGE_API_CAPSULE_NAME.as_ptr()) == 0);
+            || (!cname.is_null()
+                && libc::strcmp(cname, DLPACK_EXCHANGE_API_CAPSULE_NAME.as_ptr()) == 0);
         if !named {
             return ptr::null();
         }
@@ -423,13 +447,21 @@ unsafe fn table_from_int(attr: *mut ffi::PyObject) -> *const DLPackExchangeAPIHe
         }
     }
     let table = match usize::try_from(v) {
-        Ok(a) if a != 0 && a != usize::MAX && a % std::mem::align_of::<DLPackExchangeAPI>() == 0 => a as *const DLPackExchangeAPI,
+        Ok(a)
+            if a != 0 && a != usize::MAX && a % std::mem::align_of::<DLPackExchangeAPI>() == 0 =>
+        {
+            a as *const DLPackExchangeAPI
+        }
         _ => return ptr::null(),
     };
     if is_own_table(table) {
         return table.cast();
     }
-    if !segments::contains(table as usize, size_of::<DLPackExchangeAPI>(), segments::READ) {
+    if !segments::contains(
+        table as usize,
+        size_of::<DLPackExchangeAPI>(),
+        segments::READ,
+    ) {
         return ptr::null();
     }
     // SAFETY: the whole struct lies in a readable loaded segment (checked above); its function
@@ -447,7 +479,11 @@ unsafe fn table_from_int(attr: *mut ffi::PyObject) -> *const DLPackExchangeAPIHe
     ];
     // The non-owning fill is the one entry the spec lets be NULL.
     let fill = t.dltensor_from_py_object_no_sync.map(|f| f as usize);
-    if required.into_iter().all(code) && (fill.is_none() || code(fill)) { table.cast() } else { ptr::null() }
+    if required.into_iter().all(code) && (fill.is_none() || code(fill)) {
+        table.cast()
+    } else {
+        ptr::null()
+    }
 }
 
 /// Whether `p` is a table [`exchange_api`] built (the registry is only read on this cold path:
@@ -465,7 +501,10 @@ fn lends(p: *const DLPackExchangeAPI) -> Option<LendProbe> {
 /// `p`'s registry entry (its lend probe, if any) when [`exchange_api`] built it.
 fn own_table(p: *const DLPackExchangeAPI) -> Option<Option<LendProbe>> {
     let tables = TABLES.lock().unwrap_or_else(|e| e.into_inner());
-    tables.iter().find(|(_, t, _)| ptr::eq(t.0, p)).map(|(_, _, probe)| *probe)
+    tables
+        .iter()
+        .find(|(_, t, _)| ptr::eq(t.0, p))
+        .map(|(_, _, probe)| *probe)
 }
 
 /// The loaded objects' segments (`dl_iterate_phdr`): whether an address range lies inside one
@@ -486,7 +525,11 @@ mod segments {
     }
 
     /// Called once per loaded object; stops the walk (non-zero) when a segment holds the range.
-    unsafe extern "C" fn visit(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> c_int {
+    unsafe extern "C" fn visit(
+        info: *mut libc::dl_phdr_info,
+        _size: usize,
+        data: *mut c_void,
+    ) -> c_int {
         // SAFETY: `dl_iterate_phdr` passes a valid `info` whose `dlpi_phdr` holds `dlpi_phnum`
         // headers, and our `data` (a live `Query`, see `contains`). Nothing here can panic.
         unsafe {
@@ -510,8 +553,15 @@ mod segments {
 
     /// Whether `[addr, addr + len)` lies inside one loaded segment with all of `flags`.
     pub(super) fn contains(addr: usize, len: usize, flags: u32) -> bool {
-        let Some(end) = addr.checked_add(len) else { return false };
-        let mut q = Query { start: addr, end, flags, found: false };
+        let Some(end) = addr.checked_add(len) else {
+            return false;
+        };
+        let mut q = Query {
+            start: addr,
+            end,
+            flags,
+            found: false,
+        };
         // SAFETY: `visit` matches the callback type and only uses `q` while this call runs.
         unsafe { libc::dl_iterate_phdr(Some(visit), (&raw mut q).cast::<c_void>()) };
         q.found
@@ -539,7 +589,10 @@ mod segments {
 /// GIL held; `o` is a live object. A legacy `int` value is trusted to be the address of a
 /// process-lifetime table, as every consumer of that legacy protocol (tvm-ffi) trusts it.
 #[inline]
-pub unsafe fn lookup_exchange_api(py: Python<'_>, o: *mut ffi::PyObject) -> *const DLPackExchangeAPI {
+pub unsafe fn lookup_exchange_api(
+    py: Python<'_>,
+    o: *mut ffi::PyObject,
+) -> *const DLPackExchangeAPI {
     // SAFETY: caller contract.
     unsafe { lookup_table(py, o).0 }
 }
@@ -573,7 +626,10 @@ unsafe fn is_torch_tensor_type(tp: *mut ffi::PyTypeObject) -> bool {
 /// # Safety
 /// As for [`lookup_exchange_api`].
 #[inline]
-unsafe fn lookup_table(py: Python<'_>, o: *mut ffi::PyObject) -> (*const DLPackExchangeAPI, TableKind) {
+unsafe fn lookup_table(
+    py: Python<'_>,
+    o: *mut ffi::PyObject,
+) -> (*const DLPackExchangeAPI, TableKind) {
     // SAFETY: caller contract; type fields are plain reads; `_PyType_Lookup` never raises and
     // returns a borrowed reference kept alive by the type's dict for the duration of the checks.
     unsafe {
@@ -586,18 +642,32 @@ unsafe fn lookup_table(py: Python<'_>, o: *mut ffi::PyObject) -> (*const DLPackE
                 return (table as *const DLPackExchangeAPI, kind);
             }
         }
-        let name = ATTR_NAME.get_or_init(py, || PyString::intern(py, DLPACK_EXCHANGE_API_ATTR).unbind());
+        let name = ATTR_NAME.get_or_init(py, || {
+            PyString::intern(py, DLPACK_EXCHANGE_API_ATTR).unbind()
+        });
         let attr = _PyType_Lookup(tp, name.as_ptr());
-        let mut table = if attr.is_null() { ptr::null() } else { supported_table(table_from_capsule(attr)) };
-        let legacy = LEGACY_ATTR_NAMES
-            .get_or_init(py, || DLPACK_EXCHANGE_API_LEGACY_ATTRS.iter().map(|n| PyString::intern(py, n).unbind()).collect());
+        let mut table = if attr.is_null() {
+            ptr::null()
+        } else {
+            supported_table(table_from_capsule(attr))
+        };
+        let legacy = LEGACY_ATTR_NAMES.get_or_init(py, || {
+            DLPACK_EXCHANGE_API_LEGACY_ATTRS
+                .iter()
+                .map(|n| PyString::intern(py, n).unbind())
+                .collect()
+        });
         for legacy in legacy {
             if !table.is_null() {
                 break;
             }
             let attr = _PyType_Lookup(tp, legacy.as_ptr());
             if !attr.is_null() {
-                let header = if ffi::PyLong_CheckExact(attr) != 0 { table_from_int(attr) } else { table_from_capsule(attr) };
+                let header = if ffi::PyLong_CheckExact(attr) != 0 {
+                    table_from_int(attr)
+                } else {
+                    table_from_capsule(attr)
+                };
                 table = supported_table(header);
             }
         }
@@ -628,7 +698,12 @@ fn refuse_torch_lazy_bits(obj: &Bound<'_, PyAny>, complex: bool) -> PyResult<()>
     let py = obj.py();
     let checks = [
         (pyo3::intern!(py, "is_neg"), "negative", "resolve_neg", true),
-        (pyo3::intern!(py, "is_conj"), "conjugate", "resolve_conj", complex),
+        (
+            pyo3::intern!(py, "is_conj"),
+            "conjugate",
+            "resolve_conj",
+            complex,
+        ),
     ];
     for (method, bit, fix, ask) in checks {
         if !ask {
@@ -721,7 +796,10 @@ pub fn import_via_exchange_api_with<R>(
         let t = unsafe { ImportedTensor::from_managed_versioned(m) }?;
         if torch {
             // On refusal `t` drops here: the producer's deleter runs, exactly once.
-            refuse_torch_lazy_bits(obj, t.dtype().code == crate::ffi::DLDataTypeCode::kDLComplex.0)?;
+            refuse_torch_lazy_bits(
+                obj,
+                t.dtype().code == crate::ffi::DLDataTypeCode::kDLComplex.0,
+            )?;
         }
         note_exchange_import();
         f(t)
@@ -766,11 +844,20 @@ unsafe fn lend_through<R>(
     } else {
         // SAFETY: the fill points shape and strides at `ndim` values stored in `obj`, which is
         // alive and frozen for the whole call (see [`lends`]).
-        unsafe { (std::slice::from_raw_parts(dl.shape, ndim), std::slice::from_raw_parts(dl.strides, ndim)) }
+        unsafe {
+            (
+                std::slice::from_raw_parts(dl.shape, ndim),
+                std::slice::from_raw_parts(dl.strides, ndim),
+            )
+        }
     };
     let view = PythonView {
         owner: obj,
-        data: dl.data.cast::<u8>().wrapping_add(dl.byte_offset as usize).cast(),
+        data: dl
+            .data
+            .cast::<u8>()
+            .wrapping_add(dl.byte_offset as usize)
+            .cast(),
         shape,
         strides,
         dtype: dl.dtype,
@@ -787,7 +874,10 @@ unsafe fn lend_through<R>(
 #[inline(always)]
 unsafe fn export_through(
     obj: &Bound<'_, PyAny>,
-    export: unsafe extern "C" fn(*mut c_void, *mut *mut DLManagedTensorVersioned) -> std::ffi::c_int,
+    export: unsafe extern "C" fn(
+        *mut c_void,
+        *mut *mut DLManagedTensorVersioned,
+    ) -> std::ffi::c_int,
 ) -> PyResult<NonNull<DLManagedTensorVersioned>> {
     let mut out: *mut DLManagedTensorVersioned = ptr::null_mut();
     // SAFETY: the producer's contract: a live object of the table's type (caller contract) and
@@ -797,7 +887,11 @@ unsafe fn export_through(
         return Err(export_failed(obj.py()));
     }
     NonNull::new(out).ok_or_else(|| {
-        crate::error::DlpackError::new(crate::failure::FailureKind::InternalError, "managed_tensor_from_py_object_no_sync returned NULL").into()
+        crate::error::DlpackError::new(
+            crate::failure::FailureKind::InternalError,
+            "managed_tensor_from_py_object_no_sync returned NULL",
+        )
+        .into()
     })
 }
 

@@ -17,8 +17,8 @@
 use std::marker::PhantomData;
 use std::ops::Deref;
 
-use pyo3::prelude::*;
 use pyo3::PyClass;
+use pyo3::prelude::*;
 
 use super::{Constructor, FromManagedTensor};
 use crate::export::UncheckedExtent;
@@ -162,10 +162,14 @@ mod tests {
     #[test]
     fn dims_probe_picks_the_most_specific_impl() {
         let v = vec![1i64, 2];
-        let f = (&&&Probe::<Vec<i64>>::new()).dlbind_dims().expect("Vec<i64>");
+        let f = (&&&Probe::<Vec<i64>>::new())
+            .dlbind_dims()
+            .expect("Vec<i64>");
         assert_eq!(f(&v), &[1, 2]);
         let a = [3i64, 4, 5];
-        let f = (&&&Probe::<[i64; 3]>::new()).dlbind_dims().expect("[i64; 3]");
+        let f = (&&&Probe::<[i64; 3]>::new())
+            .dlbind_dims()
+            .expect("[i64; 3]");
         assert_eq!(f(&a), &[3, 4, 5]);
         let b: Box<[i64]> = vec![7].into();
         assert!((&&&Probe::<Box<[i64]>>::new()).dlbind_dims().is_some());
@@ -180,8 +184,14 @@ mod tests {
         struct Vouched;
         // SAFETY: test type, never exported.
         unsafe impl UncheckedExtent for Vouched {}
-        assert_eq!((&&&Probe::<Checked>::new()).dlbind_extent(|| Some(16)), Some(16));
-        assert_eq!((&&&Probe::<Vouched>::new()).dlbind_extent(|| Some(16)), None);
+        assert_eq!(
+            (&&&Probe::<Checked>::new()).dlbind_extent(|| Some(16)),
+            Some(16)
+        );
+        assert_eq!(
+            (&&&Probe::<Vouched>::new()).dlbind_extent(|| Some(16)),
+            None
+        );
     }
 
     #[test]

@@ -17,9 +17,9 @@ use crate::copy::contiguous_nbytes;
 use crate::device::Device;
 use crate::dtype_table::validate_dtype;
 use crate::error::DlpackError;
-use crate::export::{ExportRequest, check_data_span};
 use crate::export::managed::export_versioned_managed;
 use crate::export::request::EXPORT_VERSION;
+use crate::export::{ExportRequest, check_data_span};
 use crate::failure::FailureKind;
 use crate::ffi::{DLDeviceType, DLManagedTensorVersioned, DLTensor};
 use crate::import::ImportedTensor;
@@ -43,7 +43,11 @@ const OWNING_REQUEST: ExportRequest = ExportRequest {
 #[inline(always)]
 unsafe fn with_gil_held(what: &'static str, f: impl FnOnce(Python<'_>) -> PyResult<()>) -> c_int {
     // SAFETY: caller contract (GIL held).
-    unsafe { crate::python::at_c_boundary(format_args!("the DLPack exchange API ({what})"), -1, |py| f(py).map(|()| 0)) }
+    unsafe {
+        crate::python::at_c_boundary(format_args!("the DLPack exchange API ({what})"), -1, |py| {
+            f(py).map(|()| 0)
+        })
+    }
 }
 
 /// `obj` as a `T` (exact type, or a subclass: same Rust layout), else TypeError.
@@ -51,7 +55,11 @@ unsafe fn with_gil_held(what: &'static str, f: impl FnOnce(Python<'_>) -> PyResu
 /// # Safety
 /// GIL held; `obj` is NULL or a live object.
 #[inline(always)]
-unsafe fn as_source<'a, 'py, T: PyClass>(py: Python<'py>, obj: *mut c_void, what: &str) -> PyResult<Borrowed<'a, 'py, T>> {
+unsafe fn as_source<'a, 'py, T: PyClass>(
+    py: Python<'py>,
+    obj: *mut c_void,
+    what: &str,
+) -> PyResult<Borrowed<'a, 'py, T>> {
     let o = obj.cast::<ffi::PyObject>();
     if o.is_null() {
         return Err(bad_value(format!("{what}: py_object is NULL")));
@@ -60,7 +68,11 @@ unsafe fn as_source<'a, 'py, T: PyClass>(py: Python<'py>, obj: *mut c_void, what
     unsafe {
         let tp = T::type_object_raw(py);
         if ffi::Py_TYPE(o) != tp && ffi::PyObject_TypeCheck(o, tp) == 0 {
-            let got = Borrowed::from_ptr(py, o).get_type().name().map(|n| n.to_string()).unwrap_or_default();
+            let got = Borrowed::from_ptr(py, o)
+                .get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_default();
             return Err(DlpackError::new(
                 FailureKind::BadArgumentType,
                 format!(
@@ -111,7 +123,10 @@ where
 ///
 /// # Safety
 /// DLPack contract: GIL held; `py_object` is a live object; `out` is writable.
-pub unsafe extern "C" fn dltensor_from_py_object_no_sync<T>(py_object: *mut c_void, out: *mut DLTensor) -> c_int
+pub unsafe extern "C" fn dltensor_from_py_object_no_sync<T>(
+    py_object: *mut c_void,
+    out: *mut DLTensor,
+) -> c_int
 where
     T: PyClass + ExchangeSource,
     T::Frozen: SourceAccess<T>,
@@ -143,11 +158,16 @@ where
                 let Some((shape, strides)) = src.exchange_dims() else {
                     return Err(DlpackError::new(
                         FailureKind::UnsupportedLayout,
-                        format!("{WHAT}: this object's shape/strides cannot be described without allocating"),
+                        format!(
+                            "{WHAT}: this object's shape/strides cannot be described without allocating"
+                        ),
                     ));
                 };
                 if shape.len() != ndim || strides.len() != ndim || ndim > i32::MAX as usize {
-                    return Err(DlpackError::new(FailureKind::UnsupportedLayout, format!("{WHAT}: inconsistent dims")));
+                    return Err(DlpackError::new(
+                        FailureKind::UnsupportedLayout,
+                        format!("{WHAT}: inconsistent dims"),
+                    ));
                 }
                 check_data_span(shape, strides, src.dlpack_dtype(), src.dlpack_data_bytes())?;
                 let (sp, st) = if ndim == 0 {
@@ -226,7 +246,9 @@ fn bad_value(message: String) -> PyErr {
     DlpackError::new(FailureKind::BadArgumentValue, message).into()
 }
 
-type SetError = Option<unsafe extern "C" fn(error_ctx: *mut c_void, kind: *const c_char, message: *const c_char)>;
+type SetError = Option<
+    unsafe extern "C" fn(error_ctx: *mut c_void, kind: *const c_char, message: *const c_char),
+>;
 
 /// `managed_tensor_allocator`: a new, zeroed, C-contiguous, writable host tensor with the
 /// prototype's dtype/ndim/shape (device must be CPU), built as a `T` through
@@ -264,68 +286,89 @@ where
         );
     }
     // A failure as `SetError` takes it: the spec's exception name and the message.
-    let dl = |e: DlpackError| (e.exception().name().to_owned(), format!("{WHAT}: {}", e.message()));
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> Result<(), (String, String)> {
-        if prototype.is_null() || out.is_null() {
-            let e = DlpackError::new(FailureKind::BadArgumentValue, "prototype or out is NULL");
-            return Err(dl(e));
-        }
-        // SAFETY: DLPack contract: a live prototype; only dtype/ndim/shape/device are read.
-        let (dtype, ndim, shape_ptr, device) =
-            unsafe { ((*prototype).dtype, (*prototype).ndim, (*prototype).shape, (*prototype).device) };
-        let device = Device::from(device);
-        if device != Device::CPU {
-            return Err(dl(DlpackError::new(
-                FailureKind::UnsupportedDevice,
-                format!("only CPU tensors can be allocated, not device {device}"),
-            )));
-        }
-        if ndim < 0 || (ndim > 0 && shape_ptr.is_null()) {
-            return Err(dl(DlpackError::new(FailureKind::UnsupportedLayout, "bad ndim or NULL shape")));
-        }
-        let shape: Vec<i64> = if ndim == 0 {
-            Vec::new()
-        } else {
-            // SAFETY: DLPack contract: `shape` holds `ndim` values.
-            unsafe { std::slice::from_raw_parts(shape_ptr, ndim as usize) }.to_vec()
-        };
-        if shape.iter().any(|&d| d < 0) {
-            return Err(dl(DlpackError::new(FailureKind::UnsupportedLayout, format!("negative dimension in {shape:?}"))));
-        }
-        let elem = validate_dtype(dtype).map_err(dl)?;
-        let nbytes = contiguous_nbytes(&shape, elem).map_err(|e| dl(e.into()))?;
-        let buf = AlignedBuffer::zeroed(nbytes).map_err(|e| dl(e.into()))?;
-        let imported = ImportedTensor::from_buffer(buf, &shape, dtype);
-        let Some(ctor) = T::exchange_constructor() else {
-            let e = no_constructor::<T>(WHAT); // its message names WHAT already
-            return Err((e.exception().name().to_owned(), e.message().to_owned()));
-        };
-        Python::attach(|py| {
-            let res = (|| -> PyResult<NonNull<DLManagedTensorVersioned>> {
-                let obj = ctor(py, imported)?;
-                let slf = obj.cast::<T>().map_err(PyErr::from)?;
-                let m = <T::Frozen as SourceAccess<T>>::with(slf, |src| {
-                    export_versioned_managed(slf.as_any(), src, &OWNING_REQUEST)
-                })??;
-                Ok(m)
-            })();
-            match res {
-                Ok(m) => {
-                    // SAFETY: checked non-NULL above.
-                    unsafe { *out = m.as_ptr() };
-                    Ok(())
-                }
-                Err(e) => {
-                    let kind = e
-                        .get_type(py)
-                        .name()
-                        .map(|n| n.to_string())
-                        .unwrap_or_else(|_| FailureKind::InternalError.exception().name().into());
-                    Err((kind, e.value(py).to_string()))
-                }
+    let dl = |e: DlpackError| {
+        (
+            e.exception().name().to_owned(),
+            format!("{WHAT}: {}", e.message()),
+        )
+    };
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(
+        || -> Result<(), (String, String)> {
+            if prototype.is_null() || out.is_null() {
+                let e = DlpackError::new(FailureKind::BadArgumentValue, "prototype or out is NULL");
+                return Err(dl(e));
             }
-        })
-    }));
+            // SAFETY: DLPack contract: a live prototype; only dtype/ndim/shape/device are read.
+            let (dtype, ndim, shape_ptr, device) = unsafe {
+                (
+                    (*prototype).dtype,
+                    (*prototype).ndim,
+                    (*prototype).shape,
+                    (*prototype).device,
+                )
+            };
+            let device = Device::from(device);
+            if device != Device::CPU {
+                return Err(dl(DlpackError::new(
+                    FailureKind::UnsupportedDevice,
+                    format!("only CPU tensors can be allocated, not device {device}"),
+                )));
+            }
+            if ndim < 0 || (ndim > 0 && shape_ptr.is_null()) {
+                return Err(dl(DlpackError::new(
+                    FailureKind::UnsupportedLayout,
+                    "bad ndim or NULL shape",
+                )));
+            }
+            let shape: Vec<i64> = if ndim == 0 {
+                Vec::new()
+            } else {
+                // SAFETY: DLPack contract: `shape` holds `ndim` values.
+                unsafe { std::slice::from_raw_parts(shape_ptr, ndim as usize) }.to_vec()
+            };
+            if shape.iter().any(|&d| d < 0) {
+                return Err(dl(DlpackError::new(
+                    FailureKind::UnsupportedLayout,
+                    format!("negative dimension in {shape:?}"),
+                )));
+            }
+            let elem = validate_dtype(dtype).map_err(dl)?;
+            let nbytes = contiguous_nbytes(&shape, elem).map_err(|e| dl(e.into()))?;
+            let buf = AlignedBuffer::zeroed(nbytes).map_err(|e| dl(e.into()))?;
+            let imported = ImportedTensor::from_buffer(buf, &shape, dtype);
+            let Some(ctor) = T::exchange_constructor() else {
+                let e = no_constructor::<T>(WHAT); // its message names WHAT already
+                return Err((e.exception().name().to_owned(), e.message().to_owned()));
+            };
+            Python::attach(|py| {
+                let res = (|| -> PyResult<NonNull<DLManagedTensorVersioned>> {
+                    let obj = ctor(py, imported)?;
+                    let slf = obj.cast::<T>().map_err(PyErr::from)?;
+                    let m = <T::Frozen as SourceAccess<T>>::with(slf, |src| {
+                        export_versioned_managed(slf.as_any(), src, &OWNING_REQUEST)
+                    })??;
+                    Ok(m)
+                })();
+                match res {
+                    Ok(m) => {
+                        // SAFETY: checked non-NULL above.
+                        unsafe { *out = m.as_ptr() };
+                        Ok(())
+                    }
+                    Err(e) => {
+                        let kind =
+                            e.get_type(py)
+                                .name()
+                                .map(|n| n.to_string())
+                                .unwrap_or_else(|_| {
+                                    FailureKind::InternalError.exception().name().into()
+                                });
+                        Err((kind, e.value(py).to_string()))
+                    }
+                }
+            })
+        },
+    ));
     match r {
         Ok(Ok(())) => 0,
         Ok(Err((kind, msg))) => report(&kind, &msg),
@@ -348,7 +391,10 @@ pub unsafe extern "C" fn current_work_stream(
 ) -> c_int {
     let r = std::panic::catch_unwind(|| -> Result<*mut c_void, DlpackError> {
         if out_current_stream.is_null() {
-            return Err(DlpackError::new(FailureKind::BadArgumentValue, "current_work_stream: out_current_stream is NULL"));
+            return Err(DlpackError::new(
+                FailureKind::BadArgumentValue,
+                "current_work_stream: out_current_stream is NULL",
+            ));
         }
         if consumer_default_stream(device_type).is_none() {
             return Ok(ptr::null_mut());
@@ -358,7 +404,10 @@ pub unsafe extern "C" fn current_work_stream(
             Ok(rt) => match rt.current_stream(device) {
                 Ok(Some(h)) => Ok(h.0 as usize as *mut c_void),
                 Ok(None) => Ok(ptr::null_mut()),
-                Err(e) => Err(DlpackError::new(FailureKind::DeviceUnavailable, format!("current_work_stream: {e}"))),
+                Err(e) => Err(DlpackError::new(
+                    FailureKind::DeviceUnavailable,
+                    format!("current_work_stream: {e}"),
+                )),
             },
             // No GPU runtime in this process: nothing set a current stream.
             Err(_) => Ok(ptr::null_mut()),
@@ -376,7 +425,11 @@ pub unsafe extern "C" fn current_work_stream(
         }
         Err(_) => {
             set_python_error(|| {
-                DlpackError::new(FailureKind::InternalError, "panic in the DLPack exchange API (current_work_stream)").into()
+                DlpackError::new(
+                    FailureKind::InternalError,
+                    "panic in the DLPack exchange API (current_work_stream)",
+                )
+                .into()
             });
             -1
         }

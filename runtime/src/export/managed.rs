@@ -30,15 +30,16 @@ use super::{DLPackSource, c_contiguous_strides, check_data_span};
 use std::sync::Arc;
 
 use crate::alloc::AlignedBuffer;
-use crate::device::Device;
-use crate::gpu::{self, DeviceRuntime, OwnedAllocation, TensorLayout};
 use crate::copy::{contiguous_nbytes, copy_to_contiguous};
+use crate::device::Device;
 use crate::dtype_table::elem_size;
 use crate::error::DlpackError;
 use crate::failure::FailureKind;
 use crate::ffi::{
-    DLDataType, DLManagedTensor, DLManagedTensorVersioned, DLPACK_CAPSULE_NAME, DLPACK_VERSIONED_CAPSULE_NAME, DLTensor,
+    DLDataType, DLManagedTensor, DLManagedTensorVersioned, DLPACK_CAPSULE_NAME,
+    DLPACK_VERSIONED_CAPSULE_NAME, DLTensor,
 };
+use crate::gpu::{self, DeviceRuntime, OwnedAllocation, TensorLayout};
 
 static LIVE_EXPORTS: AtomicUsize = AtomicUsize::new(0);
 
@@ -49,7 +50,12 @@ static LIVE_EXPORTS: AtomicUsize = AtomicUsize::new(0);
 /// target yet) the count would be approximate; it is diagnostics only.
 #[inline(always)]
 fn count_exports(delta: isize) {
-    LIVE_EXPORTS.store(LIVE_EXPORTS.load(Ordering::Relaxed).wrapping_add_signed(delta), Ordering::Relaxed);
+    LIVE_EXPORTS.store(
+        LIVE_EXPORTS
+            .load(Ordering::Relaxed)
+            .wrapping_add_signed(delta),
+        Ordering::Relaxed,
+    );
 }
 
 /// How many managed tensors dlbind created whose deleter has not run yet (process-wide).
@@ -114,7 +120,11 @@ impl ManagedKind for DLManagedTensor {
     const CAPSULE_NAME: &'static CStr = DLPACK_CAPSULE_NAME;
     #[inline]
     fn new(tensor: DLTensor, ctx: *mut c_void, _flags: u64) -> Self {
-        DLManagedTensor { dl_tensor: tensor, manager_ctx: ctx, deleter: Some(deleter::<DLManagedTensor>) }
+        DLManagedTensor {
+            dl_tensor: tensor,
+            manager_ctx: ctx,
+            deleter: Some(deleter::<DLManagedTensor>),
+        }
     }
     #[inline]
     unsafe fn deleter_of(p: *mut Self) -> Option<unsafe extern "C" fn(*mut Self)> {
@@ -200,7 +210,12 @@ unsafe fn release<M: ManagedKind>(p: *mut M, gil_held: bool) {
     // SAFETY: `hdr` is the live header of an allocation made by `build_managed`; the copy
     // buffer is moved out exactly once (the deleter runs once per tensor by the DLPack rules).
     let (owner, copy, device_copy, ndim) = unsafe {
-        ((*hdr).owner, ptr::read(&raw const (*hdr).copy), ptr::read(&raw const (*hdr).device_copy), (*hdr).ndim)
+        (
+            (*hdr).owner,
+            ptr::read(&raw const (*hdr).copy),
+            ptr::read(&raw const (*hdr).device_copy),
+            (*hdr).ndim,
+        )
     };
     // Rust-owned memory needs no interpreter.
     drop(copy);
@@ -256,7 +271,9 @@ unsafe extern "C" fn capsule_destructor<M: ManagedKind>(capsule: *mut ffi::PyObj
         match M::deleter_of(p) {
             // Our own tensor: the GIL is held here, skip PyGILState_*.
             Some(d) if d as usize == deleter::<M> as unsafe extern "C" fn(*mut M) as usize => {
-                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| release::<M>(p, true)));
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    release::<M>(p, true)
+                }));
             }
             Some(d) => d(p),
             None => {}
@@ -281,7 +298,12 @@ pub(crate) unsafe fn build_managed<M: ManagedKind, S: DLPackSource + ?Sized>(
 ) -> Result<NonNull<M>, DlpackError> {
     let ndim = src.dlpack_ndim();
     let dtype: DLDataType = src.dlpack_dtype();
-    let too_many = || DlpackError::new(FailureKind::UnsupportedLayout, format!("too many dimensions: {ndim}"));
+    let too_many = || {
+        DlpackError::new(
+            FailureKind::UnsupportedLayout,
+            format!("too many dimensions: {ndim}"),
+        )
+    };
     if ndim > i32::MAX as usize {
         return Err(too_many());
     }
@@ -291,7 +313,10 @@ pub(crate) unsafe fn build_managed<M: ManagedKind, S: DLPackSource + ?Sized>(
     // blocks, enough for the header and the i64 dims.
     let raw = unsafe { take_block::<M>(ndim, l.size()) };
     if raw.is_null() {
-        return Err(DlpackError::new(FailureKind::OutOfMemory, "out of memory allocating a DLPack tensor"));
+        return Err(DlpackError::new(
+            FailureKind::OutOfMemory,
+            "out of memory allocating a DLPack tensor",
+        ));
     }
     let hdr = raw.cast::<Header<M>>();
     // SAFETY: `dims_off + 8 * max(2 * ndim, SMALL_DIMS) <= l.size()`; the dims area is zeroed
@@ -299,11 +324,15 @@ pub(crate) unsafe fn build_managed<M: ManagedKind, S: DLPackSource + ?Sized>(
     let (shape, strides) = unsafe {
         let dims = raw.add(dims_off).cast::<i64>();
         if 2 * ndim <= SMALL_DIMS {
-            dims.cast::<[i64; SMALL_DIMS]>().write_unaligned([0; SMALL_DIMS]);
+            dims.cast::<[i64; SMALL_DIMS]>()
+                .write_unaligned([0; SMALL_DIMS]);
         } else {
             ptr::write_bytes(dims, 0, 2 * ndim);
         }
-        (std::slice::from_raw_parts_mut(dims, ndim), std::slice::from_raw_parts_mut(dims.add(ndim), ndim))
+        (
+            std::slice::from_raw_parts_mut(dims, ndim),
+            std::slice::from_raw_parts_mut(dims.add(ndim), ndim),
+        )
     };
     src.dlpack_fill_shape(shape);
     if !src.dlpack_fill_strides(strides) {
@@ -317,7 +346,13 @@ pub(crate) unsafe fn build_managed<M: ManagedKind, S: DLPackSource + ?Sized>(
 
     let prepared = if !plan.copy && !gpu_involved(src, plan) {
         // The hot path: host memory exported as it is.
-        Prepared { data: src.dlpack_data_ptr(), device: plan.device, copy: None, device_copy: None, host_copied: false }
+        Prepared {
+            data: src.dlpack_data_ptr(),
+            device: plan.device,
+            copy: None,
+            device_copy: None,
+            host_copied: false,
+        }
     } else {
         match prepare_data(src, shape, strides, dtype, plan, stream, runtime) {
             Ok(p) => p,
@@ -328,7 +363,13 @@ pub(crate) unsafe fn build_managed<M: ManagedKind, S: DLPackSource + ?Sized>(
             }
         }
     };
-    let Prepared { data, device, copy, device_copy, host_copied: host_copy } = prepared;
+    let Prepared {
+        data,
+        device,
+        copy,
+        device_copy,
+        host_copied: host_copy,
+    } = prepared;
 
     // A host copy is finished and owns its data. Anything else keeps the owner alive: its
     // memory (zero-copy), or the source of a device copy that may still be in flight on the
@@ -340,8 +381,11 @@ pub(crate) unsafe fn build_managed<M: ManagedKind, S: DLPackSource + ?Sized>(
         unsafe { ffi::Py_INCREF(owner) };
         owner
     };
-    let (shape_ptr, strides_ptr) =
-        if ndim == 0 { (ptr::null_mut(), ptr::null_mut()) } else { (shape.as_mut_ptr(), strides.as_mut_ptr()) };
+    let (shape_ptr, strides_ptr) = if ndim == 0 {
+        (ptr::null_mut(), ptr::null_mut())
+    } else {
+        (shape.as_mut_ptr(), strides.as_mut_ptr())
+    };
     let tensor = DLTensor {
         data,
         device: device.to_dl(),
@@ -374,7 +418,13 @@ pub(crate) unsafe fn build_managed<M: ManagedKind, S: DLPackSource + ?Sized>(
 unsafe fn wrap_capsule<M: ManagedKind>(py: Python<'_>, m: NonNull<M>) -> PyResult<Py<PyAny>> {
     // SAFETY: the name is a 'static C string (PyCapsule keeps the pointer); the destructor
     // follows the DLPack rules for exactly this struct kind.
-    let cap = unsafe { ffi::PyCapsule_New(m.as_ptr().cast::<c_void>(), M::CAPSULE_NAME.as_ptr(), Some(capsule_destructor::<M>)) };
+    let cap = unsafe {
+        ffi::PyCapsule_New(
+            m.as_ptr().cast::<c_void>(),
+            M::CAPSULE_NAME.as_ptr(),
+            Some(capsule_destructor::<M>),
+        )
+    };
     if cap.is_null() {
         // SAFETY: nobody else owns `m`.
         unsafe { deleter::<M>(m.as_ptr()) };
@@ -421,7 +471,13 @@ fn prepare_data<S: DLPackSource + ?Sized>(
     stream: Option<i64>,
     runtime: Option<&Arc<dyn DeviceRuntime>>,
 ) -> Result<Prepared, DlpackError> {
-    let mut out = Prepared { data: src.dlpack_data_ptr(), device: plan.device, copy: None, device_copy: None, host_copied: plan.copy };
+    let mut out = Prepared {
+        data: src.dlpack_data_ptr(),
+        device: plan.device,
+        copy: None,
+        device_copy: None,
+        host_copied: plan.copy,
+    };
     if gpu_involved(src, plan) {
         let done = run_device_plan(src, shape, strides, dtype, plan, stream, runtime)?;
         if done.is_copied != plan.copy {
@@ -446,7 +502,16 @@ fn prepare_data<S: DLPackSource + ?Sized>(
         // host by the GPU plan's steps, if any); `src`'s contract makes every element reachable
         // from its data pointer with these shape/strides readable; `buf` is a fresh allocation
         // of `nbytes` bytes (no overlap).
-        unsafe { copy_to_contiguous(out.data.cast::<u8>(), shape, strides, elem, buf.as_mut_ptr(), nbytes) }?;
+        unsafe {
+            copy_to_contiguous(
+                out.data.cast::<u8>(),
+                shape,
+                strides,
+                elem,
+                buf.as_mut_ptr(),
+                nbytes,
+            )
+        }?;
         c_contiguous_strides(shape, strides);
         out.data = buf.as_mut_ptr().cast::<c_void>();
         out.copy = Some(buf);
@@ -469,20 +534,40 @@ fn run_device_plan<S: DLPackSource + ?Sized>(
     let contiguous = gpu::plan::is_c_contiguous(shape, Some(strides));
     // Sub-byte dtypes move as whole bytes, which only a C-contiguous layout allows.
     let (flat, layout) = match elem_size(dtype)? {
-        crate::copy::ElemSize::Bytes(b) => (None, TensorLayout { shape, strides: Some(strides), elem_bytes: b }),
+        crate::copy::ElemSize::Bytes(b) => (
+            None,
+            TensorLayout {
+                shape,
+                strides: Some(strides),
+                elem_bytes: b,
+            },
+        ),
         elem @ crate::copy::ElemSize::SubByte { .. } => {
             if !contiguous {
                 return Err(DlpackError::new(
                     FailureKind::UnsupportedLayout,
-                    format!("a non-contiguous {} tensor cannot be copied by a device runtime (sub-byte elements)", crate::dtype_table::describe(dtype)),
+                    format!(
+                        "a non-contiguous {} tensor cannot be copied by a device runtime (sub-byte elements)",
+                        crate::dtype_table::describe(dtype)
+                    ),
                 ));
             }
             let n = contiguous_nbytes(shape, elem)? as i64;
-            (Some([n]), TensorLayout { shape: &[], strides: None, elem_bytes: 1 })
+            (
+                Some([n]),
+                TensorLayout {
+                    shape: &[],
+                    strides: None,
+                    elem_bytes: 1,
+                },
+            )
         }
     };
     let layout = match &flat {
-        Some(n) => TensorLayout { shape: &n[..], ..layout },
+        Some(n) => TensorLayout {
+            shape: &n[..],
+            ..layout
+        },
         None => layout,
     };
     let req = gpu::ExportRequest {
@@ -511,7 +596,13 @@ pub fn export_to_capsule<S: DLPackSource + ?Sized>(
     src: &S,
     req: &ExportRequest,
 ) -> PyResult<Py<PyAny>> {
-    let plan = plan_export(req, SourceInfo { device: src.dlpack_device(), readonly: src.dlpack_readonly() })?;
+    let plan = plan_export(
+        req,
+        SourceInfo {
+            device: src.dlpack_device(),
+            readonly: src.dlpack_readonly(),
+        },
+    )?;
     export_planned_on(owner, src, &plan, req.stream, None)
 }
 
@@ -524,7 +615,13 @@ pub fn export_to_capsule_on<S: DLPackSource + ?Sized>(
     req: &ExportRequest,
     runtime: &Arc<dyn DeviceRuntime>,
 ) -> PyResult<Py<PyAny>> {
-    let plan = plan_export(req, SourceInfo { device: src.dlpack_device(), readonly: src.dlpack_readonly() })?;
+    let plan = plan_export(
+        req,
+        SourceInfo {
+            device: src.dlpack_device(),
+            readonly: src.dlpack_readonly(),
+        },
+    )?;
     export_planned_on(owner, src, &plan, req.stream, Some(runtime))
 }
 
@@ -540,10 +637,17 @@ fn export_planned_on<S: DLPackSource + ?Sized>(
     // SAFETY: `owner` is a live object (bound to the GIL token `py`) that owns `src`.
     unsafe {
         if plan.versioned {
-            let m = build_managed::<DLManagedTensorVersioned, S>(owner.as_ptr(), src, plan, stream, runtime)?;
+            let m = build_managed::<DLManagedTensorVersioned, S>(
+                owner.as_ptr(),
+                src,
+                plan,
+                stream,
+                runtime,
+            )?;
             wrap_capsule(py, m)
         } else {
-            let m = build_managed::<DLManagedTensor, S>(owner.as_ptr(), src, plan, stream, runtime)?;
+            let m =
+                build_managed::<DLManagedTensor, S>(owner.as_ptr(), src, plan, stream, runtime)?;
             wrap_capsule(py, m)
         }
     }
@@ -561,7 +665,15 @@ pub fn export_versioned_managed<S: DLPackSource + ?Sized>(
     if !req.wants_versioned() {
         req.max_version = Some((EXPORT_VERSION.major as i64, EXPORT_VERSION.minor as i64));
     }
-    let plan = plan_export(&req, SourceInfo { device: src.dlpack_device(), readonly: src.dlpack_readonly() })?;
+    let plan = plan_export(
+        &req,
+        SourceInfo {
+            device: src.dlpack_device(),
+            readonly: src.dlpack_readonly(),
+        },
+    )?;
     // SAFETY: `owner` is live and bound to the GIL.
-    unsafe { build_managed::<DLManagedTensorVersioned, S>(owner.as_ptr(), src, &plan, req.stream, None) }
+    unsafe {
+        build_managed::<DLManagedTensorVersioned, S>(owner.as_ptr(), src, &plan, req.stream, None)
+    }
 }

@@ -75,11 +75,18 @@ pub unsafe trait DLPackSource {
 /// not checked). An empty tensor addresses nothing. Cheap when it passes (one pass over the
 /// dims).
 #[inline]
-pub fn check_data_span(shape: &[i64], strides: &[i64], dtype: DLDataType, data_bytes: Option<usize>) -> Result<(), DlpackError> {
+pub fn check_data_span(
+    shape: &[i64],
+    strides: &[i64],
+    dtype: DLDataType,
+    data_bytes: Option<usize>,
+) -> Result<(), DlpackError> {
     let Some(elem) = crate::dtype_table::valid_elem_size(dtype) else {
         return Err(bad_export_dtype(dtype));
     };
-    let Some(avail) = data_bytes else { return Ok(()) };
+    let Some(avail) = data_bytes else {
+        return Ok(());
+    };
     // u64 with checked steps (an export runs this on every call): `last` is the highest element
     // index addressed; a negative reach (stride < 0 on a dimension > 1) or an overflow is
     // refused unless the tensor is empty; a negative dimension always is.
@@ -95,7 +102,10 @@ pub fn check_data_span(shape: &[i64], strides: &[i64], dtype: DLDataType, data_b
             bad = true;
             continue;
         }
-        match ((d - 1) as u64).checked_mul(s as u64).and_then(|r| last.checked_add(r)) {
+        match ((d - 1) as u64)
+            .checked_mul(s as u64)
+            .and_then(|r| last.checked_add(r))
+        {
             Some(v) => last = v,
             None => bad = true,
         }
@@ -234,29 +244,63 @@ mod span_tests {
 
     use crate::ffi::DLDataTypeCode;
 
-    const F32: DLDataType = DLDataType { code: DLDataTypeCode::kDLFloat.0, bits: 32, lanes: 1 };
-    const FP4: DLDataType = DLDataType { code: DLDataTypeCode::kDLFloat4_e2m1fn.0, bits: 4, lanes: 1 };
+    const F32: DLDataType = DLDataType {
+        code: DLDataTypeCode::kDLFloat.0,
+        bits: 32,
+        lanes: 1,
+    };
+    const FP4: DLDataType = DLDataType {
+        code: DLDataTypeCode::kDLFloat4_e2m1fn.0,
+        bits: 4,
+        lanes: 1,
+    };
 
     #[test]
     fn spans_inside_the_data_pass_and_others_fail() {
-        let ok = |shape: &[i64], strides: &[i64], dt, n| check_data_span(shape, strides, dt, Some(n)).is_ok();
+        let ok = |shape: &[i64], strides: &[i64], dt, n| {
+            check_data_span(shape, strides, dt, Some(n)).is_ok()
+        };
         assert!(ok(&[3, 4], &[4, 1], F32, 48));
         assert!(!ok(&[3, 4], &[4, 1], F32, 47), "one byte short");
         assert!(ok(&[4, 3], &[1, 4], F32, 48), "transposed");
-        assert!(!ok(&[2], &[-1], F32, 1 << 20), "negative stride reaches before element 0");
+        assert!(
+            !ok(&[2], &[-1], F32, 1 << 20),
+            "negative stride reaches before element 0"
+        );
         assert!(ok(&[0, 5], &[7, 1], F32, 0), "empty addresses nothing");
-        assert!(!ok(&[0, -1], &[1, 1], F32, 1 << 20), "a negative dimension is never fine");
+        assert!(
+            !ok(&[0, -1], &[1, 1], F32, 1 << 20),
+            "a negative dimension is never fine"
+        );
         assert!(ok(&[], &[], F32, 4), "0-d: one element");
         assert!(!ok(&[], &[], F32, 3));
-        assert!(ok(&[5], &[1], FP4, 3), "5 packed fp4 elements fit in 3 bytes");
+        assert!(
+            ok(&[5], &[1], FP4, 3),
+            "5 packed fp4 elements fit in 3 bytes"
+        );
         assert!(!ok(&[5], &[1], FP4, 2));
-        assert!(!ok(&[1 << 62, 4], &[1 << 62, 1], F32, usize::MAX), "no overflow");
-        assert!(check_data_span(&[1 << 40], &[1], F32, None).is_ok(), "unknown extent: trusted");
-        for bad in [DLDataType { lanes: 0, ..F32 }, DLDataType { bits: 0, ..F32 }, DLDataType { code: 200, ..F32 }, DLDataType { bits: 8, ..FP4 }] {
+        assert!(
+            !ok(&[1 << 62, 4], &[1 << 62, 1], F32, usize::MAX),
+            "no overflow"
+        );
+        assert!(
+            check_data_span(&[1 << 40], &[1], F32, None).is_ok(),
+            "unknown extent: trusted"
+        );
+        for bad in [
+            DLDataType { lanes: 0, ..F32 },
+            DLDataType { bits: 0, ..F32 },
+            DLDataType { code: 200, ..F32 },
+            DLDataType { bits: 8, ..FP4 },
+        ] {
             let e = check_data_span(&[4], &[1], bad, Some(1 << 20)).unwrap_err();
             assert_eq!(e.kind(), FailureKind::UnsupportedDtype, "{bad:?}");
             let e = check_data_span(&[4], &[1], bad, None).unwrap_err();
-            assert_eq!(e.kind(), FailureKind::UnsupportedDtype, "unknown extent too: {bad:?}");
+            assert_eq!(
+                e.kind(),
+                FailureKind::UnsupportedDtype,
+                "unknown extent too: {bad:?}"
+            );
         }
         let e = check_data_span(&[2, 2], &[2, 1], F32, Some(8)).unwrap_err();
         assert_eq!(e.kind(), FailureKind::MalformedTensor);

@@ -18,13 +18,16 @@ use crate::device::Device;
 use crate::error::DlpackError;
 use crate::failure::FailureKind;
 use crate::ffi::{
-    DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION,
-    DLPackVersion,
+    DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION,
+    DLPACK_MINOR_VERSION, DLPackVersion,
 };
 use crate::stream_rules::{StreamAction, resolve_stream};
 
 /// The version dlbind writes into versioned capsules (from the generated constants).
-pub const EXPORT_VERSION: DLPackVersion = DLPackVersion { major: DLPACK_MAJOR_VERSION, minor: DLPACK_MINOR_VERSION };
+pub const EXPORT_VERSION: DLPackVersion = DLPackVersion {
+    major: DLPACK_MAJOR_VERSION,
+    minor: DLPACK_MINOR_VERSION,
+};
 
 /// The parsed keyword arguments of `__dlpack__` (types already checked).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -41,7 +44,12 @@ pub struct ExportRequest {
 
 impl ExportRequest {
     /// `__dlpack__()` with no arguments.
-    pub const DEFAULT: ExportRequest = ExportRequest { max_version: None, copy: None, dl_device: None, stream: None };
+    pub const DEFAULT: ExportRequest = ExportRequest {
+        max_version: None,
+        copy: None,
+        dl_device: None,
+        stream: None,
+    };
 
     /// Whether a versioned capsule is requested (`max_version[0] >= 1`).
     pub const fn wants_versioned(&self) -> bool {
@@ -85,19 +93,26 @@ pub fn plan_export(req: &ExportRequest, src: SourceInfo) -> Result<ExportPlan, D
     let target = req.dl_device.unwrap_or(src.device);
 
     // Device: the same device, or host-accessible memory viewed as (kDLCPU, 0), needs no copy.
-    let same_memory = target == src.device || (target == Device::CPU && src.device.is_host_accessible());
+    let same_memory =
+        target == src.device || (target == Device::CPU && src.device.is_host_accessible());
     let cross_device = !same_memory;
     if cross_device {
         if req.copy == Some(false) && crate::gpu::can_copy(src.device, target) {
             return Err(DlpackError::new(
                 FailureKind::CopyRequired,
-                format!("exporting from device {} to {target} requires a copy, but copy=False", src.device),
+                format!(
+                    "exporting from device {} to {target} requires a copy, but copy=False",
+                    src.device
+                ),
             ));
         }
         if !crate::gpu::can_copy(src.device, target) {
             return Err(DlpackError::new(
                 FailureKind::UnsupportedDevice,
-                format!("unsupported device requested: cannot export from device {} to {target}", src.device),
+                format!(
+                    "unsupported device requested: cannot export from device {} to {target}",
+                    src.device
+                ),
             ));
         }
     }
@@ -112,7 +127,10 @@ pub fn plan_export(req: &ExportRequest, src: SourceInfo) -> Result<ExportPlan, D
         if !crate::gpu::can_copy(src.device, target) {
             return Err(DlpackError::new(
                 FailureKind::UnsupportedDevice,
-                format!("copy=True is not supported for memory on device {}", src.device),
+                format!(
+                    "copy=True is not supported for memory on device {}",
+                    src.device
+                ),
             ));
         }
     }
@@ -135,7 +153,13 @@ pub fn plan_export(req: &ExportRequest, src: SourceInfo) -> Result<ExportPlan, D
         flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
     }
 
-    Ok(ExportPlan { versioned, copy, flags, device: target, stream })
+    Ok(ExportPlan {
+        versioned,
+        copy,
+        flags,
+        device: target,
+        stream,
+    })
 }
 
 #[cfg(test)]
@@ -143,11 +167,27 @@ mod tests {
     use super::*;
     use crate::ffi::DLDeviceType;
 
-    const CPU_RW: SourceInfo = SourceInfo { device: Device::CPU, readonly: false };
-    const CPU_RO: SourceInfo = SourceInfo { device: Device::CPU, readonly: true };
+    const CPU_RW: SourceInfo = SourceInfo {
+        device: Device::CPU,
+        readonly: false,
+    };
+    const CPU_RO: SourceInfo = SourceInfo {
+        device: Device::CPU,
+        readonly: true,
+    };
 
-    fn req(max_version: Option<(i64, i64)>, copy: Option<bool>, dl_device: Option<Device>, stream: Option<i64>) -> ExportRequest {
-        ExportRequest { max_version, copy, dl_device, stream }
+    fn req(
+        max_version: Option<(i64, i64)>,
+        copy: Option<bool>,
+        dl_device: Option<Device>,
+        stream: Option<i64>,
+    ) -> ExportRequest {
+        ExportRequest {
+            max_version,
+            copy,
+            dl_device,
+            stream,
+        }
     }
 
     fn kind(r: Result<ExportPlan, DlpackError>) -> FailureKind {
@@ -161,7 +201,13 @@ mod tests {
             assert!(!p.versioned, "{mv:?}");
             assert_eq!(p.flags, 0);
         }
-        for mv in [Some((1, 0)), Some((1, 3)), Some((2, 0)), Some((100, 3)), Some((i64::MAX, 0))] {
+        for mv in [
+            Some((1, 0)),
+            Some((1, 3)),
+            Some((2, 0)),
+            Some((100, 3)),
+            Some((i64::MAX, 0)),
+        ] {
             let p = plan_export(&req(mv, None, None, None), CPU_RW).unwrap();
             assert!(p.versioned, "{mv:?}");
             assert!(!p.copy);
@@ -172,8 +218,17 @@ mod tests {
 
     #[test]
     fn readonly_rules() {
-        assert_eq!(kind(plan_export(&req(None, None, None, None), CPU_RO)), FailureKind::ReadOnlyLegacy);
-        assert_eq!(kind(plan_export(&req(Some((0, 9)), Some(false), None, None), CPU_RO)), FailureKind::ReadOnlyLegacy);
+        assert_eq!(
+            kind(plan_export(&req(None, None, None, None), CPU_RO)),
+            FailureKind::ReadOnlyLegacy
+        );
+        assert_eq!(
+            kind(plan_export(
+                &req(Some((0, 9)), Some(false), None, None),
+                CPU_RO
+            )),
+            FailureKind::ReadOnlyLegacy
+        );
         let p = plan_export(&req(Some((1, 0)), None, None, None), CPU_RO).unwrap();
         assert_eq!(p.flags, DLPACK_FLAG_BITMASK_READ_ONLY);
         // A copy is writable, so read-only data can be copied even into a legacy capsule.
@@ -205,7 +260,12 @@ mod tests {
         }
         // Devices no runtime can copy to are refused with BufferError (UnsupportedDevice),
         // whatever copy says.
-        for d in [Device::new(DLDeviceType(9), 0), Device::new(DLDeviceType::kDLCPU, 1 << 30), Device::rocm(0), Device::oneapi(0)] {
+        for d in [
+            Device::new(DLDeviceType(9), 0),
+            Device::new(DLDeviceType::kDLCPU, 1 << 30),
+            Device::rocm(0),
+            Device::oneapi(0),
+        ] {
             for c in [None, Some(true), Some(false)] {
                 let k = kind(plan_export(&req(Some((1, 0)), c, Some(d), None), CPU_RW));
                 assert_eq!(k, FailureKind::UnsupportedDevice, "{d:?} {c:?}");
@@ -213,30 +273,73 @@ mod tests {
             }
         }
         // Host → CUDA is a host-to-device copy (the GPU planner serves it); copy=False refuses.
-        let p = plan_export(&req(Some((1, 0)), None, Some(Device::cuda(0)), Some(1)), CPU_RW).unwrap();
+        let p = plan_export(
+            &req(Some((1, 0)), None, Some(Device::cuda(0)), Some(1)),
+            CPU_RW,
+        )
+        .unwrap();
         assert!(p.copy && p.flags == DLPACK_FLAG_BITMASK_IS_COPIED && p.device == Device::cuda(0));
-        assert_eq!(kind(plan_export(&req(Some((1, 0)), Some(false), Some(Device::cuda(0)), Some(1)), CPU_RW)), FailureKind::CopyRequired);
+        assert_eq!(
+            kind(plan_export(
+                &req(Some((1, 0)), Some(false), Some(Device::cuda(0)), Some(1)),
+                CPU_RW
+            )),
+            FailureKind::CopyRequired
+        );
         // Host-accessible memory is exported to CPU without a copy, even with copy=False.
         for src in [Device::CUDA_HOST, Device::CUDA_MANAGED, Device::ROCM_HOST] {
-            let s = SourceInfo { device: src, readonly: false };
-            let p = plan_export(&req(Some((1, 0)), Some(false), Some(Device::CPU), None), s).unwrap();
+            let s = SourceInfo {
+                device: src,
+                readonly: false,
+            };
+            let p =
+                plan_export(&req(Some((1, 0)), Some(false), Some(Device::CPU), None), s).unwrap();
             assert!(!p.copy);
             assert_eq!(p.device, Device::CPU);
             // copy=True on such memory is a host copy.
-            let p = plan_export(&req(Some((1, 0)), Some(true), Some(Device::CPU), None), s).unwrap();
+            let p =
+                plan_export(&req(Some((1, 0)), Some(true), Some(Device::CPU), None), s).unwrap();
             assert!(p.copy);
         }
         // CUDA memory → CPU: a device-to-host copy, IS_COPIED; copy=False → CopyRequired.
-        let s = SourceInfo { device: Device::cuda(0), readonly: false };
+        let s = SourceInfo {
+            device: Device::cuda(0),
+            readonly: false,
+        };
         let p = plan_export(&req(Some((1, 0)), None, Some(Device::CPU), None), s).unwrap();
         assert!(p.copy && p.flags == DLPACK_FLAG_BITMASK_IS_COPIED && p.device == Device::CPU);
-        assert_eq!(kind(plan_export(&req(Some((1, 0)), Some(false), Some(Device::CPU), None), s)), FailureKind::CopyRequired);
+        assert_eq!(
+            kind(plan_export(
+                &req(Some((1, 0)), Some(false), Some(Device::CPU), None),
+                s
+            )),
+            FailureKind::CopyRequired
+        );
         // Same-device copies of CUDA memory are served; ROCm ones are not (no runtime).
-        assert!(plan_export(&req(Some((1, 0)), Some(true), None, Some(1)), s).unwrap().copy);
-        let r = SourceInfo { device: Device::rocm(0), readonly: false };
-        assert_eq!(kind(plan_export(&req(Some((1, 0)), Some(true), None, Some(0)), r)), FailureKind::UnsupportedDevice);
+        assert!(
+            plan_export(&req(Some((1, 0)), Some(true), None, Some(1)), s)
+                .unwrap()
+                .copy
+        );
+        let r = SourceInfo {
+            device: Device::rocm(0),
+            readonly: false,
+        };
+        assert_eq!(
+            kind(plan_export(
+                &req(Some((1, 0)), Some(true), None, Some(0)),
+                r
+            )),
+            FailureKind::UnsupportedDevice
+        );
         // Another GPU is not served (no peer copies).
-        assert_eq!(kind(plan_export(&req(Some((1, 0)), None, Some(Device::cuda(1)), Some(1)), s)), FailureKind::UnsupportedDevice);
+        assert_eq!(
+            kind(plan_export(
+                &req(Some((1, 0)), None, Some(Device::cuda(1)), Some(1)),
+                s
+            )),
+            FailureKind::UnsupportedDevice
+        );
         // Zero-copy export of device memory on its own device is fine.
         let p = plan_export(&req(Some((1, 0)), None, None, Some(1)), s).unwrap();
         assert_eq!(p.device, Device::cuda(0));
@@ -259,10 +362,17 @@ mod tests {
         ];
         for from in devices {
             for to in devices {
-                let s = SourceInfo { device: from, readonly: false };
+                let s = SourceInfo {
+                    device: from,
+                    readonly: false,
+                };
                 let stream = crate::stream_rules::consumer_default_stream(to.device_type);
                 let ours = plan_export(&req(Some((1, 0)), Some(true), Some(to), stream), s);
-                assert_eq!(ours.is_ok(), crate::gpu::can_copy(from, to), "{from} -> {to}: {ours:?}");
+                assert_eq!(
+                    ours.is_ok(),
+                    crate::gpu::can_copy(from, to),
+                    "{from} -> {to}: {ours:?}"
+                );
             }
         }
     }
@@ -271,15 +381,31 @@ mod tests {
     fn streams_follow_generated_rules_for_target_device() {
         use crate::stream_rules::resolve_stream;
         // CPU: only None.
-        assert_eq!(plan_export(&req(None, None, None, None), CPU_RW).unwrap().stream, resolve_stream(DLDeviceType::kDLCPU, None).unwrap());
+        assert_eq!(
+            plan_export(&req(None, None, None, None), CPU_RW)
+                .unwrap()
+                .stream,
+            resolve_stream(DLDeviceType::kDLCPU, None).unwrap()
+        );
         for s in [-1, 0, 1, 2, 7] {
             let e = plan_export(&req(None, None, None, Some(s)), CPU_RW).unwrap_err();
             assert_eq!(e.kind(), FailureKind::InvalidStream);
             assert_eq!(e.exception(), crate::failure::PyExceptionKind::ValueError);
         }
         // CUDA source: every stream value is checked by the generated table, nothing else.
-        let cuda = SourceInfo { device: Device::cuda(0), readonly: false };
-        for s in [None, Some(-1), Some(0), Some(1), Some(2), Some(3), Some(1 << 40)] {
+        let cuda = SourceInfo {
+            device: Device::cuda(0),
+            readonly: false,
+        };
+        for s in [
+            None,
+            Some(-1),
+            Some(0),
+            Some(1),
+            Some(2),
+            Some(3),
+            Some(1 << 40),
+        ] {
             let ours = plan_export(&req(Some((1, 0)), None, None, s), cuda).map(|p| p.stream);
             let generated = resolve_stream(DLDeviceType::kDLCUDA, s);
             assert_eq!(ours.is_ok(), generated.is_ok(), "{s:?}");
@@ -287,14 +413,30 @@ mod tests {
                 assert_eq!(a, b);
             }
         }
-        let rocm = SourceInfo { device: Device::rocm(0), readonly: false };
+        let rocm = SourceInfo {
+            device: Device::rocm(0),
+            readonly: false,
+        };
         for s in [None, Some(-1), Some(0), Some(1), Some(2), Some(3)] {
             let ours = plan_export(&req(Some((1, 0)), None, None, s), rocm).map(|p| p.stream);
-            assert_eq!(ours.is_ok(), resolve_stream(DLDeviceType::kDLROCM, s).is_ok(), "{s:?}");
+            assert_eq!(
+                ours.is_ok(),
+                resolve_stream(DLDeviceType::kDLROCM, s).is_ok(),
+                "{s:?}"
+            );
         }
         // The stream is checked against the target: managed memory exported to CPU takes None only.
-        let managed = SourceInfo { device: Device::CUDA_MANAGED, readonly: false };
-        assert!(plan_export(&req(Some((1, 0)), None, Some(Device::CPU), Some(1)), managed).is_err());
+        let managed = SourceInfo {
+            device: Device::CUDA_MANAGED,
+            readonly: false,
+        };
+        assert!(
+            plan_export(
+                &req(Some((1, 0)), None, Some(Device::CPU), Some(1)),
+                managed
+            )
+            .is_err()
+        );
         assert!(plan_export(&req(Some((1, 0)), None, Some(Device::CPU), None), managed).is_ok());
     }
 }

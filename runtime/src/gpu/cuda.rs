@@ -550,19 +550,26 @@ impl DeviceRuntime for CudaRuntime {
 
 /// A 32-bit attribute (`unsigned int` or `int`) of `ptr` from `cuPointerGetAttribute`; `None`
 /// when the driver does not know the pointer (or the attribute).
-fn pointer_attribute<T: Copy + Default>(ptr: DevicePtr, attribute: sys::CUpointer_attribute) -> Option<T> {
+fn pointer_attribute<T: Copy + Default>(
+    ptr: DevicePtr,
+    attribute: sys::CUpointer_attribute,
+) -> Option<T> {
     const { assert!(std::mem::size_of::<T>() == 4) };
     let mut value = T::default();
     // SAFETY: the attributes asked for here (memory type, managed flag, device ordinal) each
     // write one 32-bit value to `data`, which points to a live 4-byte `T` (u32 or i32).
-    let r = unsafe { sys::cuPointerGetAttribute((&raw mut value).cast::<c_void>(), attribute, ptr) };
+    let r =
+        unsafe { sys::cuPointerGetAttribute((&raw mut value).cast::<c_void>(), attribute, ptr) };
     (r == sys::CUresult::CUDA_SUCCESS).then_some(value)
 }
 
 /// The driver's memory type for `ptr` (`None`: unknown pointer or value).
 fn memory_type(ptr: DevicePtr) -> Option<sys::CUmemorytype> {
     use sys::CUmemorytype as M;
-    match pointer_attribute::<u32>(ptr, sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE)? {
+    match pointer_attribute::<u32>(
+        ptr,
+        sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+    )? {
         1 => Some(M::CU_MEMORYTYPE_HOST),
         2 => Some(M::CU_MEMORYTYPE_DEVICE),
         3 => Some(M::CU_MEMORYTYPE_ARRAY),
@@ -578,8 +585,10 @@ fn memory_type(ptr: DevicePtr) -> Option<sys::CUmemorytype> {
 fn query_pointer(ptr: DevicePtr) -> Option<Device> {
     use sys::{CUmemorytype as M, CUpointer_attribute as A};
     let memory_type = memory_type(ptr)?;
-    let is_managed = pointer_attribute::<u32>(ptr, A::CU_POINTER_ATTRIBUTE_IS_MANAGED).unwrap_or(0) != 0;
-    let ordinal = pointer_attribute::<i32>(ptr, A::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL).unwrap_or(-1);
+    let is_managed =
+        pointer_attribute::<u32>(ptr, A::CU_POINTER_ATTRIBUTE_IS_MANAGED).unwrap_or(0) != 0;
+    let ordinal =
+        pointer_attribute::<i32>(ptr, A::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL).unwrap_or(-1);
     let kind = match memory_type {
         _ if is_managed => AllocKind::Managed,
         M::CU_MEMORYTYPE_HOST => AllocKind::PinnedHost,

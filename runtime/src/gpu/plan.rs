@@ -33,7 +33,9 @@ use crate::device::Device;
 use crate::error::{DlpackError, Result};
 use crate::failure::FailureKind;
 use crate::ffi::DLDeviceType;
-use crate::stream_rules::{StreamAction, consumer_default_stream, has_stream_rules, resolve_stream, stream_value_for};
+use crate::stream_rules::{
+    StreamAction, consumer_default_stream, has_stream_rules, resolve_stream, stream_value_for,
+};
 
 use super::{
     AllocKind, CopyKind, DevicePtr, DeviceRuntime, EventHandle, OwnedAllocation, StreamHandle,

@@ -15,7 +15,10 @@ pub fn serial() -> MutexGuard<'static, ()> {
 
 /// Makes the repository's venv (numpy, ...) importable when it exists.
 pub fn add_venv(py: Python<'_>) {
-    let site = concat!(env!("CARGO_MANIFEST_DIR"), "/../.venv/lib/python3.11/site-packages");
+    let site = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../.venv/lib/python3.11/site-packages"
+    );
     if std::path::Path::new(site).exists() {
         let sys = py.import("sys").unwrap();
         let path = sys.getattr("path").unwrap();
@@ -43,11 +46,21 @@ pub fn versioned_capsule(
         // SAFETY: CPython calls this with a live capsule and the GIL.
         unsafe {
             if pyffi::PyCapsule_IsValid(cap, DLPACK_VERSIONED_CAPSULE_NAME.as_ptr()) != 0 {
-                let p = pyffi::PyCapsule_GetPointer(cap, DLPACK_VERSIONED_CAPSULE_NAME.as_ptr()).cast::<DLManagedTensorVersioned>();
+                let p = pyffi::PyCapsule_GetPointer(cap, DLPACK_VERSIONED_CAPSULE_NAME.as_ptr())
+                    .cast::<DLManagedTensorVersioned>();
                 ((*p).deleter.unwrap())(p);
             }
         }
     }
     // SAFETY: static name, matching destructor.
-    unsafe { Bound::from_owned_ptr(py, pyffi::PyCapsule_New(m.as_ptr().cast(), DLPACK_VERSIONED_CAPSULE_NAME.as_ptr(), Some(dtor))) }
+    unsafe {
+        Bound::from_owned_ptr(
+            py,
+            pyffi::PyCapsule_New(
+                m.as_ptr().cast(),
+                DLPACK_VERSIONED_CAPSULE_NAME.as_ptr(),
+                Some(dtor),
+            ),
+        )
+    }
 }
