@@ -14,7 +14,7 @@
 #   VENV=/path/to/venv       default: <repo>/.venv
 #   CARGO_TARGET_DIR=...     default: <repo>/target
 #   CARGO_BUILD_JOBS=N       passed through to cargo / maturin
-#   DLBIND_SKIP_RUST=1       skip steps 2-3 (codegen check, cargo test)
+#   DLBIND_SKIP_RUST=1       skip steps 2-3 (codegen check, lint, cargo test)
 #   DLBIND_SKIP_MEMCHECK=1   skip step 5b (valgrind memcheck subset + checker self-test, ~35 s; skipped anyway without valgrind)
 set -euo pipefail
 
@@ -74,6 +74,22 @@ if [[ "${DLBIND_SKIP_RUST:-0}" != 1 ]]; then
   # ------------------------------------------------------------ 2. codegen
   step "2/5 generated/ is up to date (dlbind-codegen check)"
   check "codegen check" cargo run --release -q -p dlbind-codegen -- check
+
+  # ------------------------------------------------------------ 2b. lint
+  # rustfmt's default style (no rustfmt.toml) and clippy with warnings as errors. Each skips,
+  # saying so, on a toolchain installed without that component.
+  step "2b/5 cargo fmt --check, cargo clippy -D warnings"
+  if cargo fmt --version >/dev/null 2>&1; then
+    check "cargo fmt" cargo fmt --all --check
+  else
+    echo "rustfmt is not installed with this toolchain: format check skipped"
+  fi
+  if cargo clippy --version >/dev/null 2>&1; then
+    check "cargo clippy" cargo clippy --release -q --workspace --all-targets -- -D warnings
+    check "cargo clippy (cuda feature)" cargo clippy --release -q -p dlbind --features cuda --all-targets -- -D warnings
+  else
+    echo "clippy is not installed with this toolchain: lint skipped"
+  fi
 
   # ------------------------------------------------------------ 3. cargo test
   step "3/5 cargo test --workspace --release --no-fail-fast"

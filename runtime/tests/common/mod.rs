@@ -8,9 +8,15 @@ use dlbind::pyo3::prelude::*;
 static SERIAL: Mutex<()> = Mutex::new(());
 
 /// Tests that look at the process-wide `live_exports()` counter or deleter counters run one at
-/// a time.
+/// a time, each starting with the cyclic garbage of the tests before it collected: otherwise a
+/// collection that happens to run inside a test (any allocation may start one) frees an earlier
+/// test's exports there and moves that test's `live_exports()` baseline.
 pub fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    Python::attach(|py| {
+        py.import("gc").unwrap().call_method0("collect").unwrap();
+    });
+    guard
 }
 
 /// Makes the repository's venv (numpy, ...) importable when it exists.
