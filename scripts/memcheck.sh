@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Valgrind memcheck of dlbind_demo's DLPack export / import paths (issue 6).
 #
-#   scripts/memcheck.sh                 # CI subset (DLBIND_MEMCHECK_CYCLES, default 150 cycles, ~50 s)
+#   scripts/memcheck.sh                 # CI subset (DLBIND_MEMCHECK_CYCLES, default 150 cycles, run
+#                                       # twice: free lists on, then off with DLBIND_FREELIST=0; ~100 s)
 #   scripts/memcheck.sh --full          # long run: 5000 cycles (~5 min)
 #   scripts/memcheck.sh --cycles N      # any number of driver cycles
 #   scripts/memcheck.sh --self-test     # plant a leak and a use-after-free in dlbind's memory;
@@ -116,17 +117,26 @@ case "$MODE" in
     echo "memcheck: PASSED (pytest ${PYTEST_ARGS[*]}) in $((SECONDS - T0)) s"
     ;;
   run)
+    # Twice: as users run it, then with the free lists off (DLBIND_FREELIST=0), where every
+    # released object is really freed, so a use after release of one is an invalid access.
     T0=$SECONDS
-    drc=0; vg driver -- --cycles "$CYCLES" ${EXTRA[@]+"${EXTRA[@]}"} || drc=$?
-    crc=0; "$PY" "$HERE/check.py" "$OUT/driver.xml" || crc=$?
-    if [[ $crc == 0 && $drc != 0 ]]; then
-      echo "memcheck: FAILED: the driver exited $drc under valgrind (output above, $OUT/driver.out)"
-      exit 1
-    fi
-    if [[ $crc != 0 ]]; then
-      echo "memcheck: FAILED (checker exit $crc) after $((SECONDS - T0)) s; XML and log in $OUT"
-      exit "$crc"
-    fi
-    echo "memcheck: PASSED ($CYCLES cycles) in $((SECONDS - T0)) s"
+    for run in driver driver-nofreelist; do
+      drc=0
+      if [[ $run == driver ]]; then
+        vg "$run" -- --cycles "$CYCLES" ${EXTRA[@]+"${EXTRA[@]}"} || drc=$?
+      else
+        DLBIND_FREELIST=0 vg "$run" -- --cycles "$CYCLES" ${EXTRA[@]+"${EXTRA[@]}"} || drc=$?
+      fi
+      crc=0; "$PY" "$HERE/check.py" "$OUT/$run.xml" || crc=$?
+      if [[ $crc == 0 && $drc != 0 ]]; then
+        echo "memcheck: FAILED: the driver exited $drc under valgrind ($run; output above, $OUT/$run.out)"
+        exit 1
+      fi
+      if [[ $crc != 0 ]]; then
+        echo "memcheck: FAILED ($run, checker exit $crc) after $((SECONDS - T0)) s; XML and log in $OUT"
+        exit "$crc"
+      fi
+    done
+    echo "memcheck: PASSED ($CYCLES cycles, free lists on and off) in $((SECONDS - T0)) s"
     ;;
 esac

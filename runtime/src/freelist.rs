@@ -21,7 +21,8 @@
 //! `capacity` objects wait in each, so what is kept at interpreter exit is bounded
 //! (`capacity × tp_basicsize` bytes a type). Memory checkers see a released object as still
 //! allocated while it waits in the list, so a use after release of one of those is invisible
-//! to them (valgrind's memcheck included).
+//! to them (valgrind's memcheck included): `DLBIND_FREELIST=0` in the environment turns the
+//! lists off for such runs ([`freelists_allowed`]).
 
 use std::cell::UnsafeCell;
 use std::ffi::c_void;
@@ -197,14 +198,15 @@ unsafe extern "C" fn freelist_free(obj: *mut c_void) {
 /// same type changes the capacity. Errors (a RuntimeError) when `T`'s type does not use the
 /// default GC allocator (`PyType_GenericAlloc` / `PyObject_GC_Del`, which every PyO3 class
 /// uses), has a variable size, or [`MAX_TYPES`] types already have a list; `capacity` above
-/// [`MAX_CAPACITY`] is a ValueError. On a free-threaded interpreter it does nothing.
+/// [`MAX_CAPACITY`] is a ValueError. On a free-threaded interpreter it does nothing, nor when
+/// the environment has `DLBIND_FREELIST=0` (see [`freelists_allowed`]).
 pub fn enable_freelist<T: PyClass>(py: Python<'_>, capacity: usize) -> PyResult<()> {
     if capacity > MAX_CAPACITY {
         return Err(pyo3::exceptions::PyValueError::new_err(format!(
             "free list capacity {capacity} is above the maximum {MAX_CAPACITY}"
         )));
     }
-    if cfg!(Py_GIL_DISABLED) {
+    if cfg!(Py_GIL_DISABLED) || !freelists_allowed() {
         return Ok(());
     }
     let ty = T::type_object_raw(py);
@@ -267,6 +269,14 @@ pub fn enable_freelist<T: PyClass>(py: Python<'_>, capacity: usize) -> PyResult<
         (*ty).tp_free = Some(freelist_free);
     }
     Ok(())
+}
+
+/// Whether [`enable_freelist`] installs lists in this process: not when the environment has
+/// `DLBIND_FREELIST=0`. A released object waiting in a list is still allocated memory to a
+/// memory checker, so a use after release of one is invisible to it: `scripts/memcheck.sh` runs
+/// its driver a second time with the lists off, where every release is a real free.
+pub fn freelists_allowed() -> bool {
+    std::env::var_os("DLBIND_FREELIST").is_none_or(|v| v != "0")
 }
 
 /// How many released instances of `T` wait in its free list (`None`: `T` has none).

@@ -119,3 +119,28 @@ def test_gc_collect_with_tensors_in_and_out_of_the_list():
     more = [m.from_dlpack(t) for _ in range(30)]
     gc.collect()
     assert all(v.data_ptr == t.data_ptr for v in views + more)
+
+
+def test_DLBIND_FREELIST_0_installs_no_list_and_everything_still_works():
+    # The switch scripts/memcheck.sh uses for its second run (released objects really freed,
+    # so a use after release is visible to the checker).
+    import os
+    import subprocess
+
+    code = (
+        "import dlbind_demo as m, numpy as np\n"
+        "t = m.Tensor.arange(6, dtype='float32')\n"
+        "vs = [m.from_dlpack(t) for _ in range(100)]\n"
+        "assert all(np.array_equal(np.from_dlpack(v), np.arange(6, dtype=np.float32)) for v in vs)\n"
+        "del vs\n"
+        "print(m.tensor_freelist_stats()[0], m.live_exports())\n"
+    )
+    for value in ("0", "1"):
+        env = dict(os.environ, DLBIND_FREELIST=value)
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        length, live = r.stdout.split()
+        if value == "0":
+            assert (length, live) == ("None", "0"), r.stdout
+        else:
+            assert length != "None" and int(length) > 0 and live == "0", r.stdout

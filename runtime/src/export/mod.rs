@@ -179,53 +179,37 @@ pub unsafe trait DataSource {
     }
 }
 
-// SAFETY: a Vec's buffer pointer is valid (dangling and aligned when empty) while the Vec lives
-// unmodified; its elements are `T`, whose dtype is `T::DTYPE`.
-unsafe impl<T: DLPackElement> DataSource for Vec<T> {
-    #[inline]
-    fn data_ptr(&self) -> *mut c_void {
-        self.as_ptr() as *mut c_void
-    }
-    #[inline]
-    fn element_dtype(&self) -> Option<DLDataType> {
-        Some(T::DTYPE)
-    }
-    #[inline]
-    fn bytes_from_start(&self) -> Option<usize> {
-        Some(std::mem::size_of_val::<[T]>(self))
-    }
+/// `DataSource` for owned slices of elements: the slice's pointer, `T::DTYPE`, its byte size.
+macro_rules! slice_data_source {
+    ($($(#[doc = $why:literal])* $ty:ty;)*) => {$(
+        $(#[doc = $why])*
+        // SAFETY: the container's slice pointer is valid (dangling and aligned when empty) and
+        // unmoved while the container lives unmodified (see each impl's note); its elements are
+        // `T`, whose dtype is `T::DTYPE`, and `size_of_val` is exactly their bytes.
+        unsafe impl<T: DLPackElement> DataSource for $ty {
+            #[inline]
+            fn data_ptr(&self) -> *mut c_void {
+                self.as_ptr() as *mut c_void
+            }
+            #[inline]
+            fn element_dtype(&self) -> Option<DLDataType> {
+                Some(T::DTYPE)
+            }
+            #[inline]
+            fn bytes_from_start(&self) -> Option<usize> {
+                Some(std::mem::size_of_val::<[T]>(self))
+            }
+        }
+    )*};
 }
 
-// SAFETY: as for Vec: the boxed slice's pointer is valid while the box lives.
-unsafe impl<T: DLPackElement> DataSource for Box<[T]> {
-    #[inline]
-    fn data_ptr(&self) -> *mut c_void {
-        self.as_ptr() as *mut c_void
-    }
-    #[inline]
-    fn element_dtype(&self) -> Option<DLDataType> {
-        Some(T::DTYPE)
-    }
-    #[inline]
-    fn bytes_from_start(&self) -> Option<usize> {
-        Some(std::mem::size_of_val::<[T]>(self))
-    }
-}
-
-// SAFETY: the Arc'd slice never moves while any Arc to it lives (this one included).
-unsafe impl<T: DLPackElement> DataSource for Arc<[T]> {
-    #[inline]
-    fn data_ptr(&self) -> *mut c_void {
-        self.as_ptr() as *mut c_void
-    }
-    #[inline]
-    fn element_dtype(&self) -> Option<DLDataType> {
-        Some(T::DTYPE)
-    }
-    #[inline]
-    fn bytes_from_start(&self) -> Option<usize> {
-        Some(std::mem::size_of_val::<[T]>(self))
-    }
+slice_data_source! {
+    /// A `Vec`'s buffer stays put while the `Vec` is not modified.
+    Vec<T>;
+    /// A boxed slice never moves while the box lives.
+    Box<[T]>;
+    /// An `Arc`'d slice never moves while any `Arc` to it lives (this one included).
+    Arc<[T]>;
 }
 
 /// C-contiguous element strides for `shape` (written into `out`, same length).
