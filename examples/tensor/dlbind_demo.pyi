@@ -103,6 +103,10 @@ def from_dlpack(x: Any, /, *, device: Any | None = None, copy: bool | None = Non
 def live_exports() -> int:
     """How many managed tensors this module exported whose deleter has not run yet."""
 
+def spare_blocks_held() -> int:
+    """How many freed manager blocks the export path keeps for reuse now (0 to 2; always 0
+    with `DLBIND_FREELIST=0` in the environment)."""
+
 def exchange_imports() -> int:
     """How many tensors this process imported by calling a producer's C exchange table (a
     `Tensor` imported as a direct view of another `Tensor` does not call it: see

@@ -271,10 +271,12 @@ pub fn enable_freelist<T: PyClass>(py: Python<'_>, capacity: usize) -> PyResult<
     Ok(())
 }
 
-/// Whether [`enable_freelist`] installs lists in this process: not when the environment has
-/// `DLBIND_FREELIST=0`. A released object waiting in a list is still allocated memory to a
-/// memory checker, so a use after release of one is invisible to it: `scripts/memcheck.sh` runs
-/// its driver a second time with the lists off, where every release is a real free.
+/// Whether dlbind reuses released memory in this process: not when the environment has
+/// `DLBIND_FREELIST=0`. Then [`enable_freelist`] installs no list and exports keep no spare
+/// manager block (`export::spare_blocks_held` stays 0). A released object or block kept for
+/// reuse is still allocated memory to a memory checker, so a use after release of one is
+/// invisible to it: `scripts/memcheck.sh` runs its driver a second time with reuse off, where
+/// every release is a real free.
 pub fn freelists_allowed() -> bool {
     std::env::var_os("DLBIND_FREELIST").is_none_or(|v| v != "0")
 }

@@ -664,6 +664,13 @@ fn live_exports() -> usize {
     dlbind::export::live_exports()
 }
 
+/// How many freed manager blocks the export path keeps for reuse now (0 to 2; always 0 with
+/// `DLBIND_FREELIST=0`): diagnostics for the tests.
+#[pyfunction]
+fn spare_blocks_held() -> usize {
+    dlbind::export::spare_blocks_held()
+}
+
 /// Sets the byte limit of dlbind's reuse pool for freed huge host buffers and returns the old
 /// limit (0 disables the pool and releases what it holds). Used by the benchmark to time copies
 /// into freshly mapped memory.
@@ -700,6 +707,7 @@ fn dlbind_demo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     dlbind::python::add_from_dlpack_function::<Tensor>(m, FROM_DLPACK_DOC)?;
     dlbind::python::install_from_dlpack_staticmethod::<Tensor>(m.py(), FROM_DLPACK_DOC)?;
     m.add_function(wrap_pyfunction!(live_exports, m)?)?;
+    m.add_function(wrap_pyfunction!(spare_blocks_held, m)?)?;
     m.add_function(wrap_pyfunction!(tensor_freelist_stats, m)?)?;
     m.add_function(wrap_pyfunction!(same_type_views, m)?)?;
     m.add_function(wrap_pyfunction!(set_same_type_views, m)?)?;

@@ -4,7 +4,8 @@
 //! `[ DLManagedTensor | DLManagedTensorVersioned ][ owner ][ copy buffer ][ device copy ][ ndim ][ shape.. ][ strides.. ]`,
 //! made with `PyMem_Malloc` (pymalloc: the fastest allocator for these ~100-byte blocks, as
 //! numpy does); the last freed small block of each kind is kept and reused by the next export
-//! (one allocator round trip less in export-then-free loops). `manager_ctx` points at the allocation itself. The deleter (`extern "C"`,
+//! (one allocator round trip less in export-then-free loops; `DLBIND_FREELIST=0` turns that
+//! off, for memory checkers). `manager_ctx` points at the allocation itself. The deleter (`extern "C"`,
 //! callable from any thread, with or without the GIL) takes the GIL with `PyGILState_Ensure`
 //! unless this thread already holds it (`python::this_thread_holds_gil`), drops the strong
 //! reference to the Python owner and frees the allocation — or, when the interpreter is gone
@@ -80,6 +81,36 @@ pub(crate) trait ManagedKind: Sized + 'static {
 static SPARE_LEGACY: AtomicPtr<c_void> = AtomicPtr::new(ptr::null_mut());
 static SPARE_VERSIONED: AtomicPtr<c_void> = AtomicPtr::new(ptr::null_mut());
 
+/// The value of a spare slot that is switched off: not NULL, so [`give_block`] never parks a
+/// block there, and not a block, so [`take_block`] never hands it out.
+const NO_SPARE: *mut c_void = ptr::without_provenance_mut(1);
+/// Whether the environment was read for [`spares_allowed`] (on the first allocation).
+static SPARES_SWITCH: std::sync::Once = std::sync::Once::new();
+
+/// Switches both spare slots off, once, when the environment turns dlbind's object and block
+/// reuse off (`DLBIND_FREELIST=0`, see [`crate::freelist::freelists_allowed`]): a block parked
+/// in a slot is still allocated to a memory checker, so a use after free of it would go unseen.
+/// Called on [`take_block`]'s allocator path, which the first export of the process takes.
+#[cold]
+#[inline(never)]
+fn spares_allowed() {
+    SPARES_SWITCH.call_once(|| {
+        if !crate::freelist::freelists_allowed() {
+            SPARE_LEGACY.store(NO_SPARE, Ordering::Relaxed);
+            SPARE_VERSIONED.store(NO_SPARE, Ordering::Relaxed);
+        }
+    });
+}
+
+/// How many of the two spare slots (legacy, versioned) hold a freed block now (diagnostics for
+/// the tests: 0 after any export when `DLBIND_FREELIST=0`).
+pub fn spare_blocks_held() -> usize {
+    [&SPARE_LEGACY, &SPARE_VERSIONED]
+        .into_iter()
+        .filter(|s| s.load(Ordering::Relaxed).addr() > NO_SPARE.addr())
+        .count()
+}
+
 /// A block for a tensor of kind `M` with `ndim` dimensions: the spare one when it fits
 /// (exports of up to `SMALL_DIMS / 2` dimensions all have the same size), else `PyMem_Malloc`.
 /// Export-then-free loops (every `np.from_dlpack(t)`) then skip one allocator round trip.
@@ -91,17 +122,21 @@ static SPARE_VERSIONED: AtomicPtr<c_void> = AtomicPtr::new(ptr::null_mut());
 unsafe fn take_block<M: ManagedKind>(ndim: usize, size: usize) -> *mut u8 {
     if 2 * ndim <= SMALL_DIMS {
         let spare = M::spare().load(Ordering::Relaxed);
-        if !spare.is_null() {
+        // Neither NULL (empty) nor NO_SPARE (switched off).
+        if spare.addr() > NO_SPARE.addr() {
             M::spare().store(ptr::null_mut(), Ordering::Relaxed);
             return spare.cast::<u8>();
         }
+    }
+    if !SPARES_SWITCH.is_completed() {
+        spares_allowed();
     }
     // SAFETY: the GIL is held (caller contract).
     unsafe { ffi::PyMem_Malloc(size) }.cast::<u8>()
 }
 
-/// Gives a block back: kept as the spare when it is a small one and the slot is empty, else
-/// freed.
+/// Gives a block back: kept as the spare when it is a small one and the slot is empty (not
+/// NULL when switched off, see [`spares_allowed`]), else freed.
 ///
 /// # Safety
 /// The GIL is held; `block` came from [`take_block`] for kind `M` and `ndim`, and nothing

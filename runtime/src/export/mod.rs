@@ -7,7 +7,7 @@ pub mod request;
 use std::ffi::c_void;
 use std::sync::Arc;
 
-pub use managed::{export_to_capsule, export_to_capsule_on, live_exports};
+pub use managed::{export_to_capsule, export_to_capsule_on, live_exports, spare_blocks_held};
 pub use request::{ExportPlan, ExportRequest, SourceInfo, plan_export};
 
 use crate::copy::ElemSize;
