@@ -78,7 +78,7 @@ if [[ "${DLBIND_SKIP_RUST:-0}" != 1 ]]; then
   # ------------------------------------------------------------ 2b. lint
   # rustfmt's default style (no rustfmt.toml) and clippy with warnings as errors. Each skips,
   # saying so, on a toolchain installed without that component.
-  step "2b/5 cargo fmt --check, cargo clippy -D warnings"
+  step "2b/5 cargo fmt --check, cargo clippy -D warnings, cargo doc -D warnings"
   if cargo fmt --version >/dev/null 2>&1; then
     check "cargo fmt" cargo fmt --all --check
   else
@@ -90,6 +90,8 @@ if [[ "${DLBIND_SKIP_RUST:-0}" != 1 ]]; then
   else
     echo "clippy is not installed with this toolchain: lint skipped"
   fi
+  # API docs build without a broken intra-doc link or another rustdoc warning.
+  check "cargo doc" env RUSTDOCFLAGS="-D warnings" cargo doc -q --workspace --no-deps --features dlbind/cuda
 
   # ------------------------------------------------------------ 3. cargo test
   step "3/5 cargo test --workspace --release --no-fail-fast"

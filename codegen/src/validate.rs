@@ -1,4 +1,4 @@
-//! Lowering a [`Spec`] into the [`Ir`], with every semantic check.
+//! Lowering a [`Spec`] into the [`Ir`](crate::ir::Ir), with every semantic check.
 //!
 //! Problems are collected as (YAML path, message) pairs and turned into
 //! `file:line:col` diagnostics through [`Positions`] only when there are any,
