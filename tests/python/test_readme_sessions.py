@@ -1,0 +1,35 @@
+"""The Python sessions in README.md and examples/tensor/README.md, run as doctests: each
+```python block with `>>>` prompts must print what the README shows (ELLIPSIS on, so a `...`
+stands for the rest of a long message). A README that drifts from the code fails here."""
+
+import doctest
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+READMES = [ROOT / "README.md", ROOT / "examples" / "tensor" / "README.md"]
+BLOCK = re.compile(r"```python\n(.*?)```", re.S)
+
+
+def sessions():
+    for path in READMES:
+        for i, block in enumerate(BLOCK.findall(path.read_text(encoding="utf-8"))):
+            if ">>>" in block:
+                yield pytest.param(path, block, id=f"{path.relative_to(ROOT)}#{i}")
+
+
+@pytest.mark.parametrize(("path", "text"), list(sessions()))
+def test_readme_session(path, text):
+    test = doctest.DocTestParser().get_doctest(text, {}, str(path), str(path), 0)
+    assert test.examples, "a session with no examples"
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    out = []
+    runner.run(test, out=out.append)
+    result = runner.summarize(verbose=False)
+    assert result.failed == 0, "".join(out)
+
+
+def test_both_readmes_have_a_session():
+    assert {p for p, *_ in (s.values for s in sessions())} == set(READMES)
