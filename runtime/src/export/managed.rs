@@ -239,7 +239,7 @@ unsafe extern "C" fn deleter<M: ManagedKind>(p: *mut M) {
 ///
 /// # Safety
 /// As for [`deleter`], `p` non-null; `gil_held` only if this thread holds the GIL.
-#[inline]
+#[inline(always)]
 unsafe fn release<M: ManagedKind>(p: *mut M, gil_held: bool) {
     let hdr = p.cast::<Header<M>>();
     // SAFETY: `hdr` is the live header of an allocation made by `build_managed`; the copy
@@ -252,9 +252,12 @@ unsafe fn release<M: ManagedKind>(p: *mut M, gil_held: bool) {
             (*hdr).ndim,
         )
     };
-    // Rust-owned memory needs no interpreter.
+    // Rust-owned memory needs no interpreter. (Dropped only when present: the drop of an empty
+    // `Option<Box<_>>` was an out-of-line call on every CPU export's release.)
     drop(copy);
-    drop(device_copy);
+    if device_copy.is_some() {
+        drop(device_copy);
+    }
     // SAFETY: plain C API calls. The allocation (pymalloc) is freed and the owner reference
     // dropped only while the interpreter is alive and with the GIL held (taken here unless the
     // caller holds it, and only when not finalising: see `interp`). After (or, on a thread
