@@ -34,12 +34,12 @@ unsafe extern "C" fn del(p: *mut DLManagedTensorVersioned) {
 }
 
 const F32: DLDataType = DLDataType {
-    code: 2,
+    code: DLDataTypeCode::kDLFloat.0,
     bits: 32,
     lanes: 1,
 };
 const F64: DLDataType = DLDataType {
-    code: 2,
+    code: DLDataTypeCode::kDLFloat.0,
     bits: 64,
     lanes: 1,
 };

@@ -653,14 +653,7 @@ pub fn export_to_capsule<S: DLPackSource + ?Sized>(
     src: &S,
     req: &ExportRequest,
 ) -> PyResult<Py<PyAny>> {
-    let plan = plan_export(
-        req,
-        SourceInfo {
-            device: src.dlpack_device(),
-            readonly: src.dlpack_readonly(),
-        },
-    )?;
-    export_planned_on(owner, src, &plan, req.stream, None)
+    negotiate_and_export(owner, src, req, None)
 }
 
 /// [`export_to_capsule`] with an explicit GPU runtime for the device steps (copies, stream
@@ -672,6 +665,17 @@ pub fn export_to_capsule_on<S: DLPackSource + ?Sized>(
     req: &ExportRequest,
     runtime: &Arc<dyn DeviceRuntime>,
 ) -> PyResult<Py<PyAny>> {
+    negotiate_and_export(owner, src, req, Some(runtime))
+}
+
+/// Plans `req` for `src` ([`plan_export`]) and exports it ([`export_planned_on`]).
+#[inline(always)]
+fn negotiate_and_export<S: DLPackSource + ?Sized>(
+    owner: &Bound<'_, PyAny>,
+    src: &S,
+    req: &ExportRequest,
+    runtime: Option<&Arc<dyn DeviceRuntime>>,
+) -> PyResult<Py<PyAny>> {
     let plan = plan_export(
         req,
         SourceInfo {
@@ -679,7 +683,7 @@ pub fn export_to_capsule_on<S: DLPackSource + ?Sized>(
             readonly: src.dlpack_readonly(),
         },
     )?;
-    export_planned_on(owner, src, &plan, req.stream, Some(runtime))
+    export_planned_on(owner, src, &plan, req.stream, runtime)
 }
 
 #[inline]
