@@ -369,9 +369,9 @@ fn import_through_buffer_protocol() {
         assert!(t.readonly());
         assert_eq!(t.device(), Device::CPU);
         assert_eq!(t.as_slice::<u8>().unwrap(), &[1, 2, 3]);
-        // SAFETY: `b` is a live bytes object.
         assert_eq!(
             t.data_ptr() as usize,
+            // SAFETY: `b` is a live bytes object.
             unsafe { pyffi::PyBytes_AsString(b.as_ptr()) } as usize,
             "zero-copy"
         );

@@ -162,8 +162,8 @@ fn table_of(obj: &Bound<'_, PyAny>) -> &'static DLPackExchangeAPI {
         .getattr(dlbind::ffi::DLPACK_EXCHANGE_API_ATTR)
         .unwrap();
     let cap = cap.cast::<PyCapsule>().unwrap();
-    // SAFETY: the capsule (and so its name) is alive for this statement.
     assert_eq!(
+        // SAFETY: the capsule (and so its name) is alive for this statement.
         cap.name().unwrap().map(|n| unsafe { n.as_cstr() }),
         Some(DLPACK_EXCHANGE_API_CAPSULE_NAME)
     );
@@ -267,8 +267,8 @@ fn derived_table_entries() {
 
         // Current stream for CPU: NULL.
         let mut s: *mut c_void = NonNull::<c_void>::dangling().as_ptr();
-        // SAFETY: valid out pointer.
         assert_eq!(
+            // SAFETY: valid out pointer.
             unsafe { api.current_work_stream.unwrap()(DLDeviceType::kDLCPU, 0, &mut s) },
             0
         );
@@ -320,16 +320,16 @@ fn allocator_and_to_py_object_with_constructor() {
         let mut out: *mut DLManagedTensorVersioned = ptr::null_mut();
         let alloc = api.managed_tensor_allocator.unwrap();
         let ctx = (&raw mut errors).cast::<c_void>();
-        // SAFETY: valid prototype/out/ctx.
         assert_eq!(
+            // SAFETY: valid prototype/out/ctx.
             unsafe { alloc(&mut proto, &mut out, ctx, Some(record_error)) },
             0,
             "{errors:?}"
         );
         assert_eq!(live_exports(), base + 1);
         let mut obj: *mut c_void = ptr::null_mut();
-        // SAFETY: ownership of `out` goes to to_py_object.
         assert_eq!(
+            // SAFETY: ownership of `out` goes to to_py_object.
             unsafe { api.managed_tensor_to_py_object_no_sync.unwrap()(out, &mut obj) },
             0
         );
@@ -345,8 +345,8 @@ fn allocator_and_to_py_object_with_constructor() {
 
         // A type without a constructor reports through SetError.
         let alloc = exchange_api::<Plain>().managed_tensor_allocator.unwrap();
-        // SAFETY: as above.
         assert_eq!(
+            // SAFETY: as above.
             unsafe { alloc(&mut proto, &mut out, ctx, Some(record_error)) },
             -1
         );
@@ -355,8 +355,8 @@ fn allocator_and_to_py_object_with_constructor() {
             "{errors:?}"
         );
         // No SetError: still -1, nothing raised.
-        // SAFETY: as above.
         assert_eq!(
+            // SAFETY: as above.
             unsafe { alloc(&mut proto, &mut out, ptr::null_mut(), None) },
             -1
         );
@@ -416,8 +416,8 @@ fn panics_in_the_other_entries_stay_inside_and_free_once() {
         )
         .unwrap();
         let mut m: *mut DLManagedTensorVersioned = ptr::null_mut();
-        // SAFETY: GIL held, live object, writable out.
         assert_eq!(
+            // SAFETY: GIL held, live object, writable out.
             unsafe {
                 exchange_api::<Plain>()
                     .managed_tensor_from_py_object_no_sync
@@ -427,8 +427,8 @@ fn panics_in_the_other_entries_stay_inside_and_free_once() {
         );
         assert_eq!(live_exports(), base + 1);
         let mut obj: *mut c_void = ptr::null_mut();
-        // SAFETY: ownership of `m` goes to to_py_object.
         assert_eq!(
+            // SAFETY: ownership of `m` goes to to_py_object.
             unsafe { api.managed_tensor_to_py_object_no_sync.unwrap()(m, &mut obj) },
             -1
         );
@@ -518,8 +518,8 @@ fn consumer_uses_the_table_and_walks_prev_api() {
             ty.call0().unwrap()
         };
         let x = mk(newer);
-        // SAFETY: GIL held; live object.
         assert!(ptr::eq(
+            // SAFETY: GIL held; live object.
             unsafe { lookup_exchange_api(py, x.as_ptr()) },
             ours
         ));
@@ -926,8 +926,8 @@ fn fastcall_table_import_frees_the_export_when_the_target_refuses_it() {
             "the table's owning export was called"
         );
         assert_eq!(live_exports(), base, "its deleter ran");
-        // SAFETY: a live object.
         assert_eq!(
+            // SAFETY: a live object.
             unsafe { pyffi::Py_REFCNT(p.as_ptr()) },
             rc,
             "the export's reference to the source was dropped"
@@ -964,8 +964,8 @@ fn fastcall_table_import_frees_the_export_when_the_target_refuses_it() {
         let e = g.call1((&p,)).unwrap_err();
         assert!(e.to_string().contains("Owned is 2-d"), "{e}");
         assert_eq!(exchange_imports(), n + 3);
-        // SAFETY: a live object.
         assert_eq!(
+            // SAFETY: a live object.
             unsafe { pyffi::Py_REFCNT(p.as_ptr()) },
             rc,
             "the refused view released the source"
@@ -983,8 +983,8 @@ fn fastcall_table_import_frees_the_export_when_the_target_refuses_it() {
         // SAFETY: a live object.
         let rc2 = unsafe { pyffi::Py_REFCNT(p2.as_ptr()) };
         let r = g.call1((&p2,)).unwrap();
-        // SAFETY: a live object.
         assert_eq!(
+            // SAFETY: a live object.
             (live_exports(), unsafe { pyffi::Py_REFCNT(p2.as_ptr()) }),
             (base, rc2 + 1),
             "lent: the view holds the source"
@@ -1251,8 +1251,8 @@ fn only_writable_host_objects_of_frozen_types_with_a_fill_lend() {
             let table = unsafe { lookup_exchange_api(py, src.as_ptr()) };
             assert!(!table.is_null());
             let mut m: *mut DLManagedTensorVersioned = ptr::null_mut();
-            // SAFETY: the entry of `type(src)`'s table, a live object, a writable out pointer.
             assert_eq!(
+                // SAFETY: the entry of `type(src)`'s table, a live object, a writable out pointer.
                 unsafe {
                     (*table).managed_tensor_from_py_object_no_sync.unwrap()(
                         src.as_ptr().cast(),

@@ -269,8 +269,8 @@ fn refusals_leave_capsules_unconsumed() {
         );
         let e = ImportedTensor::from_capsule(&cap).unwrap_err();
         assert!(e.is_instance_of::<PyBufferError>(py), "{e}");
-        // SAFETY: live capsule.
         assert_eq!(
+            // SAFETY: live capsule.
             unsafe {
                 pyffi::PyCapsule_IsValid(cap.as_ptr(), DLPACK_VERSIONED_CAPSULE_NAME.as_ptr())
             },
@@ -314,8 +314,8 @@ fn refusals_leave_capsules_unconsumed() {
             let cap = cap_legacy(py, legacy(sp));
             let e = ImportedTensor::from_capsule(&cap).unwrap_err();
             assert!(e.is_instance_of::<PyBufferError>(py), "{dt:?}: {e}");
-            // SAFETY: live capsule.
             assert_eq!(
+                // SAFETY: live capsule.
                 unsafe { pyffi::PyCapsule_IsValid(cap.as_ptr(), DLPACK_CAPSULE_NAME.as_ptr()) },
                 1
             );
@@ -381,11 +381,12 @@ fn deleter_runs_on_the_dropping_thread_once() {
     let before = counts();
     let handles: Vec<_> = (0..8)
         .map(|i| {
-            // SAFETY: fresh tensors.
             let t = if i % 2 == 0 {
+                // SAFETY: a fresh legacy tensor, owned by the import from here on.
                 unsafe { ImportedTensor::from_managed_legacy(legacy(spec(&[4], Some(&[1]), 0))) }
                     .unwrap()
             } else {
+                // SAFETY: a fresh versioned tensor, owned by the import from here on.
                 unsafe {
                     ImportedTensor::from_managed_versioned(versioned(
                         spec(&[4], Some(&[1]), 0),

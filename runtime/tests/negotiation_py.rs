@@ -299,8 +299,8 @@ fn devices_streams_and_readonly() {
         assert!(e.is_instance_of::<PyBufferError>(py), "{e}");
         assert!(e.to_string().contains("max_version"), "{e}");
         let cap = call_dlpack(&ro, "{'max_version': (1, 0)}").unwrap();
-        // SAFETY: live capsule.
         assert_eq!(
+            // SAFETY: live capsule.
             unsafe { (*versioned_ptr(&cap)).flags },
             DLPACK_FLAG_BITMASK_READ_ONLY
         );
@@ -374,8 +374,8 @@ fn copy_true_makes_a_real_copy() {
         // SAFETY: 6 contiguous floats.
         let vals = unsafe { std::slice::from_raw_parts(m.dl_tensor.data as *const f32, 6) };
         assert_eq!(vals, &[0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
-        // SAFETY: ndim 2.
         assert_eq!(
+            // SAFETY: ndim 2.
             unsafe { std::slice::from_raw_parts(m.dl_tensor.strides, 2) },
             &[2, 1]
         );
@@ -418,8 +418,8 @@ fn refcounts_and_unconsumed_capsules() {
         // The producer object may die while the view lives.
         let view_ptr = t.data_ptr();
         drop(a);
-        // SAFETY: the view keeps the producer alive: 5 floats.
         assert_eq!(
+            // SAFETY: the view keeps the producer alive: 5 floats.
             unsafe { std::slice::from_raw_parts(view_ptr as *const f32, 5) },
             &[0.0, 1.0, 2.0, 3.0, 4.0]
         );
@@ -840,8 +840,8 @@ fn fast_dlpack_path() {
         let cap = a
             .call_method("__dlpack__", (), Some(&k.cast_into::<PyDict>().unwrap()))
             .unwrap();
-        // SAFETY: live capsule.
         assert_eq!(
+            // SAFETY: live capsule.
             unsafe { (*versioned_ptr(&cap)).flags },
             DLPACK_FLAG_BITMASK_IS_COPIED
         );

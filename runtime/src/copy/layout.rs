@@ -223,7 +223,7 @@ fn plan_inner(
 pub(super) unsafe fn execute(norm: &Norm, src: *const u8, dst: *mut u8) {
     let (plan, strat) = make_plan(norm);
     let par = plan.parallel;
-    // SAFETY (all arms): the strategy's offsets were validated by `normalize` and enumerate
+    // SAFETY: (all arms) the strategy's offsets were validated by `normalize` and enumerate
     // exactly the source elements / the `nbytes` destination bytes; caller contract for the rest.
     unsafe {
         match strat {

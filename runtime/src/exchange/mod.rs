@@ -777,8 +777,8 @@ pub fn import_via_exchange_api_with<R>(
         return None;
     }
     let torch = matches!(kind, TableKind::Torch);
-    // SAFETY (the probe): GIL held, a live object.
     if let TableKind::Lends(probe) = kind
+        // SAFETY: (the probe) GIL held, a live object.
         && unsafe { probe(obj.as_ptr()) }
     {
         // SAFETY: a table of ours (checked when cached), process-lifetime; `obj` has the type

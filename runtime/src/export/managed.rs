@@ -745,7 +745,10 @@ mod tests {
 
     #[test]
     fn c_str_eq_compares_whole_strings() {
-        let eq = |a: &std::ffi::CStr, b: &std::ffi::CStr| unsafe { c_str_eq(a.as_ptr(), b) };
+        let eq = |a: &std::ffi::CStr, b: &std::ffi::CStr| {
+            // SAFETY: both are NUL-terminated strings alive for the call.
+            unsafe { c_str_eq(a.as_ptr(), b) }
+        };
         assert!(eq(c"dltensor", c"dltensor"));
         assert!(eq(c"", c""));
         assert!(!eq(c"used_dltensor", c"dltensor"));
