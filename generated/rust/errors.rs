@@ -40,6 +40,9 @@ pub enum FailureKind {
     OutOfMemory,
     /// a C entry point was called while the Python interpreter is not initialised
     InterpreterNotRunning,
+    /// a dlbind runtime feature cannot be set up as asked (e.g. a free list for a type that does
+    /// not use the default GC allocator)
+    SetupRefused,
     /// a panic stopped before it could cross into C or Python, or a producer broke the DLPack
     /// contract (failed without setting an exception, returned NULL)
     InternalError,
@@ -86,6 +89,7 @@ impl FailureKind {
         FailureKind::DeviceUnavailable,
         FailureKind::OutOfMemory,
         FailureKind::InterpreterNotRunning,
+        FailureKind::SetupRefused,
         FailureKind::InternalError,
     ];
 
@@ -108,6 +112,7 @@ impl FailureKind {
             FailureKind::DeviceUnavailable => PyExceptionKind::BufferError,
             FailureKind::OutOfMemory => PyExceptionKind::MemoryError,
             FailureKind::InterpreterNotRunning => PyExceptionKind::RuntimeError,
+            FailureKind::SetupRefused => PyExceptionKind::RuntimeError,
             FailureKind::InternalError => PyExceptionKind::SystemError,
         }
     }
@@ -131,6 +136,7 @@ impl FailureKind {
             FailureKind::DeviceUnavailable => "the device (or its runtime) is not available",
             FailureKind::OutOfMemory => "out of memory",
             FailureKind::InterpreterNotRunning => "a C entry point was called while the Python interpreter is not initialised",
+            FailureKind::SetupRefused => "a dlbind runtime feature cannot be set up as asked (e.g. a free list for a type that does not use the default GC allocator)",
             FailureKind::InternalError => "a panic stopped before it could cross into C or Python, or a producer broke the DLPack contract (failed without setting an exception, returned NULL)",
         }
     }

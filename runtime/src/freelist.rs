@@ -28,7 +28,8 @@ use std::cell::UnsafeCell;
 use std::ffi::c_void;
 use std::ptr;
 
-use pyo3::exceptions::PyRuntimeError;
+use crate::error::DlpackError;
+use crate::failure::FailureKind;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::pyclass::boolean_struct::True;
@@ -195,16 +196,18 @@ unsafe extern "C" fn freelist_free(obj: *mut c_void) {
 
 /// Gives `T` a free list of at most `capacity` released instances (see the module docs).
 /// Call it once at module initialisation, after the class is created; calling it again for the
-/// same type changes the capacity. Errors (a RuntimeError) when `T`'s type does not use the
+/// same type changes the capacity. Errors (`SetupRefused`, a RuntimeError) when `T`'s type does not use the
 /// default GC allocator (`PyType_GenericAlloc` / `PyObject_GC_Del`, which every PyO3 class
 /// uses), has a variable size, or [`MAX_TYPES`] types already have a list; `capacity` above
-/// [`MAX_CAPACITY`] is a ValueError. On a free-threaded interpreter it does nothing, nor when
+/// [`MAX_CAPACITY`] is a ValueError (`BadArgumentValue`). On a free-threaded interpreter it does nothing, nor when
 /// the environment has `DLBIND_FREELIST=0` (see [`freelists_allowed`]).
 pub fn enable_freelist<T: PyClass>(py: Python<'_>, capacity: usize) -> PyResult<()> {
     if capacity > MAX_CAPACITY {
-        return Err(pyo3::exceptions::PyValueError::new_err(format!(
-            "free list capacity {capacity} is above the maximum {MAX_CAPACITY}"
-        )));
+        return Err(DlpackError::new(
+            FailureKind::BadArgumentValue,
+            format!("free list capacity {capacity} is above the maximum {MAX_CAPACITY}"),
+        )
+        .into());
     }
     if cfg!(Py_GIL_DISABLED) || !freelists_allowed() {
         return Ok(());
@@ -227,9 +230,11 @@ pub fn enable_freelist<T: PyClass>(py: Python<'_>, capacity: usize) -> PyResult<
         }
         let name = <T as PyClass>::NAME;
         let fail = |why: &str| {
-            Err(PyRuntimeError::new_err(format!(
-                "cannot give {name} a free list: {why}"
-            )))
+            Err(DlpackError::new(
+                FailureKind::SetupRefused,
+                format!("cannot give {name} a free list: {why}"),
+            )
+            .into())
         };
         if ffi::PyType_IS_GC(ty) == 0
             || (*ty).tp_alloc.map(|f| f as usize)
