@@ -139,6 +139,13 @@ fn type_error(msg: &'static str) -> DlpackError {
     DlpackError::new(FailureKind::BadArgumentType, msg)
 }
 
+/// A call-signature error (a positional argument too many or missing, an unknown or repeated
+/// keyword, a descriptor bound to the wrong type): the spec's `BadArgumentType`.
+#[cold]
+fn call_error(msg: String) -> PyErr {
+    DlpackError::new(FailureKind::BadArgumentType, msg).into()
+}
+
 /// Parses `__dlpack__`'s keyword arguments (types are checked here; values in
 /// [`crate::export::plan_export`]).
 ///
@@ -661,7 +668,7 @@ unsafe fn parse_fastcall_kwargs<'a, 'py>(
 ) -> PyResult<[Option<Borrowed<'a, 'py, PyAny>>; 4]> {
     let mut out: [Option<Borrowed<'a, 'py, PyAny>>; 4] = [None, None, None, None];
     if nargs != 0 {
-        return Err(PyTypeError::new_err(format!(
+        return Err(call_error(format!(
             "{}() takes no positional arguments ({nargs} given)",
             protocol::DLPACK_METHOD
         )));
@@ -690,14 +697,14 @@ unsafe fn parse_fastcall_kwargs<'a, 'py>(
             }
             let Some(j) = slot else {
                 let name = Borrowed::from_ptr(py, name);
-                return Err(PyTypeError::new_err(format!(
+                return Err(call_error(format!(
                     "{}() got an unexpected keyword argument '{}'",
                     protocol::DLPACK_METHOD,
                     name.str().map(|s| s.to_string()).unwrap_or_default()
                 )));
             };
             if out[j].is_some() {
-                return Err(PyTypeError::new_err(format!(
+                return Err(call_error(format!(
                     "{}() got multiple values for a keyword argument",
                     protocol::DLPACK_METHOD
                 )));
@@ -742,7 +749,7 @@ where
                 parsed.and_then(|[s, mv, dd, c]| {
                     // The descriptor may be bound to `object` (see `dlpack_descriptor`): check the type.
                     if ffi::PyObject_TypeCheck(slf, T::type_object_raw(py)) == 0 {
-                        return Err(PyTypeError::new_err(format!(
+                        return Err(call_error(format!(
                             "descriptor '{}' requires a '{}' object",
                             protocol::DLPACK_METHOD,
                             <T as PyClass>::NAME
@@ -1060,7 +1067,7 @@ unsafe fn parse_from_dlpack_args<'py>(
     kwnames: *mut ffi::PyObject,
 ) -> PyResult<(Bound<'py, PyAny>, Option<Device>, Option<bool>)> {
     if nargs > 1 {
-        return Err(PyTypeError::new_err(format!(
+        return Err(call_error(format!(
             "{fname}() takes 1 positional argument but {nargs} were given"
         )));
     }
@@ -1086,7 +1093,7 @@ unsafe fn parse_from_dlpack_args<'py>(
                         .str()
                         .map(|s| s.to_string())
                         .unwrap_or_default();
-                    return Err(PyTypeError::new_err(if name == "x" {
+                    return Err(call_error(if name == "x" {
                         format!(
                             "{fname}() got some positional-only arguments passed as keyword arguments: 'x'"
                         )
@@ -1095,7 +1102,7 @@ unsafe fn parse_from_dlpack_args<'py>(
                     }));
                 };
                 if vals[j].is_some() {
-                    return Err(PyTypeError::new_err(format!(
+                    return Err(call_error(format!(
                         "{fname}() got multiple values for argument '{}'",
                         order[j]
                     )));
@@ -1104,7 +1111,7 @@ unsafe fn parse_from_dlpack_args<'py>(
             }
         }
         if nargs == 0 {
-            return Err(PyTypeError::new_err(format!(
+            return Err(call_error(format!(
                 "{fname}() missing required positional argument: 'x'"
             )));
         }
