@@ -513,3 +513,34 @@ fn bool_views_check_their_bytes() {
     // The raw bytes stay reachable as u8? No: dtype mismatch is refused too.
     assert!(bad.as_slice::<u8>().is_err());
 }
+
+#[test]
+fn shared_buffers_delete_once_when_the_last_drops() {
+    let _g = common::serial();
+    let before = counts();
+    // SAFETY: a fresh versioned tensor, owned by the import from here on.
+    let t = unsafe {
+        ImportedTensor::from_managed_versioned(versioned(spec(&[4], Some(&[1]), 8), 1, 0))
+    }
+    .unwrap();
+    let expected = t.data_ptr();
+    let t = std::sync::Arc::new(t);
+    let (a, b) = (
+        dlbind::Buffer::from(t.clone()),
+        dlbind::Buffer::from(t.clone()),
+    );
+    drop(t);
+    assert!(matches!(a, dlbind::Buffer::Shared(_)));
+    assert_eq!((a.data_ptr(), b.data_ptr()), (expected, expected));
+    assert!(a.imported().is_some());
+    assert_eq!(a.device(), Device::CPU);
+    drop(a);
+    assert_eq!(counts(), before, "the other buffer still holds the tensor");
+    let reader = std::thread::spawn(move || drop(b));
+    reader.join().unwrap();
+    assert_eq!(
+        counts(),
+        (before.0, before.1 + 1),
+        "deleted once, by the last drop"
+    );
+}
