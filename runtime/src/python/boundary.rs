@@ -1,0 +1,104 @@
+//! The C boundary: running a C entry point's body with errors restored and panics stopped,
+//! and installing leaked `PyMethodDef`s into type dicts.
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+
+use crate::error::DlpackError;
+use crate::failure::FailureKind;
+
+/// Whether this thread holds the GIL: the thread state running now is this thread's own
+/// (`PyGILState` TSS) one. Unlike `PyGILState_Check`, it never answers yes for a thread that
+/// does not hold the GIL (that function does, for every thread, once a subinterpreter exists).
+/// A thread running on a thread state of its own making answers no, and callers then take the
+/// `PyGILState_Ensure` path they would take anyway.
+///
+/// # Safety
+/// The interpreter is initialised (`Py_IsInitialized`).
+#[inline]
+pub(crate) unsafe fn this_thread_holds_gil() -> bool {
+    // SAFETY: caller contract; both calls only read the runtime's thread-state bookkeeping.
+    unsafe {
+        let current = ffi::compat::PyThreadState_GetUnchecked();
+        !current.is_null() && current == ffi::PyGILState_GetThisThreadState()
+    }
+}
+
+/// The body of a C entry point CPython (or a C consumer) calls with the GIL held: runs `f`; a
+/// `PyErr` is restored and a panic becomes a `SystemError` ("panic in {what}"), and `failed` is
+/// returned then. Panics never cross the C boundary.
+///
+/// # Safety
+/// The calling thread holds the GIL.
+#[inline(always)]
+pub(crate) unsafe fn at_c_boundary<R>(
+    what: std::fmt::Arguments<'_>,
+    failed: R,
+    f: impl FnOnce(Python<'_>) -> PyResult<R>,
+) -> R {
+    // SAFETY: caller contract (GIL held).
+    let py = unsafe { Python::assume_attached() };
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(py))) {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => {
+            e.restore(py);
+            failed
+        }
+        Err(_) => {
+            PyErr::from(DlpackError::new(
+                FailureKind::InternalError,
+                format!("panic in {what}"),
+            ))
+            .restore(py);
+            failed
+        }
+    }
+}
+
+/// A leaked `METH_FASTCALL | METH_KEYWORDS` `PyMethodDef` named `name`, whose docstring is
+/// `doc` (starting with the text signature). Callers create one per installed function.
+pub(super) fn leaked_fastcall_def(
+    name: &str,
+    doc: String,
+    meth: ffi::PyCFunctionFastWithKeywords,
+) -> PyResult<&'static mut ffi::PyMethodDef> {
+    let leak = |s: String| std::ffi::CString::new(s).map(|c| &*Box::leak(c.into_boxed_c_str()));
+    let name = leak(name.to_string())?;
+    let doc = leak(doc)?;
+    Ok(Box::leak(Box::new(ffi::PyMethodDef {
+        ml_name: name.as_ptr(),
+        ml_meth: ffi::PyMethodDefPointer {
+            PyCFunctionFastWithKeywords: meth,
+        },
+        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+        ml_doc: doc.as_ptr(),
+    })))
+}
+
+/// Sets `key` in the type's own dict and invalidates the method cache (`PyType_Modified`):
+/// PyO3 types may be immutable to `setattr`.
+///
+/// # Safety
+/// The GIL is held; `tp` is a live, ready type object.
+pub(super) unsafe fn set_type_dict_item(
+    py: Python<'_>,
+    tp: *mut ffi::PyTypeObject,
+    key: &Bound<'_, PyString>,
+    value: &Bound<'_, PyAny>,
+) -> PyResult<()> {
+    // SAFETY: caller contract.
+    unsafe {
+        let dict = (*tp).tp_dict;
+        if dict.is_null() {
+            return Err(
+                DlpackError::new(FailureKind::InternalError, "type has no __dict__").into(),
+            );
+        }
+        if ffi::PyDict_SetItem(dict, key.as_ptr(), value.as_ptr()) != 0 {
+            return Err(PyErr::fetch(py));
+        }
+        ffi::PyType_Modified(tp);
+    }
+    Ok(())
+}

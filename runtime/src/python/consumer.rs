@@ -1,0 +1,311 @@
+//! The consumer: `from_dlpack` to an [`ImportedTensor`], trying the numpy header, the C exchange
+//! table, the producer's `__dlpack__` (vectorcall, cached lookup on the type) and the bridges.
+
+use std::ffi::c_int;
+use std::ptr;
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyString, PyTuple};
+
+use crate::device::Device;
+use crate::error::DlpackError;
+use crate::failure::FailureKind;
+use crate::import::ImportedTensor;
+
+use super::args::{parse_copy_arg, parse_device_arg};
+use super::names::names;
+
+unsafe extern "C" {
+    /// CPython's method-cache lookup on a type's MRO: a borrowed reference or NULL, never
+    /// raises. (Exported by libpython; PyO3 does not bind it.)
+    fn _PyType_Lookup(ty: *mut ffi::PyTypeObject, name: *mut ffi::PyObject) -> *mut ffi::PyObject;
+    /// `getattr(o, name)` that reports a missing attribute without raising AttributeError:
+    /// 1 and a new reference in `*out`, 0 and NULL when absent, -1 with an error set.
+    /// (`PyObject_GetOptionalAttr` since 3.13; exported under this name by 3.8–3.12.)
+    #[cfg_attr(Py_3_13, link_name = "PyObject_GetOptionalAttr")]
+    fn _PyObject_LookupAttr(
+        o: *mut ffi::PyObject,
+        name: *mut ffi::PyObject,
+        out: *mut *mut ffi::PyObject,
+    ) -> c_int;
+}
+
+/// `getattr(obj, name)`, `None` when the attribute is missing — without creating and catching
+/// an AttributeError on the common path (an exception costs ~1 µs; see the bridges' probes).
+pub(crate) fn getattr_optional<'py>(
+    obj: &Bound<'py, PyAny>,
+    name: &Bound<'py, PyString>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let mut out = ptr::null_mut();
+    // SAFETY: GIL held (`Bound`); both objects are live; `out` receives a new reference or NULL.
+    match unsafe { _PyObject_LookupAttr(obj.as_ptr(), name.as_ptr(), &mut out) } {
+        // SAFETY: a new reference on success.
+        1 => Ok(Some(unsafe { Bound::from_owned_ptr(obj.py(), out) })),
+        0 => Ok(None),
+        _ => Err(PyErr::fetch(obj.py())),
+    }
+}
+
+thread_local! {
+    /// Last `(type, tp_version_tag, __dlpack__ descriptor)` seen by this thread. A valid
+    /// version tag is unique for the type's current MRO dicts (CPython bumps it on any change
+    /// and never reuses one), so while it matches, the descriptor is the one `_PyType_Lookup`
+    /// would return and is kept alive by the type's dict.
+    static LOOKUP_CACHE: std::cell::Cell<(usize, u32, usize)> = const { std::cell::Cell::new((0, 0, 0)) };
+}
+
+/// `type(o).__dlpack__` without raising on a miss (borrowed reference or NULL).
+///
+/// # Safety
+/// GIL held; `o` live; `name` is the interned `"__dlpack__"`.
+#[inline]
+unsafe fn lookup_dlpack(o: *mut ffi::PyObject, name: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    // SAFETY: caller contract; reading the type's flags and version tag is plain field access.
+    unsafe {
+        let tp = ffi::Py_TYPE(o);
+        let valid = ffi::PyType_HasFeature(tp, ffi::Py_TPFLAGS_VALID_VERSION_TAG) != 0;
+        let tag = (*tp).tp_version_tag;
+        if valid && tag != 0 {
+            let (ct, ctag, cd) = LOOKUP_CACHE.with(|c| c.get());
+            if ct == tp as usize && ctag == tag {
+                return cd as *mut ffi::PyObject;
+            }
+        }
+        let d = _PyType_Lookup(tp, name);
+        // `_PyType_Lookup` assigns a version tag when it can; cache hits only under a valid one.
+        let valid = ffi::PyType_HasFeature(tp, ffi::Py_TPFLAGS_VALID_VERSION_TAG) != 0;
+        let tag = (*tp).tp_version_tag;
+        if valid && tag != 0 && !d.is_null() {
+            LOOKUP_CACHE.with(|c| c.set((tp as usize, tag, d as usize)));
+        }
+        d
+    }
+}
+
+/// Calls `descr` (found on `type(obj)`) as a method of `obj` with `vals` for `kwnames`.
+///
+/// # Safety
+/// `descr` is a live object (a strong reference held by the caller); `vals` are live objects;
+/// `kwnames` is NULL or a tuple of `vals.len()` strings; the GIL is held.
+unsafe fn call_method<'py>(
+    obj: &Bound<'py, PyAny>,
+    descr: *mut ffi::PyObject,
+    vals: &[*mut ffi::PyObject],
+    kwnames: *mut ffi::PyObject,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = obj.py();
+    let mut args: [*mut ffi::PyObject; 5] = [ptr::null_mut(); 5];
+    args[0] = obj.as_ptr();
+    args[1..1 + vals.len()].copy_from_slice(vals);
+    // SAFETY: caller contract; `args` holds 1 + vals.len() live objects.
+    unsafe {
+        let res = if ffi::PyType_HasFeature(ffi::Py_TYPE(descr), ffi::Py_TPFLAGS_METHOD_DESCRIPTOR)
+            != 0
+        {
+            // A plain function / method descriptor: call it unbound with `obj` first (what
+            // CPython's own method calls do).
+            ffi::PyObject_Vectorcall(descr, args.as_ptr(), 1, kwnames)
+        } else {
+            // Anything else (staticmethod, callable object, ...): bind through getattr.
+            let bound = obj.getattr(names(py).dlpack.bind(py))?;
+            ffi::PyObject_Vectorcall(bound.as_ptr(), args.as_ptr().add(1), 0, kwnames)
+        };
+        Bound::from_owned_ptr_or_err(py, res)
+    }
+}
+
+/// Imports any DLPack producer (or a raw DLPack capsule) as an [`ImportedTensor`].
+///
+/// Calls `type(obj).__dlpack__(obj, max_version=(1, 3)[, dl_device=…, stream=…][, copy=…])`
+/// (vectorcall, interned names). On `TypeError` — a producer that predates the keywords — it
+/// retries `__dlpack__()` when `device` is `None` and `copy` is not `False`. With
+/// `copy=Some(true)` the result never aliases the producer: if the producer did not set
+/// IS_COPIED (or is legacy-only), dlbind copies into a fresh, writable host buffer.
+/// `device`: the result must be on that device (host-accessible memory counts as CPU);
+/// otherwise BufferError. For devices with streams, the consumer's stream is passed
+/// (`gpu::consumer_stream_for`: the generated default unless a GPU runtime reports a current
+/// stream). No `__dlpack__` → AttributeError.
+#[inline]
+pub fn from_dlpack(
+    obj: &Bound<'_, PyAny>,
+    device: Option<Device>,
+    copy: Option<bool>,
+) -> PyResult<ImportedTensor> {
+    if device.is_none() && copy.is_none() {
+        // The common call: nothing to check afterwards (no move through `finish_import`).
+        return import_from_producer(obj, None, None);
+    }
+    if copy == Some(true) && device.is_none_or(|d| d == Device::CPU) {
+        // dlbind copies host memory itself (C-contiguous, aligned, parallel kernels), so the
+        // producer is first asked for a zero-copy view; only memory the host cannot read is
+        // re-requested with copy=True, so that the producer copies it on its own device.
+        let view = import_from_producer(obj, device, None)?;
+        if view.device().is_host_accessible() {
+            return finish_import(view, device, copy);
+        }
+        drop(view);
+    }
+    let tensor = import_from_producer(obj, device, copy)?;
+    finish_import(tensor, device, copy)
+}
+
+/// Calls the producer's `__dlpack__` (or takes a raw capsule) and consumes the capsule.
+#[inline]
+fn import_from_producer(
+    obj: &Bound<'_, PyAny>,
+    device: Option<Device>,
+    copy: Option<bool>,
+) -> PyResult<ImportedTensor> {
+    // Exactly `numpy.ndarray`: read numpy's array header (what its `__dlpack__` would export,
+    // without the call and the capsule; `bridges::import_ndarray` steps aside for anything numpy
+    // itself should judge).
+    if copy != Some(true)
+        && device.is_none_or(|d| d == Device::CPU)
+        && let Some(t) = crate::bridges::import_ndarray(obj)
+    {
+        return t;
+    }
+    // The C exchange API first (`type(obj).__dlpack_c_exchange_api__`, cached per type): an
+    // owning zero-copy export. Not for copy=True (the producer must copy: `__dlpack__`) nor when
+    // its tensor is not on the requested device (`__dlpack__` with dl_device decides then).
+    if copy != Some(true)
+        && let Some(t) = crate::exchange::import_via_exchange_api(obj)?
+        && device.is_none_or(|d| {
+            t.device() == d || (d == Device::CPU && t.device().is_host_accessible())
+        })
+    {
+        return Ok(t);
+    }
+    import_through_dlpack(obj, device, copy)
+}
+
+/// [`from_dlpack`] for a caller that already tried the numpy header and the exchange table
+/// for this object and call (`device` None, `copy` not True) and found neither: straight to the
+/// capsule / `__dlpack__` / bridges, without looking the table up a second time.
+#[inline]
+pub(super) fn from_dlpack_after_fast_paths(
+    obj: &Bound<'_, PyAny>,
+    copy: Option<bool>,
+) -> PyResult<ImportedTensor> {
+    debug_assert_ne!(copy, Some(true));
+    let tensor = import_through_dlpack(obj, None, copy)?;
+    finish_import(tensor, None, copy)
+}
+
+/// The producer's capsule: `obj` itself when it is one, else its `__dlpack__` (keywords as the
+/// call asks; a TypeError retried once without them), else the bridges.
+fn import_through_dlpack(
+    obj: &Bound<'_, PyAny>,
+    device: Option<Device>,
+    copy: Option<bool>,
+) -> PyResult<ImportedTensor> {
+    let py = obj.py();
+    let o = obj.as_ptr();
+    // SAFETY: type checks on a live object.
+    let tensor = if unsafe { ffi::PyCapsule_CheckExact(o) } != 0 {
+        ImportedTensor::from_capsule(obj)?
+    } else {
+        let n = names(py);
+        // SAFETY: `_PyType_Lookup` returns a borrowed reference (or NULL, never raising); we
+        // take a strong one before running any Python code.
+        let descr = unsafe {
+            let d = lookup_dlpack(o, n.dlpack.as_ptr());
+            if d.is_null() {
+                // No `__dlpack__`: the bridges (CUDA array interface → SYCL USM interface →
+                // `__array_interface__` → buffer protocol); none → NoProtocol naming them all.
+                return crate::bridges::import_bridges(obj);
+            }
+            Bound::from_borrowed_ptr(py, d)
+        };
+        let first = if device.is_none() && copy.is_none() {
+            // SAFETY: live objects; kwnames_fast has one name for one value.
+            unsafe {
+                call_method(
+                    obj,
+                    descr.as_ptr(),
+                    &[n.version.as_ptr()],
+                    n.kwnames_fast.as_ptr(),
+                )
+            }
+        } else {
+            let mut names_v: Vec<&Py<PyString>> = vec![&n.kw_max_version];
+            let mut vals: Vec<Bound<'_, PyAny>> = vec![n.version.bind(py).clone().into_any()];
+            if let Some(d) = device {
+                names_v.push(&n.kw_dl_device);
+                vals.push(d.to_py_tuple(py)?.into_any());
+                // The stream the consumer will use on that device (CUDA: the current stream of a
+                // present runtime, else 1 — never 0; ROCm 0; stream-less devices: none).
+                if let Some(s) = crate::gpu::consumer_stream_for(d) {
+                    names_v.push(&n.kw_stream);
+                    vals.push(s.into_pyobject(py)?.into_any());
+                }
+            }
+            if let Some(c) = copy {
+                names_v.push(&n.kw_copy);
+                vals.push(pyo3::types::PyBool::new(py, c).to_owned().into_any());
+            }
+            let kwnames = PyTuple::new(py, names_v.iter().map(|s| s.bind(py)))?;
+            let raw: Vec<*mut ffi::PyObject> = vals.iter().map(|v| v.as_ptr()).collect();
+            // SAFETY: live objects; kwnames has one name per value.
+            unsafe { call_method(obj, descr.as_ptr(), &raw, kwnames.as_ptr()) }
+        };
+        let capsule = match first {
+            Ok(c) => c,
+            Err(e)
+                if e.is_instance_of::<PyTypeError>(py)
+                    && device.is_none()
+                    && copy != Some(false) =>
+            {
+                // A producer without the DLPack 2023.12 keywords.
+                // SAFETY: live objects, no keywords.
+                unsafe { call_method(obj, descr.as_ptr(), &[], ptr::null_mut()) }
+                    .inspect_err(|e2| e2.set_cause(py, Some(e)))?
+            }
+            Err(e) => return Err(e),
+        };
+        ImportedTensor::from_capsule(&capsule)?
+    };
+    Ok(tensor)
+}
+
+/// [`from_dlpack`] with Python-level arguments: `device` (`None`, `"cpu"` or a
+/// `(device_type, device_id)` tuple) and `copy` (`None`/`True`/`False`) are validated first
+/// (TypeError / ValueError / BufferError per the spec's mapping). What a Python
+/// `from_dlpack(x, /, *, device=None, copy=None)` calls.
+#[inline]
+pub fn from_dlpack_py(
+    obj: &Bound<'_, PyAny>,
+    device: Option<&Bound<'_, PyAny>>,
+    copy: Option<&Bound<'_, PyAny>>,
+) -> PyResult<ImportedTensor> {
+    let device = parse_device_arg(device)?;
+    let copy = parse_copy_arg(copy)?;
+    from_dlpack(obj, device, copy)
+}
+
+/// Applies `device` / `copy` to a freshly imported tensor.
+#[inline]
+fn finish_import(
+    tensor: ImportedTensor,
+    device: Option<Device>,
+    copy: Option<bool>,
+) -> PyResult<ImportedTensor> {
+    if let Some(d) = device {
+        let here = tensor.device();
+        if here != d && !(d == Device::CPU && here.is_host_accessible()) {
+            return Err(DlpackError::new(
+                FailureKind::UnsupportedDevice,
+                format!("the producer returned a tensor on device {here}, not the requested {d}"),
+            )
+            .into());
+        }
+    }
+    if copy == Some(true) && !tensor.is_copied() {
+        // Legacy producers cannot say whether they copied; versioned ones that did not set
+        // IS_COPIED may alias. Copy ourselves so the result never aliases.
+        return Ok(tensor.to_contiguous_copy()?);
+    }
+    Ok(tensor)
+}

@@ -1,0 +1,244 @@
+//! The fast consumer entry point: a raw `METH_FASTCALL | METH_KEYWORDS` `from_dlpack` that builds
+//! the caller's own array type `T` directly (same-type view, numpy header view, exchange table),
+//! and its installation as a module function or a static method.
+
+use std::ptr;
+
+use pyo3::Borrowed;
+use pyo3::PyClass;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+
+use crate::device::Device;
+use crate::exchange::FromManagedTensor;
+use crate::import::ImportedTensor;
+use crate::protocol;
+
+use super::args::parse_from_dlpack_args;
+use super::boundary::{at_c_boundary, leaked_fastcall_def, set_type_dict_item};
+use super::consumer::{from_dlpack, from_dlpack_after_fast_paths};
+
+/// Imports `x` as a new `T` object (a new reference), trying in order (the order of
+/// [`from_dlpack`], with `T` built directly where it can be):
+/// 1. [`FromManagedTensor::share_from`] when `x` is exactly a `T` (what `T`'s own exchange table
+///    would give, without the managed-tensor round trip);
+/// 2. an exact `numpy.ndarray`'s header view ([`FromManagedTensor::from_python_view`]);
+/// 3. `type(x)`'s C exchange table when neither `device` nor `copy=True` is asked for
+///    ([`crate::exchange::import_via_exchange_api_with`], `T` built in place);
+/// 4. [`FromManagedTensor::from_managed`] of the producer's capsule: straight to the
+///    capsule / `__dlpack__` path when 2 and 3 were both tried, else [`from_dlpack`].
+#[inline(always)]
+fn import_as<T>(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    device: Option<Device>,
+    copy: Option<bool>,
+) -> *mut ffi::PyObject
+where
+    T: PyClass + FromManagedTensor + Into<pyo3::PyClassInitializer<T>>,
+{
+    // Every step returns the bare pointer (NULL with the exception set): a `PyResult` passed
+    // back through memory is copied whole, with wide loads that stall on the narrow stores that
+    // just wrote (parts of) it.
+    if device.is_none() && copy != Some(true) {
+        // SAFETY: reading the type of a live object.
+        if unsafe { ffi::Py_TYPE(x.as_ptr()) } == T::type_object_raw(py)
+            && crate::exchange::same_type_views_enabled()
+        {
+            // SAFETY: the exact type was checked just above.
+            let src = unsafe { x.cast_unchecked::<T>() };
+            if let Some(v) = T::share_from(src) {
+                let obj = match v {
+                    Ok(v) => new_instance(py, v),
+                    Err(e) => restore_error(py, e),
+                };
+                if !obj.is_null() {
+                    crate::exchange::note_same_type_view();
+                }
+                return obj;
+            }
+        }
+    }
+    // A view of memory `x` keeps alive (numpy's header, a lending exchange table), built into
+    // `T` by [`instance_from_view`].
+    let view = |v: &crate::bridges::PythonView<'_, '_>| Ok(instance_from_view::<T>(py, v));
+    if device.is_none_or(|d| d == Device::CPU)
+        && copy != Some(true)
+        && let Some(r) = crate::bridges::with_ndarray_view(x, view)
+    {
+        return restored(py, r);
+    }
+    let build = |t: PyResult<ImportedTensor>| match t.and_then(|t| T::from_managed(py, t)) {
+        Ok(v) => new_instance(py, v),
+        Err(e) => restore_error(py, e),
+    };
+    // The producer's C exchange table (the path `from_dlpack` takes first for such objects),
+    // with the view or handle moved straight into `T`.
+    if device.is_none() && copy != Some(true) {
+        if let Some(r) =
+            crate::exchange::import_via_exchange_api_with(x, view, |t| Ok(build(Ok(t))))
+        {
+            return restored(py, r);
+        }
+        // Both fast paths were tried for this call (the numpy header under a weaker condition).
+        return build(from_dlpack_after_fast_paths(x, copy));
+    }
+    build(from_dlpack(x, device, copy))
+}
+
+/// `T::into_instance(value)` as a bare new reference (NULL with the exception set).
+#[inline(always)]
+fn new_instance<T>(py: Python<'_>, value: T) -> *mut ffi::PyObject
+where
+    T: PyClass + FromManagedTensor + Into<pyo3::PyClassInitializer<T>>,
+{
+    match T::into_instance(py, value) {
+        Ok(o) => o.into_ptr(),
+        Err(e) => restore_error(py, e),
+    }
+}
+
+/// A new `T` (a new reference) viewing `v`: built directly when `T` can
+/// ([`FromManagedTensor::from_python_view`]), else through an `ImportedTensor` holding the
+/// view's owner. Returns the bare pointer (NULL with the exception set, see [`restored`]): a
+/// `PyResult` returned through memory is copied with wide loads that stall on the narrow
+/// stores that just wrote it.
+#[inline(always)]
+fn instance_from_view<T>(
+    py: Python<'_>,
+    v: &crate::bridges::PythonView<'_, '_>,
+) -> *mut ffi::PyObject
+where
+    T: PyClass + FromManagedTensor + Into<pyo3::PyClassInitializer<T>>,
+{
+    let value = match T::from_python_view(v) {
+        Some(Ok(value)) => value,
+        Some(Err(e)) => return restore_error(py, e),
+        // SAFETY: the view describes its owner's memory, which the handle keeps alive.
+        None => match T::from_managed(py, unsafe { ImportedTensor::from_python_view(v) }) {
+            Ok(value) => value,
+            Err(e) => return restore_error(py, e),
+        },
+    };
+    new_instance(py, value)
+}
+
+/// Sets `e` as the Python exception; NULL.
+#[cold]
+#[inline(never)]
+fn restore_error(py: Python<'_>, e: PyErr) -> *mut ffi::PyObject {
+    e.restore(py);
+    ptr::null_mut()
+}
+
+/// `r`'s object, or NULL with its error restored as the Python exception (a C entry point's
+/// return value; [`at_c_boundary`] passes a NULL it gets as `Ok` through).
+#[inline(always)]
+fn restored(py: Python<'_>, r: PyResult<*mut ffi::PyObject>) -> *mut ffi::PyObject {
+    match r {
+        Ok(o) => o,
+        Err(e) => restore_error(py, e),
+    }
+}
+
+/// A raw `METH_FASTCALL | METH_KEYWORDS` implementation of
+/// `from_dlpack(x, /, *, device=None, copy=None) -> T` (keyword names from the generated
+/// `protocol` module); semantics of [`from_dlpack_py`](super::from_dlpack_py) followed by
+/// [`FromManagedTensor::from_managed`]. The common call — one positional argument, no keywords —
+/// skips all argument parsing, and when `x` is exactly a `T` the result is built by
+/// [`FromManagedTensor::share_from`] (no DLPack round trip). Installed by
+/// [`add_from_dlpack_function`] / [`install_from_dlpack_staticmethod`].
+///
+/// # Safety
+/// Called by CPython through a builtin function object (any `self`, ignored), GIL held.
+pub unsafe extern "C" fn from_dlpack_fastcall<T>(
+    _slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargsf: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject
+where
+    T: PyClass + FromManagedTensor + Into<pyo3::PyClassInitializer<T>>,
+{
+    // SAFETY: CPython holds the GIL for us and passes `nargs + len(kwnames)` live arguments.
+    unsafe {
+        at_c_boundary(format_args!("{FROM_DLPACK_NAME}"), ptr::null_mut(), |py| {
+            let nargs = ffi::PyVectorcall_NARGS(nargsf as usize);
+            if nargs == 1 && (kwnames.is_null() || ffi::PyTuple_GET_SIZE(kwnames) == 0) {
+                // `x` is borrowed from the caller's argument array for the whole call.
+                let x = Borrowed::from_ptr(py, *args);
+                Ok(import_as::<T>(py, &x, None, None))
+            } else {
+                parse_from_dlpack_args(py, FROM_DLPACK_NAME, args, nargs, kwnames)
+                    .map(|(x, device, copy)| import_as::<T>(py, &x, device, copy))
+            }
+        })
+    }
+}
+
+/// The Python name of the functions [`add_from_dlpack_function`] and
+/// [`install_from_dlpack_staticmethod`] install (the spec's `protocol.from_dlpack.name`).
+pub const FROM_DLPACK_NAME: &str = protocol::FROM_DLPACK_FUNCTION;
+
+/// A leaked `PyMethodDef` for [`from_dlpack_fastcall::<T>`] named [`FROM_DLPACK_NAME`], with a
+/// text signature (`inspect.signature` works) from the generated keyword names.
+fn from_dlpack_method_def<T>(doc: &str) -> PyResult<&'static mut ffi::PyMethodDef>
+where
+    T: PyClass + FromManagedTensor + Into<pyo3::PyClassInitializer<T>>,
+{
+    let doc = format!(
+        "{FROM_DLPACK_NAME}(x, /, *, {}=None, {}=None)\n--\n\n{doc}",
+        protocol::FROM_DLPACK_KW_DEVICE,
+        protocol::FROM_DLPACK_KW_COPY
+    );
+    leaked_fastcall_def(FROM_DLPACK_NAME, doc, from_dlpack_fastcall::<T>)
+}
+
+/// Adds `module.from_dlpack(x, /, *, device=None, copy=None) -> T` backed by
+/// [`from_dlpack_fastcall::<T>`] (a builtin function with the module as `__module__`).
+pub fn add_from_dlpack_function<T>(
+    module: &Bound<'_, pyo3::types::PyModule>,
+    doc: &str,
+) -> PyResult<()>
+where
+    T: PyClass + FromManagedTensor + Into<pyo3::PyClassInitializer<T>>,
+{
+    let py = module.py();
+    crate::interp::require_gil(py)?;
+    let def = from_dlpack_method_def::<T>(doc)?;
+    let modname = module.name()?;
+    // SAFETY: `def` lives for the rest of the process; module and name are live objects.
+    let f = unsafe {
+        Bound::from_owned_ptr_or_err(
+            py,
+            ffi::PyCMethod_New(def, module.as_ptr(), modname.as_ptr(), ptr::null_mut()),
+        )?
+    };
+    module.add(FROM_DLPACK_NAME, f)
+}
+
+/// Sets `T.from_dlpack` to a static method backed by [`from_dlpack_fastcall::<T>`] (replacing,
+/// e.g., a PyO3 `#[staticmethod]` of that name). Call it once at module init after the class is
+/// added.
+pub fn install_from_dlpack_staticmethod<T>(py: Python<'_>, doc: &str) -> PyResult<()>
+where
+    T: PyClass + FromManagedTensor + Into<pyo3::PyClassInitializer<T>>,
+{
+    let ty = T::type_object(py);
+    let def = from_dlpack_method_def::<T>(doc)?;
+    // SAFETY: `def` lives for the rest of the process; the type object is live and ready.
+    unsafe {
+        let f = Bound::from_owned_ptr_or_err(
+            py,
+            ffi::PyCMethod_New(def, ptr::null_mut(), ptr::null_mut(), ptr::null_mut()),
+        )?;
+        let sm = Bound::from_owned_ptr_or_err(py, ffi::PyStaticMethod_New(f.as_ptr()))?;
+        set_type_dict_item(
+            py,
+            ty.as_type_ptr(),
+            &PyString::intern(py, FROM_DLPACK_NAME),
+            &sm,
+        )
+    }
+}
