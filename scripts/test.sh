@@ -90,8 +90,9 @@ if [[ "${DLBIND_SKIP_RUST:-0}" != 1 ]]; then
   else
     echo "clippy is not installed with this toolchain: lint skipped"
   fi
-  # API docs build without a broken intra-doc link or another rustdoc warning.
-  check "cargo doc" env RUSTDOCFLAGS="-D warnings" cargo doc -q --workspace --no-deps --features dlbind/cuda
+  # API docs build without a broken intra-doc link or another rustdoc warning, private items
+  # included (their docs are the newcomer's map of the runtime).
+  check "cargo doc" env RUSTDOCFLAGS="-D warnings" cargo doc -q --workspace --no-deps --document-private-items --features dlbind/cuda,dlbind/ndarray
 
   # ------------------------------------------------------------ 3. cargo test
   step "3/5 cargo test --workspace --release --no-fail-fast"

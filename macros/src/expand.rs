@@ -355,7 +355,7 @@ fn py_ident(name: &str, what: &str) -> syn::Result<Ident> {
 /// The `#[pymethods]` block: `__dlpack__` and `__dlpack_device__`, names from the spec.
 ///
 /// `__dlpack__` is emitted as a class attribute holding the runtime's raw
-/// `METH_FASTCALL | METH_KEYWORDS` descriptor ([`dlbind::python::dlpack_descriptor`]): it parses
+/// `METH_FASTCALL | METH_KEYWORDS` descriptor (`dlbind::python::dlpack_descriptor`): it parses
 /// the keyword-only arguments itself, matching the interned keyword names of the generated
 /// `dlbind::protocol` module by identity. PyO3's generic argument parser costs ~20 ns per call,
 /// which alone misses the "≤ 0.9× numpy" export target. The method name comes from the spec IR;

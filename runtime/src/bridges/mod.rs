@@ -3,8 +3,8 @@
 //! Export (bodies of the items `#[derive(DLPackExport)]` emits; generic over any
 //! `T: PyClass + DLPackSource`, like [`crate::python::dlpack_method`]):
 //! * [`getbuffer`] / [`releasebuffer`]: the buffer protocol (PEP 3118) for host-accessible data.
-//! * [`array_interface`]: numpy `__array_interface__` version 3 for host-accessible data.
-//! * [`cuda_array_interface`]: `__cuda_array_interface__` version 3 for `kDLCUDA` /
+//! * [`array_interface`](fn@array_interface): numpy `__array_interface__` version 3 for host-accessible data.
+//! * [`cuda_array_interface`](fn@cuda_array_interface): `__cuda_array_interface__` version 3 for `kDLCUDA` /
 //!   `kDLCUDAManaged` data.
 //! * [`sycl_usm_array_interface`]: `__sycl_usm_array_interface__` version 1 for `kDLOneAPI` data.
 //!

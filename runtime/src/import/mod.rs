@@ -138,7 +138,7 @@ impl ImportedTensor {
     /// Builds the handle for a producer's tensor that is already validated and owned.
     ///
     /// # Safety
-    /// `t` is the owner's live tensor, validated with [`validate_tensor`].
+    /// `t` is the owner's live tensor, validated with [`validate_dltensor`].
     #[inline(always)]
     unsafe fn from_parts(
         owner: Owner,

@@ -1,4 +1,4 @@
-//! `ndarray` views of an [`ImportedTensor`](super::ImportedTensor) (feature `ndarray`).
+//! `ndarray` views of an [`ImportedTensor`] (feature `ndarray`).
 
 use ndarray::{ArrayViewD, ArrayViewMutD, Axis, IxDyn, ShapeBuilder};
 

@@ -1,0 +1,233 @@
+//! Imports through a producer's table: the owning export, or for a table that lends (see the
+//! module docs of [`crate::exchange`]) the non-owning fill plus a strong reference.
+
+use std::ffi::c_void;
+use std::ptr::{self, NonNull};
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+
+use crate::bridges::PythonView;
+use crate::ffi::{DLManagedTensorVersioned, DLPackExchangeAPI};
+use crate::import::ImportedTensor;
+
+use super::counters::note_exchange_import;
+use super::lookup::{TableKind, lookup_table};
+
+/// Refuses a torch tensor whose negative bit (any dtype) or, when `complex`, conjugate bit is
+/// set (`x.is_neg()`, `x.is_conj()`; torch sets the conjugate bit on complex tensors only, and a
+/// torch without those methods has no such bits): its stored values are not its values. Each
+/// question is a torch method call (~50 ns), so the conjugate one is asked only when it can be
+/// yes.
+fn refuse_torch_lazy_bits(obj: &Bound<'_, PyAny>, complex: bool) -> PyResult<()> {
+    let py = obj.py();
+    let checks = [
+        (pyo3::intern!(py, "is_neg"), "negative", "resolve_neg", true),
+        (
+            pyo3::intern!(py, "is_conj"),
+            "conjugate",
+            "resolve_conj",
+            complex,
+        ),
+    ];
+    for (method, bit, fix, ask) in checks {
+        if !ask {
+            continue;
+        }
+        match obj.call_method0(method) {
+            Ok(v) if v.is_truthy()? => {
+                return Err(crate::error::DlpackError::new(
+                    crate::failure::FailureKind::UnsupportedLayout,
+                    format!(
+                        "a torch tensor with the {bit} bit set cannot be imported zero-copy (its stored \
+                         values are not its values); call x.{fix}() first"
+                    ),
+                )
+                .into());
+            }
+            Ok(_) => {}
+            Err(e) if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(py) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Imports `obj` through its type's C exchange table: `Ok(None)` when the type has no usable
+/// table or no `managed_tensor_from_py_object_no_sync` entry (the caller falls back to
+/// `__dlpack__`), the producer's exception when the entry fails.
+///
+/// torch's table (seen in torch 2.15) exports a tensor whose conjugate or negative bit is set
+/// as its stored values: `from_dlpack(x.conj())` through it would silently give the
+/// unconjugated numbers (tvm-ffi does), where torch's `__dlpack__` refuses the conjugate bit
+/// (BufferError) and exports the negative bit unresolved (numpy then shows the wrong sign).
+/// dlbind refuses both for torch tensors that have a table (BufferError naming the bit and the
+/// `resolve_*` call); other torch tensors take the table.
+#[inline]
+pub fn import_via_exchange_api(obj: &Bound<'_, PyAny>) -> PyResult<Option<ImportedTensor>> {
+    import_via_exchange_api_with(
+        obj,
+        // SAFETY: a lending table's view describes memory its owner keeps as it is while alive;
+        // the handle keeps a strong reference to the owner.
+        |v| Ok(unsafe { ImportedTensor::from_python_view(v) }),
+        Ok,
+    )
+    .transpose()
+}
+
+/// [`import_via_exchange_api`] handing the imported tensor to `f` (`None`: no usable table).
+/// Inlined with `f` into the caller, so that the tensor handle is built where `f` uses it
+/// (e.g. moved into the caller's array type) instead of being returned through a chain of
+/// `Result<Option<…>>` values: those copies of a freshly written handle cost more than the
+/// rest of the import (each wide copy of narrow fresh stores stalls the CPU).
+///
+/// A table of this module that *lends* (see the module docs) is asked for its non-owning
+/// `dltensor_from_py_object_no_sync` fill when the object's data is writable (the fill refuses
+/// read-only data, as a bare DLTensor has no read-only flag), and `lend` gets the filled tensor as a [`PythonView`] whose owner is `obj`: `lend` copies
+/// shape and strides and keeps a strong reference to `obj`, which is what the table's owning
+/// export would hold, without the managed tensor (allocation, deleter). Such a view has no
+/// DLPack version ([`ImportedTensor::version`] is `None`, as for other views of Python
+/// objects). If the fill fails anyway, its exception is dropped and the owning export is used
+/// (which reports the failure, if it is one).
+#[inline(always)]
+pub fn import_via_exchange_api_with<R>(
+    obj: &Bound<'_, PyAny>,
+    lend: impl FnOnce(&PythonView<'_, '_>) -> PyResult<R>,
+    f: impl FnOnce(ImportedTensor) -> PyResult<R>,
+) -> Option<PyResult<R>> {
+    let py = obj.py();
+    // SAFETY: GIL held (bound object), `obj` is live.
+    let (table, kind) = unsafe { lookup_table(py, obj.as_ptr()) };
+    if table.is_null() {
+        return None;
+    }
+    let torch = matches!(kind, TableKind::Torch);
+    if let TableKind::Lends(probe) = kind
+        // SAFETY: (the probe) GIL held, a live object.
+        && unsafe { probe(obj.as_ptr()) }
+    {
+        // SAFETY: a table of ours (checked when cached), process-lifetime; `obj` has the type
+        // the table was looked up on.
+        if let Some(r) = unsafe { lend_through(obj, table, lend) } {
+            note_exchange_import();
+            return Some(r);
+        }
+    }
+    // SAFETY: a table of our major version (checked), process-lifetime.
+    let f_export = unsafe { (*table).managed_tensor_from_py_object_no_sync }?;
+    // SAFETY: `f_export` is the table entry of `type(obj)` (looked up just above).
+    Some(unsafe { export_through(obj, f_export) }.and_then(|m| {
+        // SAFETY: on success we own `m` (the producer transferred it).
+        let t = unsafe { ImportedTensor::from_managed_versioned(m) }?;
+        if torch {
+            // On refusal `t` drops here: the producer's deleter runs, exactly once.
+            refuse_torch_lazy_bits(
+                obj,
+                t.dtype().code == crate::ffi::DLDataTypeCode::kDLComplex.0,
+            )?;
+        }
+        note_exchange_import();
+        f(t)
+    }))
+}
+
+/// Calls a lending table's non-owning fill on `obj` and hands the result to `lend` (`None`:
+/// the fill refused, its exception dropped).
+///
+/// # Safety
+/// `table` is a table [`lends`](super::lends) accepted, looked up on `type(obj)`.
+#[inline(always)]
+unsafe fn lend_through<R>(
+    obj: &Bound<'_, PyAny>,
+    table: *const DLPackExchangeAPI,
+    lend: impl FnOnce(&PythonView<'_, '_>) -> PyResult<R>,
+) -> Option<PyResult<R>> {
+    // SAFETY: caller contract (a lending table has the entry).
+    let fill = unsafe { (*table).dltensor_from_py_object_no_sync }?;
+    let mut dl = std::mem::MaybeUninit::<crate::ffi::DLTensor>::uninit();
+    // SAFETY: the entry's contract: a live object of the table's type, a writable DLTensor, the
+    // GIL held (bound object).
+    if unsafe { fill(obj.as_ptr().cast::<c_void>(), dl.as_mut_ptr()) } != 0 {
+        // SAFETY: GIL held; the producer set an exception, dropped here (the owning export
+        // follows and raises its own if the object cannot be exported).
+        unsafe { ffi::PyErr_Clear() };
+        return None;
+    }
+    // SAFETY: filled on success.
+    let dl = unsafe { dl.assume_init_ref() };
+    // The checks every import runs (`ImportedTensor::from_managed_versioned` runs them on the
+    // owning export's tensor): on failure the owning export is used, and raises.
+    // SAFETY: a filled DLTensor whose shape and strides (ndim values each) live in `obj`.
+    if unsafe { crate::import::validate_dltensor(dl) }.is_err() {
+        return None;
+    }
+    let ndim = usize::try_from(dl.ndim).ok()?;
+    let (shape, strides): (&[i64], &[i64]) = if ndim == 0 {
+        (&[], &[])
+    } else if dl.shape.is_null() || dl.strides.is_null() {
+        return None;
+    } else {
+        // SAFETY: the fill points shape and strides at `ndim` values stored in `obj`, which is
+        // alive and frozen for the whole call (see [`lends`]).
+        unsafe {
+            (
+                std::slice::from_raw_parts(dl.shape, ndim),
+                std::slice::from_raw_parts(dl.strides, ndim),
+            )
+        }
+    };
+    let view = PythonView {
+        owner: obj,
+        data: dl
+            .data
+            .cast::<u8>()
+            .wrapping_add(dl.byte_offset as usize)
+            .cast(),
+        shape,
+        strides,
+        dtype: dl.dtype,
+        device: dl.device.into(),
+        readonly: false,
+    };
+    Some(lend(&view))
+}
+
+/// Calls the table's owning export on `obj`: the producer's managed tensor, or its exception.
+///
+/// # Safety
+/// `export` is the `managed_tensor_from_py_object_no_sync` entry of the table of `type(obj)`.
+#[inline(always)]
+unsafe fn export_through(
+    obj: &Bound<'_, PyAny>,
+    export: unsafe extern "C" fn(
+        *mut c_void,
+        *mut *mut DLManagedTensorVersioned,
+    ) -> std::ffi::c_int,
+) -> PyResult<NonNull<DLManagedTensorVersioned>> {
+    let mut out: *mut DLManagedTensorVersioned = ptr::null_mut();
+    // SAFETY: the producer's contract: a live object of the table's type (caller contract) and
+    // a valid out pointer; the GIL is held (bound object).
+    let rc = unsafe { export(obj.as_ptr().cast::<c_void>(), &mut out) };
+    if rc != 0 {
+        return Err(export_failed(obj.py()));
+    }
+    NonNull::new(out).ok_or_else(|| {
+        crate::error::DlpackError::new(
+            crate::failure::FailureKind::InternalError,
+            "managed_tensor_from_py_object_no_sync returned NULL",
+        )
+        .into()
+    })
+}
+
+#[cold]
+#[inline(never)]
+fn export_failed(py: Python<'_>) -> PyErr {
+    PyErr::take(py).unwrap_or_else(|| {
+        crate::error::DlpackError::new(
+            crate::failure::FailureKind::InternalError,
+            "managed_tensor_from_py_object_no_sync failed without an exception",
+        )
+        .into()
+    })
+}
