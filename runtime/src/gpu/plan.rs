@@ -296,97 +296,149 @@ pub fn plan_export(req: &ExportRequest) -> Result<ExportPlan> {
             return Err(v.into());
         }
     };
-    let no_sync = action == StreamAction::NoSync;
-    // Only GPU memory (device, pinned, managed, ROCm host) has producer streams; a stream
-    // reported for anything else is ignored.
-    let producer = if has_gpu_context(src) {
-        req.producer_stream
-    } else {
-        None
+    let p = Planner {
+        req,
+        src,
+        target,
+        // Only GPU memory (device, pinned, managed, ROCm host) has producer streams; a stream
+        // reported for anything else is ignored.
+        producer: if has_gpu_context(src) {
+            req.producer_stream
+        } else {
+            None
+        },
+        consumer: consumer_handle(action),
+        no_sync: action == StreamAction::NoSync,
+        want_copy: req.copy == Some(true),
+        forbid_copy: req.copy == Some(false),
     };
-    let consumer = consumer_handle(action);
-    let mut steps = Vec::new();
-    let want_copy = req.copy == Some(true);
-    let forbid_copy = req.copy == Some(false);
-    let unsupported = |why: &str| {
+    if target == src {
+        return if is_stream_device(src) {
+            p.same_stream_device()
+        } else {
+            p.same_streamless_device()
+        };
+    }
+    let target_is_pinned = is_type(target, DLDeviceType::kDLCUDAHost);
+    if is_type(src, DLDeviceType::kDLCUDA) && (target.is_cpu() || target_is_pinned) {
+        return p.device_to_host(target_is_pinned);
+    }
+    if target.is_cpu() && src.is_host_accessible() && !src.is_cpu() {
+        return Ok(p.host_accessible_to_cpu());
+    }
+    if src.is_cpu() && is_type(target, DLDeviceType::kDLCUDA) {
+        return p.host_to_device();
+    }
+    Err(p.unsupported(""))
+}
+
+/// One export request being planned: the devices, the two streams and the copy wish, with one
+/// method per case of the module's table.
+struct Planner<'a> {
+    req: &'a ExportRequest,
+    src: Device,
+    target: Device,
+    /// The producer's pending stream (GPU memory only).
+    producer: Option<StreamHandle>,
+    /// The consumer's stream (`None`: none, or `-1`: no synchronisation).
+    consumer: Option<StreamHandle>,
+    /// The consumer asked for no synchronisation (`stream=-1`).
+    no_sync: bool,
+    want_copy: bool,
+    forbid_copy: bool,
+}
+
+impl Planner<'_> {
+    fn plan(&self, kind: PlanKind, is_copied: bool, steps: Vec<Step>) -> ExportPlan {
+        ExportPlan {
+            kind,
+            target: self.target,
+            is_copied,
+            consumer_stream: self.consumer,
+            steps,
+        }
+    }
+
+    fn unsupported(&self, why: &str) -> DlpackError {
         err(
             FailureKind::UnsupportedDevice,
-            format!("cannot export a tensor on {src} to dl_device={target}{why}"),
+            format!(
+                "cannot export a tensor on {} to dl_device={}{why}",
+                self.src, self.target
+            ),
         )
-    };
-    let copy_required = || {
+    }
+
+    fn copy_required(&self) -> DlpackError {
         err(
             FailureKind::CopyRequired,
             format!(
-                "exporting a tensor on {src} to dl_device={target} needs a copy, but copy=False"
+                "exporting a tensor on {} to dl_device={} needs a copy, but copy=False",
+                self.src, self.target
             ),
         )
-    };
-    let plan = |kind, is_copied, steps| ExportPlan {
-        kind,
-        target,
-        is_copied,
-        consumer_stream: consumer,
-        steps,
-    };
+    }
 
-    if target == src {
-        // ---- same device ----
-        if is_stream_device(src) {
-            let dev = src;
-            if !want_copy {
-                if let Some(b) = consumer {
-                    order_streams(&mut steps, dev, producer, b);
-                }
-                return Ok(plan(PlanKind::ZeroCopy, false, steps));
+    /// Same device with streams (CUDA, ROCm): zero-copy with the streams ordered, or (CUDA,
+    /// copy=True) a device copy on the consumer stream after it waited for the producer's.
+    fn same_stream_device(&self) -> Result<ExportPlan> {
+        let (dev, req) = (self.src, self.req);
+        let mut steps = Vec::new();
+        if !self.want_copy {
+            if let Some(b) = self.consumer {
+                order_streams(&mut steps, dev, self.producer, b);
             }
-            if !is_type(src, DLDeviceType::kDLCUDA) {
-                return Err(unsupported(
-                    " with copy=True: no runtime for this device type",
-                ));
-            }
-            steps.push(Step::AllocDst {
-                kind: AllocKind::Device,
-                device: dev,
-                bytes: req.bytes,
-            });
-            // The copy runs on the consumer stream B after B waited for A; for -1 it runs on A
-            // and A is synchronised.
-            let copy_stream = match consumer {
-                Some(b) => {
-                    order_streams(&mut steps, dev, producer, b);
-                    b
-                }
-                None => producer.unwrap_or(StreamHandle::LEGACY),
-            };
-            push_device_copy(&mut steps, dev, copy_stream, req, CopyKind::D2D);
-            if no_sync {
-                steps.push(Step::SynchronizeStream {
-                    device: dev,
-                    stream: copy_stream,
-                });
-            }
-            return Ok(plan(PlanKind::SameDevice, true, steps));
+            return Ok(self.plan(PlanKind::ZeroCopy, false, steps));
         }
-        // Stream-less devices: CPU, CUDAHost, CUDAManaged, ROCMHost, others.
-        let pinned_or_managed =
-            is_type(src, DLDeviceType::kDLCUDAHost) || is_type(src, DLDeviceType::kDLCUDAManaged);
+        if !is_type(dev, DLDeviceType::kDLCUDA) {
+            return Err(self.unsupported(" with copy=True: no runtime for this device type"));
+        }
+        steps.push(Step::AllocDst {
+            kind: AllocKind::Device,
+            device: dev,
+            bytes: req.bytes,
+        });
+        // The copy runs on the consumer stream B after B waited for A; for -1 it runs on A
+        // and A is synchronised.
+        let copy_stream = match self.consumer {
+            Some(b) => {
+                order_streams(&mut steps, dev, self.producer, b);
+                b
+            }
+            None => self.producer.unwrap_or(StreamHandle::LEGACY),
+        };
+        push_device_copy(&mut steps, dev, copy_stream, req, CopyKind::D2D);
+        if self.no_sync {
+            steps.push(Step::SynchronizeStream {
+                device: dev,
+                stream: copy_stream,
+            });
+        }
+        Ok(self.plan(PlanKind::SameDevice, true, steps))
+    }
+
+    /// Same stream-less device (CPU, CUDAHost, CUDAManaged, ROCMHost, others): zero-copy after
+    /// the producer's stream is synchronised, a host copy for CPU, a device copy for pinned or
+    /// managed memory.
+    fn same_streamless_device(&self) -> Result<ExportPlan> {
+        let (src, req) = (self.src, self.req);
+        let mut steps = Vec::new();
         let ctx = context_device(src);
-        if !want_copy {
-            if let Some(a) = producer {
+        if !self.want_copy {
+            if let Some(a) = self.producer {
                 steps.push(Step::SynchronizeStream {
                     device: ctx,
                     stream: a,
                 });
             }
-            return Ok(plan(PlanKind::ZeroCopy, false, steps));
+            return Ok(self.plan(PlanKind::ZeroCopy, false, steps));
         }
         if src.is_cpu() {
-            return Ok(plan(PlanKind::HostCopy, true, steps));
+            return Ok(self.plan(PlanKind::HostCopy, true, steps));
         }
-        if pinned_or_managed {
+        if is_type(src, DLDeviceType::kDLCUDAHost) || is_type(src, DLDeviceType::kDLCUDAManaged) {
             let kind = AllocKind::for_device(src).unwrap_or(AllocKind::PinnedHost);
-            let stream = producer.unwrap_or(StreamHandle::LEGACY);
+            let stream = self.producer.unwrap_or(StreamHandle::LEGACY);
             steps.push(Step::AllocDst {
                 kind,
                 device: ctx,
@@ -397,27 +449,22 @@ pub fn plan_export(req: &ExportRequest) -> Result<ExportPlan> {
                 device: ctx,
                 stream,
             });
-            return Ok(plan(PlanKind::SameDevice, true, steps));
+            return Ok(self.plan(PlanKind::SameDevice, true, steps));
         }
-        return Err(unsupported(
-            " with copy=True: no runtime for this device type",
-        ));
+        Err(self.unsupported(" with copy=True: no runtime for this device type"))
     }
 
-    // ---- cross-device ----
-    let src_is_cuda = is_type(src, DLDeviceType::kDLCUDA);
-    let target_is_cpu = target.is_cpu();
-    let target_is_pinned = is_type(target, DLDeviceType::kDLCUDAHost);
-
-    // CUDA → CPU / CUDAHost: device-to-host copy into pinned memory.
-    if src_is_cuda && (target_is_cpu || target_is_pinned) {
-        if forbid_copy {
-            return Err(copy_required());
+    /// CUDA → CPU / CUDAHost: device-to-host copy into pinned memory (through a contiguous
+    /// device temporary for strided data).
+    fn device_to_host(&self, target_is_pinned: bool) -> Result<ExportPlan> {
+        if self.forbid_copy {
+            return Err(self.copy_required());
         }
-        let dev = src;
+        let (dev, req) = (self.src, self.req);
+        let mut steps = Vec::new();
         // Stream-less target: the copy is ordered after the producer's work by running on
         // the producer stream, which is then synchronised.
-        let stream = producer.unwrap_or(StreamHandle::LEGACY);
+        let stream = self.producer.unwrap_or(StreamHandle::LEGACY);
         steps.push(Step::AllocDst {
             kind: AllocKind::PinnedHost,
             device: dev,
@@ -460,77 +507,76 @@ pub fn plan_export(req: &ExportRequest) -> Result<ExportPlan> {
             });
             steps.push(Step::FreeTemp);
         }
-        let target = if target_is_pinned {
-            target
-        } else {
-            Device::CPU
-        };
-        return Ok(ExportPlan {
+        Ok(ExportPlan {
             kind: PlanKind::DeviceToHost,
-            target,
+            target: if target_is_pinned {
+                self.target
+            } else {
+                Device::CPU
+            },
             is_copied: true,
             consumer_stream: None,
             steps,
-        });
+        })
     }
 
-    // Host-accessible GPU memory (pinned, managed, ROCm host) → CPU: no copy needed.
-    if target_is_cpu && src.is_host_accessible() && !src.is_cpu() {
-        if let Some(a) = producer {
+    /// Host-accessible GPU memory (pinned, managed, ROCm host) → CPU: no copy needed, the
+    /// producer's stream synchronised.
+    fn host_accessible_to_cpu(&self) -> ExportPlan {
+        let mut steps = Vec::new();
+        if let Some(a) = self.producer {
             steps.push(Step::SynchronizeStream {
-                device: context_device(src),
+                device: context_device(self.src),
                 stream: a,
             });
         }
-        return Ok(plan(
-            if want_copy {
-                PlanKind::HostCopy
-            } else {
-                PlanKind::ZeroCopy
-            },
-            want_copy,
-            steps,
-        ));
+        let kind = if self.want_copy {
+            PlanKind::HostCopy
+        } else {
+            PlanKind::ZeroCopy
+        };
+        self.plan(kind, self.want_copy, steps)
     }
 
-    // CPU → CUDA: host-to-device copy on the consumer stream.
-    if src.is_cpu() && is_type(target, DLDeviceType::kDLCUDA) {
-        if forbid_copy {
-            return Err(copy_required());
+    /// CPU → CUDA: host-to-device copy on the consumer stream (synchronised when the consumer
+    /// gave none). C-contiguous data only.
+    fn host_to_device(&self) -> Result<ExportPlan> {
+        if self.forbid_copy {
+            return Err(self.copy_required());
         }
+        let (dev, req) = (self.target, self.req);
         if !req.contiguous {
             return Err(err(
                 FailureKind::UnsupportedLayout,
                 format!(
-                    "a host-to-device export to {target} needs a C-contiguous tensor; make it contiguous first"
+                    "a host-to-device export to {dev} needs a C-contiguous tensor; make it contiguous first"
                 ),
             ));
         }
-        let dev = target;
-        let stream = consumer.unwrap_or(StreamHandle::LEGACY);
-        steps.push(Step::AllocDst {
-            kind: AllocKind::Device,
-            device: dev,
-            bytes: req.bytes,
-        });
-        steps.push(Step::Copy {
-            device: dev,
-            kind: CopyKind::H2D,
-            stream,
-            from: Buf::Src,
-            to: Buf::Dst,
-            bytes: req.bytes,
-        });
-        if consumer.is_none() {
+        let stream = self.consumer.unwrap_or(StreamHandle::LEGACY);
+        let mut steps = vec![
+            Step::AllocDst {
+                kind: AllocKind::Device,
+                device: dev,
+                bytes: req.bytes,
+            },
+            Step::Copy {
+                device: dev,
+                kind: CopyKind::H2D,
+                stream,
+                from: Buf::Src,
+                to: Buf::Dst,
+                bytes: req.bytes,
+            },
+        ];
+        if self.consumer.is_none() {
             steps.push(Step::SynchronizeStream {
                 device: dev,
                 stream,
             });
         }
-        return Ok(plan(PlanKind::HostToDevice, true, steps));
+        Ok(self.plan(PlanKind::HostToDevice, true, steps))
     }
-
-    Err(unsupported(""))
 }
 
 impl ExportPlan {
