@@ -318,8 +318,36 @@ fn finish(
         return None;
     };
 
-    // Data kind.
-    let kind = if data_key == Key::Array {
+    let kind = data_kind(data_key, &data_field, errors)?;
+    let ok = dims_are_valid(&kind, &slots.shape, &slots.strides, &data_field, errors);
+    let dtype = dtype_source(struct_dtype, slots.dtype, &kind, &data_field, spec, errors);
+    let readonly = readonly_source(struct_readonly, slots.readonly, errors);
+    if !ok {
+        return None;
+    }
+    Some(Model {
+        ident: input.ident.clone(),
+        data: DataField {
+            field: data_field,
+            kind,
+        },
+        shape: slots.shape,
+        strides: slots.strides,
+        dtype: dtype?,
+        device: slots.device,
+        readonly: readonly?,
+        stream: slots.stream,
+    })
+}
+
+/// What the data field is: an ndarray array (`#[dlpack(array)]`), a `Vec`/`Box`/`Arc` slice of a
+/// known element type, or any other [`DataSource`](DataKind::Source).
+fn data_kind(
+    data_key: Key,
+    data_field: &FieldRef,
+    errors: &mut Option<syn::Error>,
+) -> Option<DataKind> {
+    Some(if data_key == Key::Array {
         match ndarray_elem(&data_field.ty) {
             Some(elem) => DataKind::Array { elem },
             None => {
@@ -339,12 +367,21 @@ fn finish(
             Some(elem) => DataKind::Slice { elem },
             None => DataKind::Source,
         }
-    };
+    })
+}
 
-    // Shape / strides.
+/// Checks the shape and strides fields against the data kind (an ndarray array brings its own;
+/// anything else needs a shape) and their types; `false` after reporting a problem.
+fn dims_are_valid(
+    kind: &DataKind,
+    shape: &Option<FieldRef>,
+    strides: &Option<FieldRef>,
+    data_field: &FieldRef,
+    errors: &mut Option<syn::Error>,
+) -> bool {
     let mut ok = true;
     if let DataKind::Array { .. } = kind {
-        for (f, key) in [(&slots.shape, Key::Shape), (&slots.strides, Key::Strides)] {
+        for (f, key) in [(shape, Key::Shape), (strides, Key::Strides)] {
             if let Some(f) = f {
                 ok = false;
                 push_err(
@@ -361,7 +398,7 @@ fn finish(
                 );
             }
         }
-    } else if slots.shape.is_none() {
+    } else if shape.is_none() {
         ok = false;
         push_err(
             errors,
@@ -375,7 +412,7 @@ fn finish(
             ),
         );
     }
-    for (f, key) in [(&slots.shape, Key::Shape), (&slots.strides, Key::Strides)] {
+    for (f, key) in [(shape, Key::Shape), (strides, Key::Strides)] {
         if let Some(f) = f
             && !is_dims_type(&f.ty)
         {
@@ -393,9 +430,20 @@ fn finish(
             );
         }
     }
+    ok
+}
 
-    // Dtype.
-    let dtype = match (struct_dtype, slots.dtype) {
+/// Where the dtype comes from: the struct's `dtype = "…"`, a `#[dlpack(dtype)]` field, or the
+/// data's element type; exactly one of them.
+fn dtype_source(
+    struct_dtype: Option<syn::LitStr>,
+    field: Option<FieldRef>,
+    kind: &DataKind,
+    data_field: &FieldRef,
+    spec: &SpecView,
+    errors: &mut Option<syn::Error>,
+) -> Option<DtypeSource> {
+    match (struct_dtype, field) {
         (Some(lit), Some(field)) => {
             push_err(
                 errors,
@@ -432,7 +480,7 @@ fn finish(
             }
         },
         (None, Some(field)) => Some(DtypeSource::Field(field)),
-        (None, None) => match &kind {
+        (None, None) => match kind {
             DataKind::Slice { elem } | DataKind::Array { elem } => {
                 if spec.dtype_for_rust_type(elem).is_some() {
                     Some(DtypeSource::Element(elem.clone()))
@@ -470,10 +518,17 @@ fn finish(
                 None
             }
         },
-    };
+    }
+}
 
-    // Readonly.
-    let readonly = match (struct_readonly, slots.readonly) {
+/// Whether exports are read-only: always (on the struct), per a `#[dlpack(readonly)]` field, or
+/// never; not both.
+fn readonly_source(
+    struct_readonly: Option<Span>,
+    field: Option<FieldRef>,
+    errors: &mut Option<syn::Error>,
+) -> Option<Readonly> {
+    match (struct_readonly, field) {
         (Some(span), Some(field)) => {
             push_err(
                 errors,
@@ -490,24 +545,7 @@ fn finish(
         (Some(_), None) => Some(Readonly::Always),
         (None, Some(f)) => Some(Readonly::Field(f)),
         (None, None) => Some(Readonly::Never),
-    };
-
-    if !ok {
-        return None;
     }
-    Some(Model {
-        ident: input.ident.clone(),
-        data: DataField {
-            field: data_field,
-            kind,
-        },
-        shape: slots.shape,
-        strides: slots.strides,
-        dtype: dtype?,
-        device: slots.device,
-        readonly: readonly?,
-        stream: slots.stream,
-    })
 }
 
 // ---------------------------------------------------------------------------------------------
