@@ -32,8 +32,73 @@ fn cell(s: &str) -> String {
 
 /// Render the four markdown tables.
 pub fn render(ir: &Ir, source: &str) -> Result<Vec<Output>> {
+    let streams = stream_table(ir);
+    let view = DocsView {
+        banner: banner(source),
+        name: ir.name.clone(),
+        major: ir.version.major,
+        minor: ir.version.minor,
+        dtypes: dtype_rows(ir),
+        devices: device_rows(ir),
+        stream_columns: streams.columns,
+        streams: streams.rows,
+        stream_notes: streams.notes,
+        failures: ir
+            .failures
+            .iter()
+            .map(|f| vec![code(&f.kind), code(&f.exception), cell(&f.description)])
+            .collect(),
+        exceptions: ir
+            .exceptions
+            .iter()
+            .map(|e| vec![code(&e.name), cell(&e.doc)])
+            .collect(),
+        bit_rules: bit_rule_rows(ir),
+    };
+    let mut out = Vec::new();
+    for (name, extra) in [
+        ("dtypes", None),
+        ("devices", None),
+        ("streams", Some(streams.actions)),
+        ("exceptions", None),
+    ] {
+        let contents = match extra {
+            Some(actions) => {
+                #[derive(Serialize)]
+                struct WithActions<'a> {
+                    #[serde(flatten)]
+                    base: &'a DocsView,
+                    actions: Vec<Vec<String>>,
+                }
+                render_template(
+                    &format!("docs/{name}.md"),
+                    &WithActions {
+                        base: &view,
+                        actions,
+                    },
+                )?
+            }
+            None => render_template(&format!("docs/{name}.md"), &view)?,
+        };
+        out.push(Output {
+            path: format!("docs/{name}.md"),
+            contents,
+        });
+    }
+    Ok(out)
+}
+
+/// The stream table (one row per device with rules, then every other device), its notes and
+/// the actions' docs.
+struct StreamTable {
+    columns: Vec<String>,
+    rows: Vec<Vec<String>>,
+    notes: Vec<String>,
+    actions: Vec<Vec<String>>,
+}
+
+fn stream_table(ir: &Ir) -> StreamTable {
     let s = &ir.streams;
-    let dev_enum = ir.device_enum();
     let dev_name = |v: &str| -> String { format!("`{v}`") };
     // stream table columns: None, then every listed value, then "> N"
     let mut values: Vec<i64> = s
@@ -101,121 +166,87 @@ pub fn render(ir: &Ir, source: &str) -> Result<Vec<Output>> {
     other.push("rejected".into());
     other.push("`None`".into());
     streams.push(other);
-    let mut stream_notes: Vec<String> = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
     for r in &s.rules {
         for v in &r.values {
             if let Some(reason) = &v.reason {
-                stream_notes.push(format!("{} `{}`: {}", dev_name(&r.device), v.value, reason));
+                notes.push(format!("{} `{}`: {}", dev_name(&r.device), v.value, reason));
             }
         }
     }
-    stream_notes.push(format!("below `{}`: {}", s.min, s.below_min_reason));
-    stream_notes.push(format!("stream-less devices: {}", s.stream_less_reason));
-    let action_docs: Vec<Vec<String>> = s
+    notes.push(format!("below `{}`: {}", s.min, s.below_min_reason));
+    notes.push(format!("stream-less devices: {}", s.stream_less_reason));
+    let actions: Vec<Vec<String>> = s
         .actions
         .iter()
         .map(|a| vec![code(&a.name), cell(&a.doc)])
         .collect();
-
-    let view = DocsView {
-        banner: banner(source),
-        name: ir.name.clone(),
-        major: ir.version.major,
-        minor: ir.version.minor,
-        dtypes: ir
-            .dtypes
-            .iter()
-            .map(|d| {
-                vec![
-                    code(&d.name),
-                    format!("`{}` ({})", d.code_name, d.code),
-                    d.bits.to_string(),
-                    d.lanes.to_string(),
-                    d.numpy.as_deref().map_or("–".into(), code),
-                    d.buffer.as_deref().map_or("–".into(), code),
-                    d.rust.as_deref().map_or("–".into(), code),
-                ]
-            })
-            .collect(),
-        devices: dev_enum
-            .map(|e| {
-                e.values
-                    .iter()
-                    .map(|v| {
-                        let rule = if s.rules.iter().any(|r| r.device == v.name) {
-                            "yes"
-                        } else {
-                            "only `None`"
-                        };
-                        vec![
-                            v.value.to_string(),
-                            code(&v.name),
-                            cell(&v.doc),
-                            rule.to_string(),
-                        ]
-                    })
-                    .collect()
-            })
-            .unwrap_or_default(),
-        stream_columns,
-        streams,
-        stream_notes,
-        failures: ir
-            .failures
-            .iter()
-            .map(|f| vec![code(&f.kind), code(&f.exception), cell(&f.description)])
-            .collect(),
-        exceptions: ir
-            .exceptions
-            .iter()
-            .map(|e| vec![code(&e.name), cell(&e.doc)])
-            .collect(),
-        bit_rules: ir
-            .dtype_code_enum()
-            .map(|e| {
-                e.values
-                    .iter()
-                    .map(|v| {
-                        vec![
-                            v.value.to_string(),
-                            code(&v.name),
-                            v.bits.map_or("any".into(), |b| b.to_string()),
-                            cell(&v.doc),
-                        ]
-                    })
-                    .collect()
-            })
-            .unwrap_or_default(),
-    };
-    let mut out = Vec::new();
-    for (name, extra) in [
-        ("dtypes", None),
-        ("devices", None),
-        ("streams", Some(action_docs)),
-        ("exceptions", None),
-    ] {
-        let contents = match extra {
-            Some(actions) => {
-                #[derive(Serialize)]
-                struct WithActions<'a> {
-                    #[serde(flatten)]
-                    base: &'a DocsView,
-                    actions: Vec<Vec<String>>,
-                }
-                render_template(
-                    &format!("docs/{name}.md"),
-                    &WithActions {
-                        base: &view,
-                        actions,
-                    },
-                )?
-            }
-            None => render_template(&format!("docs/{name}.md"), &view)?,
-        };
-        out.push(Output {
-            path: format!("docs/{name}.md"),
-            contents,
-        });
+    StreamTable {
+        columns: stream_columns,
+        rows: streams,
+        notes,
+        actions,
     }
-    Ok(out)
+}
+
+/// One row per dtype of the spec.
+fn dtype_rows(ir: &Ir) -> Vec<Vec<String>> {
+    ir.dtypes
+        .iter()
+        .map(|d| {
+            vec![
+                code(&d.name),
+                format!("`{}` ({})", d.code_name, d.code),
+                d.bits.to_string(),
+                d.lanes.to_string(),
+                d.numpy.as_deref().map_or("–".into(), code),
+                d.buffer.as_deref().map_or("–".into(), code),
+                d.rust.as_deref().map_or("–".into(), code),
+            ]
+        })
+        .collect()
+}
+
+/// One row per device type, saying whether the spec has stream rules for it.
+fn device_rows(ir: &Ir) -> Vec<Vec<String>> {
+    let s = &ir.streams;
+    ir.device_enum()
+        .map(|e| {
+            e.values
+                .iter()
+                .map(|v| {
+                    let rule = if s.rules.iter().any(|r| r.device == v.name) {
+                        "yes"
+                    } else {
+                        "only `None`"
+                    };
+                    vec![
+                        v.value.to_string(),
+                        code(&v.name),
+                        cell(&v.doc),
+                        rule.to_string(),
+                    ]
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// One row per type code with its bit rule.
+fn bit_rule_rows(ir: &Ir) -> Vec<Vec<String>> {
+    ir.dtype_code_enum()
+        .map(|e| {
+            e.values
+                .iter()
+                .map(|v| {
+                    vec![
+                        v.value.to_string(),
+                        code(&v.name),
+                        v.bits.map_or("any".into(), |b| b.to_string()),
+                        cell(&v.doc),
+                    ]
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
