@@ -171,6 +171,29 @@ fn malformed_specs_exit_2_with_located_diagnostics() {
         ),
         ("duplicate_enum_value", &["duplicate enum value 2"]),
         ("multiple_documents", &["more than one document"]),
+        // stream rules that contradict themselves
+        (
+            "stream_rules_conflicting",
+            &[
+                "duplicate stream action `NoSync`",
+                "only one stream action can carry a value",
+                "`AcmeQueue` carries a value; use `pointers_above`",
+                "unknown stream action `Legacy`",
+                "consumer default 0 is itself rejected",
+                "stream value -2 is below the minimum -1",
+                "duplicate stream value 1",
+                "stream value 5 overlaps `pointers_above: 2`",
+                "exactly one of `action` or `reason`",
+                "duplicate stream rule for `kDLCUDA`",
+            ],
+        ),
+        (
+            "stream_pointers_without_carrier",
+            &[
+                "consumer default -5 is itself rejected",
+                "`pointers_above` needs a stream action with `carries_value: true`",
+            ],
+        ),
     ];
     let dir = scratch("cli-malformed");
     let out = dir.to_str().unwrap();
