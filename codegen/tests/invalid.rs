@@ -27,6 +27,10 @@ const REQUIRED: &[&str] = &[
     "multiple_documents",
     "dtype_code_out_of_range",
     "type_nested_too_deep",
+    "items_conflicting",
+    "tables_conflicting",
+    "stream_rules_conflicting",
+    "stream_pointers_without_carrier",
 ];
 
 fn cases() -> Vec<String> {
