@@ -41,6 +41,7 @@ pub mod stream_rules;
 pub mod alloc;
 pub mod bridges;
 pub mod copy;
+mod cpython;
 pub mod device;
 pub mod error;
 pub mod exchange;

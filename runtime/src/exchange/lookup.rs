@@ -9,17 +9,13 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyString;
 
+use crate::cpython::_PyType_Lookup;
 use crate::ffi::{
     DLPACK_EXCHANGE_API_ATTR, DLPACK_EXCHANGE_API_CAPSULE_NAME, DLPACK_EXCHANGE_API_LEGACY_ATTRS,
     DLPACK_MAJOR_VERSION, DLPackExchangeAPI, DLPackExchangeAPIHeader,
 };
 
 use super::{LendProbe, is_own_table, lends};
-
-unsafe extern "C" {
-    /// CPython's method-cache lookup on a type's MRO: a borrowed reference or NULL, never raises.
-    fn _PyType_Lookup(ty: *mut ffi::PyTypeObject, name: *mut ffi::PyObject) -> *mut ffi::PyObject;
-}
 
 static ATTR_NAME: PyOnceLock<Py<PyString>> = PyOnceLock::new();
 static LEGACY_ATTR_NAMES: PyOnceLock<Vec<Py<PyString>>> = PyOnceLock::new();

@@ -1,7 +1,6 @@
 //! The consumer: `from_dlpack` to an [`ImportedTensor`], trying the numpy header, the C exchange
 //! table, the producer's `__dlpack__` (vectorcall, cached lookup on the type) and the bridges.
 
-use std::ffi::c_int;
 use std::ptr;
 
 use pyo3::exceptions::PyTypeError;
@@ -9,6 +8,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
 
+use crate::cpython::{_PyObject_LookupAttr, _PyType_Lookup};
 use crate::device::Device;
 use crate::error::DlpackError;
 use crate::failure::FailureKind;
@@ -16,21 +16,6 @@ use crate::import::ImportedTensor;
 
 use super::args::{parse_copy_arg, parse_device_arg};
 use super::names::names;
-
-unsafe extern "C" {
-    /// CPython's method-cache lookup on a type's MRO: a borrowed reference or NULL, never
-    /// raises. (Exported by libpython; PyO3 does not bind it.)
-    fn _PyType_Lookup(ty: *mut ffi::PyTypeObject, name: *mut ffi::PyObject) -> *mut ffi::PyObject;
-    /// `getattr(o, name)` that reports a missing attribute without raising AttributeError:
-    /// 1 and a new reference in `*out`, 0 and NULL when absent, -1 with an error set.
-    /// (`PyObject_GetOptionalAttr` since 3.13; exported under this name by 3.8–3.12.)
-    #[cfg_attr(Py_3_13, link_name = "PyObject_GetOptionalAttr")]
-    fn _PyObject_LookupAttr(
-        o: *mut ffi::PyObject,
-        name: *mut ffi::PyObject,
-        out: *mut *mut ffi::PyObject,
-    ) -> c_int;
-}
 
 /// `getattr(obj, name)`, `None` when the attribute is missing — without creating and catching
 /// an AttributeError on the common path (an exception costs ~1 µs; see the bridges' probes).
