@@ -122,6 +122,14 @@ impl From<crate::stream_rules::StreamRuleViolation> for DlpackError {
     }
 }
 
+/// The name of `obj`'s type, for error messages (empty if it cannot be read).
+pub(crate) fn type_name_of(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -555,11 +555,7 @@ pub fn import_bridges(obj: &Bound<'_, PyAny>) -> PyResult<ImportedTensor> {
     if unsafe { ffi::PyObject_CheckBuffer(obj.as_ptr()) } != 0 {
         return import_buffer(obj);
     }
-    let tn = obj
-        .get_type()
-        .name()
-        .map(|n| n.to_string())
-        .unwrap_or_default();
+    let tn = crate::error::type_name_of(obj);
     Err(DlpackError::new(
         FailureKind::NoProtocol,
         format!(

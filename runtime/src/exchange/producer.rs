@@ -68,11 +68,7 @@ unsafe fn as_source<'a, 'py, T: PyClass>(
     unsafe {
         let tp = T::type_object_raw(py);
         if ffi::Py_TYPE(o) != tp && ffi::PyObject_TypeCheck(o, tp) == 0 {
-            let got = Borrowed::from_ptr(py, o)
-                .get_type()
-                .name()
-                .map(|n| n.to_string())
-                .unwrap_or_default();
+            let got = crate::error::type_name_of(&Borrowed::from_ptr(py, o));
             return Err(DlpackError::new(
                 FailureKind::BadArgumentType,
                 format!(

@@ -196,11 +196,7 @@ impl ImportedTensor {
         // the name is a NUL-terminated C string (or NULL) owned by the producer.
         unsafe {
             if ffi::PyCapsule_CheckExact(cap) == 0 {
-                let tn = capsule
-                    .get_type()
-                    .name()
-                    .map(|n| n.to_string())
-                    .unwrap_or_default();
+                let tn = crate::error::type_name_of(capsule);
                 return Err(DlpackError::new(
                     FailureKind::BadArgumentType,
                     format!("expected a DLPack PyCapsule, got an object of type '{tn}'"),
