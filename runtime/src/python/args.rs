@@ -85,15 +85,12 @@ fn parse_max_version(o: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
     }
 }
 
-pub(super) fn type_error(msg: &'static str) -> DlpackError {
-    DlpackError::new(FailureKind::BadArgumentType, msg)
-}
-
-/// A call-signature error (a positional argument too many or missing, an unknown or repeated
-/// keyword, a descriptor bound to the wrong type): the spec's `BadArgumentType`.
+/// The spec's `BadArgumentType`: an argument of the wrong type, or a call-signature error (a
+/// positional argument too many or missing, an unknown or repeated keyword, a descriptor bound
+/// to the wrong type).
 #[cold]
-pub(super) fn call_error(msg: String) -> PyErr {
-    DlpackError::new(FailureKind::BadArgumentType, msg).into()
+pub(super) fn type_error(msg: impl Into<std::borrow::Cow<'static, str>>) -> DlpackError {
+    DlpackError::new(FailureKind::BadArgumentType, msg)
 }
 
 /// Parses `__dlpack__`'s keyword arguments (types are checked here; values in
@@ -245,10 +242,11 @@ pub(super) unsafe fn parse_fastcall_kwargs<'a, 'py>(
 ) -> PyResult<[Option<Borrowed<'a, 'py, PyAny>>; 4]> {
     let mut out: [Option<Borrowed<'a, 'py, PyAny>>; 4] = [None, None, None, None];
     if nargs != 0 {
-        return Err(call_error(format!(
+        return Err(type_error(format!(
             "{}() takes no positional arguments ({nargs} given)",
             protocol::DLPACK_METHOD
-        )));
+        ))
+        .into());
     }
     if kwnames.is_null() {
         return Ok(out);
@@ -274,17 +272,19 @@ pub(super) unsafe fn parse_fastcall_kwargs<'a, 'py>(
             }
             let Some(j) = slot else {
                 let name = Borrowed::from_ptr(py, name);
-                return Err(call_error(format!(
+                return Err(type_error(format!(
                     "{}() got an unexpected keyword argument '{}'",
                     protocol::DLPACK_METHOD,
                     name.str().map(|s| s.to_string()).unwrap_or_default()
-                )));
+                ))
+                .into());
             };
             if out[j].is_some() {
-                return Err(call_error(format!(
+                return Err(type_error(format!(
                     "{}() got multiple values for a keyword argument",
                     protocol::DLPACK_METHOD
-                )));
+                ))
+                .into());
             }
             out[j] = Some(Borrowed::from_ptr(py, *args.offset(nargs + i)));
         }
@@ -306,9 +306,10 @@ pub(super) unsafe fn parse_from_dlpack_args<'py>(
     kwnames: *mut ffi::PyObject,
 ) -> PyResult<(Bound<'py, PyAny>, Option<Device>, Option<bool>)> {
     if nargs > 1 {
-        return Err(call_error(format!(
+        return Err(type_error(format!(
             "{fname}() takes 1 positional argument but {nargs} were given"
-        )));
+        ))
+        .into());
     }
     let n = names(py);
     let mut vals: [Option<Borrowed<'_, 'py, PyAny>>; 2] = [None, None];
@@ -332,27 +333,29 @@ pub(super) unsafe fn parse_from_dlpack_args<'py>(
                         .str()
                         .map(|s| s.to_string())
                         .unwrap_or_default();
-                    return Err(call_error(if name == "x" {
+                    return Err(type_error(if name == "x" {
                         format!(
                             "{fname}() got some positional-only arguments passed as keyword arguments: 'x'"
                         )
                     } else {
                         format!("{fname}() got an unexpected keyword argument '{name}'")
-                    }));
+                    }).into());
                 };
                 if vals[j].is_some() {
-                    return Err(call_error(format!(
+                    return Err(type_error(format!(
                         "{fname}() got multiple values for argument '{}'",
                         order[j]
-                    )));
+                    ))
+                    .into());
                 }
                 vals[j] = Some(Borrowed::from_ptr(py, *args.offset(nargs + i)));
             }
         }
         if nargs == 0 {
-            return Err(call_error(format!(
+            return Err(type_error(format!(
                 "{fname}() missing required positional argument: 'x'"
-            )));
+            ))
+            .into());
         }
         let x = Borrowed::from_ptr(py, *args).to_owned();
         let device = parse_device_arg(vals[0].as_deref())?;

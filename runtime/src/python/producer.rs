@@ -12,7 +12,7 @@ use crate::export::{DLPackSource, export_to_capsule};
 use crate::protocol;
 
 use super::access::SourceAccess;
-use super::args::{call_error, parse_export_request, parse_fastcall_kwargs};
+use super::args::{parse_export_request, parse_fastcall_kwargs, type_error};
 use super::boundary::{at_c_boundary, leaked_fastcall_def, set_type_dict_item};
 use super::names::names;
 
@@ -79,11 +79,12 @@ where
                 parsed.and_then(|[s, mv, dd, c]| {
                     // The descriptor may be bound to `object` (see `dlpack_descriptor`): check the type.
                     if ffi::PyObject_TypeCheck(slf, T::type_object_raw(py)) == 0 {
-                        return Err(call_error(format!(
+                        return Err(type_error(format!(
                             "descriptor '{}' requires a '{}' object",
                             protocol::DLPACK_METHOD,
                             <T as PyClass>::NAME
-                        )));
+                        ))
+                        .into());
                     }
                     let slf = Borrowed::from_ptr(py, slf).cast_unchecked::<T>();
                     dlpack_method(
