@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::{Output, banner, doc_lines, render_template};
+use super::{ConstView, Output, banner, doc_lines, quoted, render_template};
 use crate::error::Result;
 use crate::ir::{Ir, Method};
 
@@ -29,13 +29,6 @@ struct EnumView {
     name: String,
     doc: Vec<String>,
     values: Vec<ConstView>,
-}
-
-#[derive(Serialize)]
-struct ConstView {
-    name: String,
-    value: String,
-    doc: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -75,44 +68,27 @@ pub fn render(ir: &Ir, source: &str) -> Result<Vec<Output>> {
                 values: e
                     .values
                     .iter()
-                    .map(|v| ConstView {
-                        name: v.name.clone(),
-                        value: v.value.to_string(),
-                        doc: doc_lines(&v.doc),
-                    })
+                    .map(|v| ConstView::new(&v.name, v.value.to_string(), &v.doc))
                     .collect(),
             })
             .collect(),
         flags: ir
             .flags()
-            .map(|f| ConstView {
-                name: f.name.clone(),
-                value: f.value.to_string(),
-                doc: doc_lines(&f.doc),
-            })
+            .map(|f| ConstView::new(&f.name, f.value.to_string(), &f.doc))
             .collect(),
         capsules: ir
             .capsules
             .iter()
-            .map(|c| ConstView {
-                name: c.name.clone(),
-                value: format!("{:?}", c.value),
-                doc: doc_lines(&c.doc),
-            })
+            .map(|c| ConstView::string(c, quoted))
             .collect(),
-        attribute: ir.exchange_attribute.as_ref().map(|a| ConstView {
-            name: a.name.clone(),
-            value: format!("{:?}", a.value),
-            doc: doc_lines(&a.doc),
-        }),
+        attribute: ir
+            .exchange_attribute
+            .as_ref()
+            .map(|a| ConstView::string(a, quoted)),
         legacy_attributes: ir
             .exchange_legacy_attributes
             .iter()
-            .map(|a| ConstView {
-                name: a.name.clone(),
-                value: format!("{:?}", a.value),
-                doc: doc_lines(&a.doc),
-            })
+            .map(|a| ConstView::string(a, quoted))
             .collect(),
         dlpack: method(&ir.protocol.dlpack, "PyCapsule"),
         dlpack_device: method(&ir.protocol.dlpack_device, "tuple[int, int]"),

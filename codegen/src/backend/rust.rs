@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::{Output, banner, doc_lines, render_template, snake_case};
+use super::{ConstView, Output, banner, doc_lines, quoted, render_template, snake_case};
 use crate::error::Result;
 use crate::ir::{FnSig, Ir, Item, Ty};
 
@@ -125,13 +125,6 @@ struct FlagsView {
     values: Vec<ValueView>,
 }
 
-#[derive(Serialize)]
-struct ConstView {
-    name: String,
-    value: String,
-    doc: Vec<String>,
-}
-
 fn types_view(ir: &Ir, source: &str) -> TypesView {
     let mut structs = Vec::new();
     let items = ir
@@ -205,25 +198,16 @@ fn types_view(ir: &Ir, source: &str) -> TypesView {
         capsules: ir
             .capsules
             .iter()
-            .map(|c| ConstView {
-                name: c.name.clone(),
-                value: format!("c{:?}", c.value),
-                doc: doc_lines(&c.doc),
-            })
+            .map(|c| ConstView::string(c, |v| format!("c{v:?}")))
             .collect(),
-        attribute: ir.exchange_attribute.as_ref().map(|a| ConstView {
-            name: a.name.clone(),
-            value: format!("{:?}", a.value),
-            doc: doc_lines(&a.doc),
-        }),
+        attribute: ir
+            .exchange_attribute
+            .as_ref()
+            .map(|a| ConstView::string(a, quoted)),
         legacy_attributes: ir
             .exchange_legacy_attributes
             .iter()
-            .map(|a| ConstView {
-                name: a.name.clone(),
-                value: format!("{:?}", a.value),
-                doc: doc_lines(&a.doc),
-            })
+            .map(|a| ConstView::string(a, quoted))
             .collect(),
         structs,
     }
@@ -412,11 +396,7 @@ fn protocol_view(ir: &Ir, source: &str) -> ProtocolView {
         &ir.protocol.from_dlpack,
     ] {
         if let Some(c) = &m.const_name {
-            consts.push(ConstView {
-                name: c.clone(),
-                value: format!("{:?}", m.name),
-                doc: doc_lines(&m.doc),
-            });
+            consts.push(ConstView::new(c, quoted(&m.name), &m.doc));
         }
         for k in &m.kwargs {
             let mut doc = vec![format!("Keyword `{}` of `{}`.", k.name, m.name)];
