@@ -42,7 +42,8 @@ pub struct Generated {
 /// What [`Builder::check`] found.
 #[derive(Debug, Clone)]
 pub struct CheckReport {
-    /// (relative path, unified diff) for every stale or missing file.
+    /// (relative path, unified diff) for every stale file; for a missing one the text is
+    /// `missing: <path>`.
     pub stale: Vec<(String, String)>,
     /// Number of files compared.
     pub checked: usize,
@@ -168,15 +169,18 @@ impl Builder {
         let mut stale = Vec::new();
         for o in &outputs {
             let path = out.join(&o.path);
-            let old = std::fs::read_to_string(&path)
-                .unwrap_or_default()
-                .replace("\r\n", "\n");
+            let shown = if out.is_absolute() {
+                o.path.clone()
+            } else {
+                path.display().to_string().replace('\\', "/")
+            };
+            let Ok(old) = std::fs::read_to_string(&path) else {
+                // A missing (or unreadable) file is named, not shown as a diff of every line.
+                stale.push((o.path.clone(), format!("missing: {shown}\n")));
+                continue;
+            };
+            let old = old.replace("\r\n", "\n");
             if old != o.contents {
-                let shown = if out.is_absolute() {
-                    o.path.clone()
-                } else {
-                    path.display().to_string().replace('\\', "/")
-                };
                 let diff = similar::TextDiff::from_lines(&old, &o.contents)
                     .unified_diff()
                     .context_radius(3)

@@ -11,6 +11,9 @@ use std::time::Instant;
 
 use dlbind_codegen::{Builder, Error};
 
+const DEFAULT_SPEC: &str = "spec/dlpack.yaml";
+const DEFAULT_OUT: &str = "generated";
+
 const USAGE: &str = "usage:
   dlbind generate [--spec PATH] [--out DIR] [--verbose]   write generated files
   dlbind check    [--spec PATH] [--out DIR]               exit 1 with a diff if DIR is stale
@@ -74,21 +77,27 @@ fn main() -> ExitCode {
         }
     };
     let mut builder = Builder::new();
-    match &args.spec {
-        Some(s) => builder = builder.spec(s),
-        None if std::path::Path::new("spec/dlpack.yaml").exists() => {
-            builder = builder.spec("spec/dlpack.yaml")
+    let spec_note = match &args.spec {
+        Some(s) => {
+            builder = builder.spec(s);
+            format!("spec: {s}")
         }
-        None => {}
-    }
-    if let Some(o) = &args.out {
-        builder = builder.out_dir(o);
-    }
+        None if std::path::Path::new(DEFAULT_SPEC).exists() => {
+            builder = builder.spec(DEFAULT_SPEC);
+            format!("spec: {DEFAULT_SPEC}")
+        }
+        None => format!(
+            "spec: the embedded DLPack 1.3 spec (no {DEFAULT_SPEC} in this directory; pass --spec to use another)"
+        ),
+    };
+    let out_dir = args.out.clone().unwrap_or_else(|| DEFAULT_OUT.to_string());
+    builder = builder.out_dir(&out_dir);
     let start = Instant::now();
     let result = if args.command == "generate" {
+        println!("{spec_note}");
         generate(&builder, &args, start)
     } else {
-        check(&builder)
+        check(&builder, &out_dir, &spec_note)
     };
     match result {
         Ok(code) => code,
@@ -138,7 +147,17 @@ fn generate(builder: &Builder, args: &Args, start: Instant) -> Result<ExitCode, 
     Ok(ExitCode::SUCCESS)
 }
 
-fn check(builder: &Builder) -> Result<ExitCode, Error> {
+fn check(builder: &Builder, out_dir: &str, spec_note: &str) -> Result<ExitCode, Error> {
+    if !std::path::Path::new(out_dir).is_dir() {
+        // Usually `check` run outside the project root: one line instead of a diff per file.
+        // The spec is still validated first (an invalid spec is the more useful error).
+        builder.ir()?;
+        eprintln!(
+            "dlbind: no output directory `{out_dir}` here: nothing to check (run from the \
+             directory that holds it, pass --out DIR, or run `dlbind generate` first; {spec_note})"
+        );
+        return Ok(ExitCode::from(1));
+    }
     let report = builder.check()?;
     if report.is_clean() {
         println!("{} generated files are up to date", report.checked);

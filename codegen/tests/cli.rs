@@ -97,7 +97,64 @@ fn generate_then_check() {
         "{stdout}"
     );
     assert!(err.contains("python/dlpack.pyi"), "{err}");
+    // a deleted file is named, not diffed line by line
+    std::fs::remove_file(dir.join("docs/streams.md")).unwrap();
+    let (code, stdout, err) = dlbind(&["check", "--out", out]);
+    assert_eq!(code, 1);
+    assert!(stdout.contains("missing: docs/streams.md"), "{stdout}");
+    assert!(!stdout.contains("+# Stream rules"), "{stdout}");
+    assert!(
+        err.contains("2 stale file(s)") && err.contains("docs/streams.md"),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn generate_names_the_spec_it_used() {
+    let dir = scratch("cli-spec-note");
+    let out = dir.to_str().unwrap();
+    // run from the project root: the default spec file is there
+    let (code, stdout, err) = dlbind(&["generate", "--out", out]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        stdout.lines().next() == Some("spec: spec/dlpack.yaml"),
+        "{stdout}"
+    );
+    let (code, stdout, err) = dlbind(&[
+        "generate",
+        "--out",
+        out,
+        "--spec",
+        "tests/fixtures/dlpack-1.1/spec.yaml",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        stdout.contains("spec: tests/fixtures/dlpack-1.1/spec.yaml"),
+        "{stdout}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn check_without_an_output_directory_says_so_in_one_line() {
+    let (code, stdout, err) = dlbind(&["check", "--out", "no/such/dir"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(stdout.is_empty(), "no diffs expected: {stdout}");
+    assert!(
+        err.starts_with("dlbind: no output directory `no/such/dir` here")
+            && err.trim_end().lines().count() == 1,
+        "{err}"
+    );
+    // an invalid spec is still reported first (exit 2), whatever the output directory
+    let (code, _, err) = dlbind(&[
+        "check",
+        "--spec",
+        "tests/fixtures/invalid/malformed_yaml.yaml",
+        "--out",
+        "no/such/dir",
+    ]);
+    assert_eq!(code, 2, "{err}");
 }
 
 /// Asserts what the CLI prints for an invalid spec: exit status 2 and only lines of
