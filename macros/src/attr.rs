@@ -14,6 +14,7 @@ pub enum Key {
     Readonly,
     Stream,
     Array,
+    CustomTraverse,
 }
 
 impl Key {
@@ -26,6 +27,7 @@ impl Key {
         Key::Readonly,
         Key::Stream,
         Key::Array,
+        Key::CustomTraverse,
     ];
 
     pub fn name(self) -> &'static str {
@@ -38,6 +40,7 @@ impl Key {
             Key::Readonly => "readonly",
             Key::Stream => "stream",
             Key::Array => "array",
+            Key::CustomTraverse => "custom_traverse",
         }
     }
 

@@ -18,6 +18,7 @@ pub fn expand(model: &Model, spec: &SpecView) -> syn::Result<TokenStream> {
     let exchange = exchange_impl(model);
     let exchange_attr = exchange_api_attr(model, spec)?;
     let bridges = bridges(model);
+    let traverse = gc_traverse(model);
     Ok(quote! {
         #assert
         #source
@@ -25,7 +26,36 @@ pub fn expand(model: &Model, spec: &SpecView) -> syn::Result<TokenStream> {
         #exchange
         #exchange_attr
         #bridges
+        #traverse
     })
+}
+
+/// `__traverse__` reporting the Python objects the data field holds
+/// (`DataSource::visit_python_refs`: a `dlbind::storage::Buffer` view's owner), so that the
+/// garbage collector can collect a reference cycle through them. Only for a
+/// [`DataSource`](DataKind::Source) data field (slices and ndarray arrays hold no Python
+/// objects), and not with `#[dlpack(custom_traverse)]`, where the type writes its own
+/// `__traverse__` (calling `visit_python_refs` on the data field from it). No `__clear__`: the
+/// collector breaks such a cycle at its other members, so the data stays alive for as long as
+/// anything can still reach this object.
+fn gc_traverse(model: &Model) -> TokenStream {
+    if model.custom_traverse || !matches!(model.data.kind, DataKind::Source) {
+        return TokenStream::new();
+    }
+    let ident = &model.ident;
+    let data = access(&model.data.field);
+    quote! {
+        #[::dlbind::__private::pyo3::pymethods]
+        #[pyo3(crate = "::dlbind::__private::pyo3")]
+        impl #ident {
+            fn __traverse__(
+                &self,
+                visit: ::dlbind::__private::pyo3::PyVisit<'_>,
+            ) -> ::core::result::Result<(), ::dlbind::__private::pyo3::PyTraverseError> {
+                ::dlbind::export::DataSource::visit_python_refs(&#data, &visit)
+            }
+        }
+    }
 }
 
 /// `const _: () = assert_pyclass::<T>();`: a clear error when the type is not a `#[pyclass]`,
@@ -525,5 +555,35 @@ mod tests {
         let s = expand_str(parse_quote! { struct A { #[dlpack(array)] a: ndarray::ArrayD<f64> } });
         assert!(s.contains("nd :: fill_strides (& self . a , out)"), "{s}");
         assert!(s.contains("nd :: ndim (& self . a)"), "{s}");
+    }
+
+    /// `__traverse__` is emitted for a DataSource data field only, and not with
+    /// `#[dlpack(custom_traverse)]`.
+    #[test]
+    fn traverse_only_for_sources_without_custom_traverse() {
+        let traverse = "visit_python_refs (& self . buf , & visit)";
+        let s = expand_str(parse_quote! {
+            struct T {
+                #[dlpack(data)] buf: Buffer,
+                #[dlpack(dtype)] dt: DLDataType,
+                #[dlpack(shape)] s: Vec<i64>,
+            }
+        });
+        assert!(s.contains("fn __traverse__") && s.contains(traverse), "{s}");
+        let s = expand_str(parse_quote! {
+            #[dlpack(custom_traverse)]
+            struct T {
+                #[dlpack(data)] buf: Buffer,
+                #[dlpack(dtype)] dt: DLDataType,
+                #[dlpack(shape)] s: Vec<i64>,
+            }
+        });
+        assert!(!s.contains("__traverse__"), "{s}");
+        let s = expand_str(parse_quote! {
+            struct V { #[dlpack(data)] buf: Vec<u8>, #[dlpack(shape)] s: Vec<i64> }
+        });
+        assert!(!s.contains("__traverse__"), "{s}");
+        let s = expand_str(parse_quote! { struct A { #[dlpack(array)] a: ndarray::ArrayD<f64> } });
+        assert!(!s.contains("__traverse__"), "{s}");
     }
 }

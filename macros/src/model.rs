@@ -80,6 +80,9 @@ pub struct Model {
     pub readonly: Readonly,
     /// `#[dlpack(stream)]`: an `Option<u64>` field naming the stream with pending work.
     pub stream: Option<FieldRef>,
+    /// Struct-level `#[dlpack(custom_traverse)]`: the type writes its own `__traverse__`, so
+    /// the derive emits none (see `expand::gc_traverse`).
+    pub custom_traverse: bool,
 }
 
 /// Role slots filled while walking the fields.
@@ -124,13 +127,12 @@ impl Model {
         let mut errors: Option<syn::Error> = None;
 
         // Struct-level items: `dtype = "…"`, `readonly`.
-        let mut struct_dtype: Option<syn::LitStr> = None;
-        let mut struct_readonly: Option<Span> = None;
+        let mut top = StructItems::default();
         match attr::parse_items(&input.attrs) {
             Err(e) => push_err(&mut errors, e),
             Ok(items) => {
                 for item in items {
-                    if let Err(e) = struct_item(&item, &mut struct_dtype, &mut struct_readonly) {
+                    if let Err(e) = struct_item(&item, &mut top) {
                         push_err(&mut errors, e);
                     }
                 }
@@ -189,14 +191,7 @@ impl Model {
         }
 
         // Cross-field rules.
-        let model = finish(
-            input,
-            spec,
-            slots,
-            struct_dtype,
-            struct_readonly,
-            &mut errors,
-        );
+        let model = finish(input, spec, slots, top, &mut errors);
         match (errors, model) {
             (None, Some(m)) => Ok(m),
             (Some(e), _) => Err(e),
@@ -205,11 +200,23 @@ impl Model {
     }
 }
 
-fn struct_item(
-    item: &Item,
-    dtype: &mut Option<syn::LitStr>,
-    readonly: &mut Option<Span>,
-) -> syn::Result<()> {
+/// The struct-level `#[dlpack(...)]` items.
+#[derive(Default)]
+struct StructItems {
+    /// `dtype = "…"`.
+    dtype: Option<syn::LitStr>,
+    /// `readonly`.
+    readonly: Option<Span>,
+    /// `custom_traverse`.
+    custom_traverse: Option<Span>,
+}
+
+fn struct_item(item: &Item, top: &mut StructItems) -> syn::Result<()> {
+    let StructItems {
+        dtype,
+        readonly,
+        custom_traverse,
+    } = top;
     match item.key {
         Key::Dtype => {
             let Some(v) = &item.value else {
@@ -235,12 +242,27 @@ fn struct_item(
             }
             *readonly = Some(item.span);
         }
+        Key::CustomTraverse => {
+            if let Some(v) = &item.value {
+                return Err(syn::Error::new(
+                    v.span(),
+                    "`custom_traverse` takes no value",
+                ));
+            }
+            if custom_traverse.is_some() {
+                return Err(syn::Error::new(
+                    item.span,
+                    "duplicate struct-level `custom_traverse`",
+                ));
+            }
+            *custom_traverse = Some(item.span);
+        }
         k => {
             return Err(syn::Error::new(
                 item.span,
                 format!(
-                    "`#[dlpack({})]` goes on a field; on the struct only `dtype = \"…\"` and \
-                     `readonly` are allowed",
+                    "`#[dlpack({})]` goes on a field; on the struct only `dtype = \"…\"`, \
+                     `readonly` and `custom_traverse` are allowed",
                     k.name()
                 ),
             ));
@@ -290,6 +312,12 @@ fn field_item(item: &Item, f: FieldRef, slots: &mut Slots) -> syn::Result<()> {
         Key::Device => &mut slots.device,
         Key::Readonly => &mut slots.readonly,
         Key::Stream => &mut slots.stream,
+        Key::CustomTraverse => {
+            return Err(syn::Error::new(
+                item.span,
+                "`custom_traverse` goes on the struct: `#[dlpack(custom_traverse)]` above it",
+            ));
+        }
     };
     if let Some(existing) = slot {
         return Err(dup(existing, item.key));
@@ -302,8 +330,7 @@ fn finish(
     input: &DeriveInput,
     spec: &SpecView,
     slots: Slots,
-    struct_dtype: Option<syn::LitStr>,
-    struct_readonly: Option<Span>,
+    top: StructItems,
     errors: &mut Option<syn::Error>,
 ) -> Option<Model> {
     let Some((data_key, data_field)) = slots.data else {
@@ -320,8 +347,8 @@ fn finish(
 
     let kind = data_kind(data_key, &data_field, errors)?;
     let ok = dims_are_valid(&kind, &slots.shape, &slots.strides, &data_field, errors);
-    let dtype = dtype_source(struct_dtype, slots.dtype, &kind, &data_field, spec, errors);
-    let readonly = readonly_source(struct_readonly, slots.readonly, errors);
+    let dtype = dtype_source(top.dtype, slots.dtype, &kind, &data_field, spec, errors);
+    let readonly = readonly_source(top.readonly, slots.readonly, errors);
     if !ok {
         return None;
     }
@@ -337,6 +364,7 @@ fn finish(
         device: slots.device,
         readonly: readonly?,
         stream: slots.stream,
+        custom_traverse: top.custom_traverse.is_some(),
     })
 }
 

@@ -47,6 +47,7 @@ pub mod error;
 pub mod exchange;
 pub mod export;
 pub mod freelist;
+mod gc;
 pub mod gpu;
 pub mod import;
 mod interp;

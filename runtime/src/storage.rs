@@ -226,4 +226,17 @@ unsafe impl DataSource for Buffer {
     fn bytes_from_start(&self) -> Option<usize> {
         self.owned_len()
     }
+    /// A view's owner, and the object an imported Python view keeps (its exporter), so that a
+    /// reference cycle through them is collected (e.g. an object that exposes
+    /// `__array_interface__` and stores the array imported from itself). Not visited: the
+    /// Python objects a producer's managed tensor may hold (opaque to dlbind), and a
+    /// [`Buffer::Shared`] tensor's owner (shared by several buffers, it is not this one's to
+    /// report).
+    fn visit_python_refs(&self, visit: &pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
+        match self {
+            Buffer::View(v) => visit.call(&v.owner),
+            Buffer::Imported(t) => t.visit_python_owner(visit),
+            Buffer::Owned(_) | Buffer::Shared(_) => Ok(()),
+        }
+    }
 }

@@ -98,6 +98,41 @@ pub(crate) enum Keeper {
     Buffer(Box<ffi::Py_buffer>),
 }
 
+impl Keeper {
+    /// Visits the object this keeper holds a strong reference to: the exporter itself, or the
+    /// buffer's `obj` (the new reference `PyObject_GetBuffer` stored, released by
+    /// `PyBuffer_Release`; NULL for a buffer without an owner).
+    pub(crate) fn visit(&self, visit: &pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
+        let o = match self {
+            Keeper::Object(o) => *o,
+            Keeper::Buffer(b) => match NonNull::new(b.obj) {
+                Some(o) => o,
+                None => return Ok(()),
+            },
+        };
+        // SAFETY: the keeper's own strong reference to a live object.
+        unsafe { crate::gc::visit_ptr(visit, o) }
+    }
+
+    /// The keeper of a tensor [`wrap`] made (its deleter is `foreign_deleter`), `None` for any
+    /// other tensor.
+    ///
+    /// # Safety
+    /// `m` is a live managed tensor; the keeper is borrowed for as long as `m` stays alive.
+    pub(crate) unsafe fn of_wrapped<'a>(
+        m: NonNull<DLManagedTensorVersioned>,
+    ) -> Option<&'a Keeper> {
+        // SAFETY: caller contract; `deleter` is in the ABI-stable prefix.
+        let d = unsafe { (*m.as_ptr()).deleter }?;
+        if d as usize != foreign_deleter as unsafe extern "C" fn(_) as usize {
+            return None;
+        }
+        // SAFETY: a tensor with this deleter is the first field of a live `Foreign` block
+        // (`wrap`, `repr(C)`).
+        Some(unsafe { &(*m.as_ptr().cast::<Foreign>()).keeper })
+    }
+}
+
 impl Drop for Keeper {
     fn drop(&mut self) {
         // SAFETY: plain C API calls, made only while the interpreter is alive and with the GIL

@@ -69,7 +69,11 @@ pub fn live_exports() -> usize {
 pub(crate) trait ManagedKind: Sized + 'static {
     /// The unused capsule name (generated).
     const CAPSULE_NAME: &'static CStr;
-    /// The struct, with `deleter` set to dlbind's deleter.
+    /// dlbind's deleter for this kind: a concrete (non-generic) function, so that its address
+    /// is the same in every crate (a generic `extern "C" fn` instantiated downstream is a
+    /// separate copy, and comparisons with it would miss dlbind's own tensors).
+    const DELETER: unsafe extern "C" fn(*mut Self);
+    /// The struct, with `deleter` set to [`Self::DELETER`].
     fn new(tensor: DLTensor, ctx: *mut c_void, flags: u64) -> Self;
     /// # Safety
     /// `p` points to a live struct of this kind.
@@ -153,12 +157,13 @@ unsafe fn give_block<M: ManagedKind>(block: *mut c_void, ndim: usize) {
 
 impl ManagedKind for DLManagedTensor {
     const CAPSULE_NAME: &'static CStr = DLPACK_CAPSULE_NAME;
+    const DELETER: unsafe extern "C" fn(*mut Self) = deleter_legacy;
     #[inline]
     fn new(tensor: DLTensor, ctx: *mut c_void, _flags: u64) -> Self {
         DLManagedTensor {
             dl_tensor: tensor,
             manager_ctx: ctx,
-            deleter: Some(deleter::<DLManagedTensor>),
+            deleter: Some(Self::DELETER),
         }
     }
     #[inline]
@@ -174,12 +179,13 @@ impl ManagedKind for DLManagedTensor {
 
 impl ManagedKind for DLManagedTensorVersioned {
     const CAPSULE_NAME: &'static CStr = DLPACK_VERSIONED_CAPSULE_NAME;
+    const DELETER: unsafe extern "C" fn(*mut Self) = deleter_versioned;
     #[inline]
     fn new(tensor: DLTensor, ctx: *mut c_void, flags: u64) -> Self {
         DLManagedTensorVersioned {
             version: EXPORT_VERSION,
             manager_ctx: ctx,
-            deleter: Some(deleter::<DLManagedTensorVersioned>),
+            deleter: Some(Self::DELETER),
             flags,
             dl_tensor: tensor,
         }
@@ -220,11 +226,30 @@ fn layout<M>(ndim: usize) -> Option<(Layout, usize)> {
     Some((l.pad_to_align(), off))
 }
 
-/// The deleter dlbind installs in every tensor it exports.
+/// The deleter dlbind installs in every legacy tensor it exports ([`deleter`]).
+///
+/// # Safety
+/// As for [`deleter`].
+unsafe extern "C" fn deleter_legacy(p: *mut DLManagedTensor) {
+    // SAFETY: forwarded caller contract.
+    unsafe { deleter(p) }
+}
+
+/// The deleter dlbind installs in every versioned tensor it exports ([`deleter`]).
+///
+/// # Safety
+/// As for [`deleter`].
+unsafe extern "C" fn deleter_versioned(p: *mut DLManagedTensorVersioned) {
+    // SAFETY: forwarded caller contract.
+    unsafe { deleter(p) }
+}
+
+/// What dlbind's deleters do (the body of [`ManagedKind::DELETER`]).
 ///
 /// # Safety
 /// `p` is NULL or a tensor created by [`build_managed`] whose deleter has not run yet.
-unsafe extern "C" fn deleter<M: ManagedKind>(p: *mut M) {
+#[inline(always)]
+unsafe fn deleter<M: ManagedKind>(p: *mut M) {
     if p.is_null() {
         return;
     }
@@ -283,6 +308,32 @@ unsafe fn release<M: ManagedKind>(p: *mut M, gil_held: bool) {
     }
 }
 
+/// Visits the Python owner of `m` when `m` is a dlbind export (its deleter is dlbind's and
+/// its header holds a strong reference); nothing for other tensors and for copies. For the
+/// `tp_traverse` of the object that owns `m` (see [`crate::gc`]).
+///
+/// # Safety
+/// `m` is a live managed tensor owned by the caller (its deleter not run).
+pub(crate) unsafe fn visit_exported_owner<M: ManagedKind>(
+    m: NonNull<M>,
+    visit: &pyo3::PyVisit<'_>,
+) -> Result<(), pyo3::PyTraverseError> {
+    // SAFETY: caller contract.
+    let Some(d) = (unsafe { M::deleter_of(m.as_ptr()) }) else {
+        return Ok(());
+    };
+    if d as usize != M::DELETER as usize {
+        return Ok(());
+    }
+    // SAFETY: a tensor with dlbind's deleter is the first field of a live `Header` block
+    // (`build_managed`, `repr(C)`), whose `owner` is NULL or a strong reference it holds.
+    match NonNull::new(unsafe { (*m.as_ptr().cast::<Header<M>>()).owner }) {
+        // SAFETY: the block's (so the caller's) strong reference.
+        Some(o) => unsafe { crate::gc::visit_ptr(visit, o) },
+        None => Ok(()),
+    }
+}
+
 /// Whether the C string `a` equals `b`, reading `a` only up to the first difference: a consumer's
 /// "used_…" name differs at its first byte (`PyCapsule_IsValid`'s `strcmp` cost ~3 ns on every
 /// consumed export's release).
@@ -327,7 +378,7 @@ unsafe extern "C" fn capsule_destructor<M: ManagedKind>(capsule: *mut ffi::PyObj
         }
         match M::deleter_of(p) {
             // Our own tensor: the GIL is held here, skip PyGILState_*.
-            Some(d) if d as usize == deleter::<M> as unsafe extern "C" fn(*mut M) as usize => {
+            Some(d) if d as usize == M::DELETER as usize => {
                 let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     release::<M>(p, true)
                 }));
@@ -484,7 +535,7 @@ unsafe fn wrap_capsule<M: ManagedKind>(py: Python<'_>, m: NonNull<M>) -> PyResul
     };
     if cap.is_null() {
         // SAFETY: nobody else owns `m`.
-        unsafe { deleter::<M>(m.as_ptr()) };
+        unsafe { (M::DELETER)(m.as_ptr()) };
         return Err(PyErr::fetch(py));
     }
     // The context repeats the pointer so that the destructor reads it without

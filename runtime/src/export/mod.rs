@@ -177,6 +177,16 @@ pub unsafe trait DataSource {
     fn bytes_from_start(&self) -> Option<usize> {
         None
     }
+    /// Visits each Python object this storage holds a strong reference to, exactly once, for
+    /// the garbage collector (the `__traverse__` that `#[derive(DLPackExport)]` emits calls it
+    /// on the data field). Storage that holds none keeps the default. Visiting a reference the
+    /// storage does not own, or one twice, corrupts the collector's counts: leave out any
+    /// reference shared with other owners (a cycle through it is then not collected, which is
+    /// safe). Runs inside `tp_traverse`: no Python calls, no reference count changes.
+    fn visit_python_refs(&self, visit: &pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
+        let _ = visit;
+        Ok(())
+    }
 }
 
 /// `DataSource` for owned slices of elements: the slice's pointer, `T::DTYPE`, its byte size.

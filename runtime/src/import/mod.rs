@@ -402,6 +402,31 @@ impl ImportedTensor {
         this
     }
 
+    /// Visits the Python object this tensor holds a strong reference to, if any, for a
+    /// `tp_traverse` of the object that owns this tensor (see [`crate::gc`]): the object a view
+    /// of a Python object keeps (the numpy header, a lending table, the bridges) or the owner
+    /// of a dlbind export. Other producers' managed tensors are opaque: not visited.
+    pub(crate) fn visit_python_owner(
+        &self,
+        visit: &pyo3::PyVisit<'_>,
+    ) -> Result<(), pyo3::PyTraverseError> {
+        match &self.owner {
+            Owner::Kept(k) => k.visit(visit),
+            // SAFETY: this handle owns the live tensor `m`, and the references it reports.
+            Owner::Versioned(m) => unsafe {
+                match crate::bridges::Keeper::of_wrapped(*m) {
+                    // A bridge import (`__array_interface__`, the buffer protocol, ...).
+                    Some(k) => k.visit(visit),
+                    // A dlbind export's owner; nothing for other producers' tensors.
+                    None => crate::export::managed::visit_exported_owner(*m, visit),
+                }
+            },
+            // SAFETY: as above.
+            Owner::Legacy(m) => unsafe { crate::export::managed::visit_exported_owner(*m, visit) },
+            Owner::Copied(_) => Ok(()),
+        }
+    }
+
     /// Wraps an owned C-contiguous host buffer (writable).
     pub fn from_buffer(
         buf: impl Into<Box<AlignedBuffer>>,

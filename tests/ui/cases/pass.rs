@@ -99,6 +99,30 @@ struct Inline {
     shape: Dims4,
 }
 
+// A type holding Python objects of its own besides its Buffer: it writes `__traverse__` itself
+// (reporting the Buffer's references through `DataSource::visit_python_refs`), so the derive
+// emits none.
+#[pyclass(frozen)]
+#[derive(DLPackExport)]
+#[dlpack(custom_traverse)]
+struct Annotated {
+    #[dlpack(data)]
+    buf: Buffer,
+    #[dlpack(dtype)]
+    dtype: DLDataType,
+    #[dlpack(shape)]
+    shape: Vec<i64>,
+    meta: Py<PyAny>,
+}
+
+#[pymethods]
+impl Annotated {
+    fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
+        dlbind::export::DataSource::visit_python_refs(&self.buf, &visit)?;
+        visit.call(&self.meta)
+    }
+}
+
 fn assert_source<T: dlbind::export::DLPackSource>() {}
 
 fn main() {
@@ -109,6 +133,7 @@ fn main() {
     assert_source::<Grid>();
     assert_source::<Pair>();
     assert_source::<Inline>();
+    assert_source::<Annotated>();
 
     // The derived description, read back through the trait.
     let img = Image { pixels: vec![0; 6], dims: vec![2, 3], strides: vec![3, 1] };

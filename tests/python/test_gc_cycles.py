@@ -1,0 +1,169 @@
+"""Reference cycles through an imported view's owner are collected (the derived `__traverse__`).
+
+A `Tensor` imported from a Python object keeps that object alive (a view's owner, the exporter
+behind a bridge, the array behind a dlbind capsule). When that object also refers to the tensor
+(here: it stores the array imported from itself), the two form a cycle that only the garbage
+collector can free, and only if the tensor reports its reference. numpy leaks such cycles
+(`ndarray.base` is not reported); dlbind's `Tensor` does not.
+"""
+import array
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+
+class ArrayInterfaceOwner:
+    """Exposes only `__array_interface__`, over memory it owns."""
+
+    def __init__(self, n=8):
+        self.a = np.arange(float(n))
+
+    @property
+    def __array_interface__(self):
+        return self.a.__array_interface__
+
+
+class BytesOwner(bytearray):
+    """A buffer-protocol exporter that can hold attributes (a bytearray subclass)."""
+
+
+class DLPackOwner:
+    """Exposes `__dlpack__` of a dlbind Tensor that views its own memory (a dlbind capsule
+    whose owner is that Tensor, whose owner is this object)."""
+
+    def __init__(self, m, max_version):
+        self.a = np.arange(6.0)
+        self.inner = m.from_dlpack(ArrayInterfaceProxy(self))
+        self.max_version = max_version
+
+    def __dlpack__(self, **kw):
+        kw["max_version"] = self.max_version
+        return self.inner.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self.inner.__dlpack_device__()
+
+
+class ArrayInterfaceProxy:
+    """`__array_interface__` of `owner.a`, keeping `owner` alive (so the view keeps it)."""
+
+    def __init__(self, owner):
+        self.owner = owner
+
+    @property
+    def __array_interface__(self):
+        return self.owner.a.__array_interface__
+
+
+def refers_to(obj, target):
+    """Whether `obj` reports `target` to the collector (by identity)."""
+    return sum(r is target for r in gc.get_referents(obj))
+
+
+def make_cycle(m, kind):
+    """An owner object and the Tensor imported from it, the owner holding the Tensor."""
+    if kind == "array_interface":
+        owner = ArrayInterfaceOwner()
+    elif kind == "buffer_protocol":
+        owner = BytesOwner(b"\x01" * 16)
+    elif kind == "array_interface_over_tensor":
+        owner = ArrayInterfaceOwner()
+        owner.a = np.from_dlpack(m.from_dlpack(owner.a))
+    elif kind == "dlbind_capsule_versioned":
+        owner = DLPackOwner(m, (1, 3))
+    elif kind == "dlbind_capsule_legacy":
+        owner = DLPackOwner(m, None)
+    else:
+        raise AssertionError(kind)
+    t = m.from_dlpack(owner)
+    owner.t = t
+    return owner, t
+
+
+KINDS = [
+    "array_interface",
+    "buffer_protocol",
+    "array_interface_over_tensor",
+    "dlbind_capsule_versioned",
+    "dlbind_capsule_legacy",
+]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_cycle_through_owner_is_collected(m, kind):
+    owner, t = make_cycle(m, kind)
+    # A capsule import reports the exporting Tensor (owner.inner), which reports the owner.
+    held = owner.inner if kind.startswith("dlbind_capsule") else owner
+    assert refers_to(t, held) == 1, "the Tensor does not report what it holds to the collector"
+    w_owner, w_t = weakref.ref(owner), weakref.ref(t)
+    live = m.live_exports()
+    del owner, t, held
+    gc.collect()
+    assert w_owner() is None and w_t() is None, f"{kind}: the cycle was not collected"
+    assert m.live_exports() <= live
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_finalizer_in_a_cycle_sees_intact_data(m, kind):
+    """The collector breaks the cycle at the owner (the Tensor has no tp_clear), so a finalizer
+    running during collection still reads the Tensor's data."""
+    seen = []
+
+    class Watch:
+        def __init__(self, t):
+            self.t = t
+
+        def __del__(self):
+            seen.append(bytes(memoryview(self.t))[:8])
+
+    owner, t = make_cycle(m, kind)
+    expect = bytes(memoryview(t))[:8]
+    owner.watch = Watch(t)
+    del owner, t
+    gc.collect()
+    assert seen == [expect]
+
+
+def test_referents_are_reported_once(m):
+    """Each Tensor reports its own reference only: views of one object each report it once, and
+    a view of a Tensor reports that Tensor (not the Tensor's own owner)."""
+    owner = ArrayInterfaceOwner()
+    t1, t2 = m.from_dlpack(owner), m.from_dlpack(owner)
+    assert refers_to(t1, owner) == 1 and refers_to(t2, owner) == 1
+    v = m.from_dlpack(t1)
+    assert refers_to(v, t1) == 1 and refers_to(v, owner) == 0
+
+
+def test_foreign_capsule_owner_is_not_reported(m):
+    """A producer's managed tensor is opaque: numpy's capsule holds the array, which dlbind does
+    not report (nothing to visit that dlbind owns)."""
+    a = np.arange(4.0)
+    t = m.from_dlpack(a.__dlpack__(max_version=(1, 3)))
+    assert refers_to(t, a) == 0
+    b = array.array("d", [1.0, 2.0])
+    t2 = m.from_dlpack(b)  # the buffer protocol: dlbind holds the buffer, and reports its obj
+    assert refers_to(t2, b) == 1
+
+
+def test_many_cycles_under_collection(m):
+    """Cycles created and collected while exports to numpy are alive: nothing leaks, values hold."""
+    weak = []
+    keep = []
+    for i in range(300):
+        owner, t = make_cycle(m, KINDS[i % len(KINDS)])
+        keep.append(np.from_dlpack(t))
+        weak.append(weakref.ref(owner))
+        del owner, t
+        if i % 50 == 0:
+            gc.collect()
+    gc.collect()
+    # The numpy arrays keep their Tensors (and so the owners) alive: no owner may be collected
+    # while an array still reads its memory.
+    assert all(w() is not None for w in weak)
+    first = keep[0][:3].tolist()
+    del keep
+    gc.collect()
+    assert all(w() is None for w in weak)
+    assert first == [0.0, 1.0, 2.0]
