@@ -22,6 +22,7 @@ import gc
 import os
 import sys
 import threading
+import weakref
 
 import numpy as np
 
@@ -191,6 +192,50 @@ def error_paths():
     ok("error paths")
 
 
+class CycleOwner:
+    """An object that stores the Tensor imported from itself (a reference cycle through the view's
+    owner, which only the collector frees: the derived `__traverse__` reports the owner)."""
+
+    def __init__(self, a):
+        self.a = a
+
+    @property
+    def __array_interface__(self):
+        return self.a.__array_interface__
+
+
+def cycles_collected():
+    """Cycles through a bridge's exporter, a buffer's obj and a dlbind capsule's owner, freed by
+    gc.collect() while a finalizer in the cycle still reads the data."""
+    weak = []
+    for a in NP[:3]:
+        o = CycleOwner(a.copy())
+        o.t = m.from_dlpack(o)
+        o.t2 = m.from_dlpack(W(o.t.__dlpack__(max_version=(1, 3))))
+        o.t3 = m.from_dlpack(W(o.t.__dlpack__())) if not o.t.readonly else None
+        o.fin = Finalizer(o.t)
+        weak.append(weakref.ref(o))
+        b = Bytes(b"12345678")
+        b.t = m.from_dlpack(b)
+        weak.append(weakref.ref(b))
+        del o, b
+    gc.collect()
+    assert all(w() is None for w in weak), "a cycle through an imported view's owner was not collected"
+    ok("cycles")
+
+
+class Finalizer:
+    def __init__(self, t):
+        self.t = t
+
+    def __del__(self):
+        bytes(memoryview(self.t))
+
+
+class Bytes(bytearray):
+    pass
+
+
 def thread_drop():
     holder = [m.from_dlpack(NP[0]), np.from_dlpack(OURS[0]), OURS[1].__dlpack__(max_version=(1, 3)),
               tvm_ffi.from_dlpack(OURS[2]) if tvm_ffi is not None else None]
@@ -248,6 +293,8 @@ def main() -> int:
             error_paths()
             if i % 20 == 0:
                 thread_drop()
+            if i % 5 == 0:
+                cycles_collected()
     gc.collect()
     bad = []
     if m is not None:
