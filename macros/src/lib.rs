@@ -27,6 +27,14 @@
 //! | `dtype = "bfloat16"` | struct | — | a dtype name from the spec's table (raw storage) |
 //! | `device` | field | `dlbind::device::Device` | default CPU |
 //! | `readonly` | field (`bool`) or struct | — | default writable |
+//! | `stream` | field | `Option<u64>` | CUDA/ROCm stream with pending work on the data |
+//! | `custom_traverse` | struct | — | the type writes `__traverse__` itself (see below) |
+//!
+//! For a `DataSource` data field the derive also emits `__traverse__`, reporting the Python
+//! objects the storage keeps alive (`DataSource::visit_python_refs`: a `Buffer` view's owner, a
+//! bridge import's exporter, a dlbind export's owner), so that reference cycles through them are
+//! collected. A type with Python fields of its own opts out with `#[dlpack(custom_traverse)]`
+//! and calls `visit_python_refs` on its data field from its own `__traverse__`.
 //!
 //! The type must be a `#[pyclass(frozen)]` (a compile error otherwise): exports (capsules,
 //! memoryviews, `__array_interface__` arrays) keep pointers into the data field after the PyO3
