@@ -172,6 +172,8 @@ struct Foreign {
 
 /// # Safety
 /// `p` is NULL or a tensor made by [`wrap`] whose deleter has not run.
+// Never inlined (nor copied into another crate): its address identifies `wrap`'s tensors.
+#[inline(never)]
 unsafe extern "C" fn foreign_deleter(p: *mut DLManagedTensorVersioned) {
     if p.is_null() {
         return;

@@ -230,6 +230,9 @@ fn layout<M>(ndim: usize) -> Option<(Layout, usize)> {
 ///
 /// # Safety
 /// As for [`deleter`].
+// Never inlined, and so never copied into another crate (rustc may make small functions
+// available for cross-crate inlining): its address identifies dlbind's tensors.
+#[inline(never)]
 unsafe extern "C" fn deleter_legacy(p: *mut DLManagedTensor) {
     // SAFETY: forwarded caller contract.
     unsafe { deleter(p) }
@@ -239,6 +242,9 @@ unsafe extern "C" fn deleter_legacy(p: *mut DLManagedTensor) {
 ///
 /// # Safety
 /// As for [`deleter`].
+// Never inlined, and so never copied into another crate (rustc may make small functions
+// available for cross-crate inlining): its address identifies dlbind's tensors.
+#[inline(never)]
 unsafe extern "C" fn deleter_versioned(p: *mut DLManagedTensorVersioned) {
     // SAFETY: forwarded caller contract.
     unsafe { deleter(p) }
