@@ -25,7 +25,8 @@
 //!   `__dlpack__` ([`python::dlpack_descriptor`], [`python::install_fast_dlpack`]).
 //! * Consumer: [`from_dlpack`] / [`python::from_dlpack_py`] → [`ImportedTensor`] (owning
 //!   handle: shape/strides/dtype/device/readonly, slices, `ndarray` views, copies).
-//! * Storage for array types: [`storage::Buffer`].
+//! * Storage for array types: [`storage::Buffer`]; what it reports to the garbage collector
+//!   ([`export::DataSource::visit_python_refs`], the derived `__traverse__`) is in `gc`.
 //! * Errors: [`DlpackError`] = generated [`failure::FailureKind`] + message; the Python exception
 //!   comes from the generated mapping.
 #![deny(unsafe_op_in_unsafe_fn)]
