@@ -169,18 +169,22 @@ impl Builder {
         let mut stale = Vec::new();
         for o in &outputs {
             let path = out.join(&o.path);
-            let shown = if out.is_absolute() {
-                o.path.clone()
-            } else {
-                path.display().to_string().replace('\\', "/")
+            // The path as the report shows it (only built for a stale or missing file).
+            let shown = || {
+                if out.is_absolute() {
+                    o.path.clone()
+                } else {
+                    path.display().to_string().replace('\\', "/")
+                }
             };
             let Ok(old) = std::fs::read_to_string(&path) else {
                 // A missing (or unreadable) file is named, not shown as a diff of every line.
-                stale.push((o.path.clone(), format!("missing: {shown}\n")));
+                stale.push((o.path.clone(), format!("missing: {}\n", shown())));
                 continue;
             };
             let old = old.replace("\r\n", "\n");
             if old != o.contents {
+                let shown = shown();
                 let diff = similar::TextDiff::from_lines(&old, &o.contents)
                     .unified_diff()
                     .context_radius(3)

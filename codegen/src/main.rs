@@ -11,14 +11,16 @@ use std::time::Instant;
 
 use dlbind_codegen::{Builder, Error};
 
-const DEFAULT_SPEC: &str = "spec/dlpack.yaml";
+/// The spec file used when `--spec` is not given and it exists: the path the embedded spec was
+/// read from, relative to the current directory.
+const DEFAULT_SPEC: &str = dlbind_codegen::ir::EMBEDDED_SPEC_PATH;
 const DEFAULT_OUT: &str = "generated";
 
 const USAGE: &str = "usage:
   dlbind generate [--spec PATH] [--out DIR] [--verbose]   write generated files
   dlbind check    [--spec PATH] [--out DIR]               exit 1 with a diff if DIR is stale
 
-defaults: --spec spec/dlpack.yaml if it exists (else the embedded DLPack 1.3 spec), --out generated";
+defaults: --spec spec/dlpack.yaml if it exists (else the spec embedded in dlbind), --out generated";
 
 struct Args {
     command: String,
@@ -87,7 +89,7 @@ fn main() -> ExitCode {
             format!("spec: {DEFAULT_SPEC}")
         }
         None => format!(
-            "spec: the embedded DLPack 1.3 spec (no {DEFAULT_SPEC} in this directory; pass --spec to use another)"
+            "spec: the spec embedded in dlbind (no {DEFAULT_SPEC} in this directory; pass --spec to use another)"
         ),
     };
     let out_dir = args.out.clone().unwrap_or_else(|| DEFAULT_OUT.to_string());
