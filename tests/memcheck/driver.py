@@ -192,24 +192,13 @@ def error_paths():
     ok("error paths")
 
 
-class CycleOwner:
-    """An object that stores the Tensor imported from itself (a reference cycle through the view's
-    owner, which only the collector frees: the derived `__traverse__` reports the owner)."""
-
-    def __init__(self, a):
-        self.a = a
-
-    @property
-    def __array_interface__(self):
-        return self.a.__array_interface__
-
-
 def cycles_collected():
     """Cycles through a bridge's exporter, a buffer's obj and a dlbind capsule's owner, freed by
     gc.collect() while a finalizer in the cycle still reads the data."""
     weak = []
     for a in NP[:3]:
-        o = CycleOwner(a.copy())
+        # The Tensor imported from an `AI` keeps it alive; stored on it, the two form a cycle.
+        o = AI(a.copy())
         o.t = m.from_dlpack(o)
         o.t2 = m.from_dlpack(W(o.t.__dlpack__(max_version=(1, 3))))
         o.t3 = m.from_dlpack(W(o.t.__dlpack__())) if not o.t.readonly else None
