@@ -146,6 +146,13 @@ class Spec:
                 return d
         raise KeyError(name)
 
+    def consumer_default_stream(self, device: str):
+        """The stream the spec says a consumer passes on `device` when it has none current."""
+        for r in self.stream_rules.get("rules", []):
+            if r.get("device") == device:
+                return r.get("consumer_default")
+        return None
+
     def cpu_stream_ok(self, value) -> bool:
         """Whether the spec's stream rules accept `value` on a stream-less device (CPU)."""
         rules = {r.get("device") for r in self.stream_rules.get("rules", [])}
@@ -192,6 +199,25 @@ LEGACY_USED = SPEC.capsule_names["legacy_used"]
 VERSIONED_USED = SPEC.capsule_names["versioned_used"]
 FLAG_READ_ONLY, FLAG_IS_COPIED, FLAG_SUBBYTE_PADDED = 1, 2, 4
 KDLCPU = SPEC.device_type("kDLCPU") if SPEC.enums else 1
+
+
+def cuda_driver_present() -> bool:
+    """Whether a CUDA driver with at least one device is loadable (the GPU tests run then)."""
+    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
+        try:
+            lib = ctypes.CDLL(name)
+        except OSError:
+            continue
+        try:
+            count = ctypes.c_int(0)
+            return lib.cuInit(0) == 0 and lib.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
+        except AttributeError:
+            return False
+    return False
+
+
+HAS_CUDA = cuda_driver_present()
+NO_CUDA_REASON = "no CUDA driver/device on this machine (GPU suite skipped)"
 
 
 # ------------------------------------------------------------- ctypes ABI

@@ -1,7 +1,5 @@
 """Devices and streams (issue 4). Without a CUDA driver only the BufferError paths run;
 the GPU tests skip with a message and run as-is the day a driver is present."""
-import ctypes
-
 import numpy as np
 import pytest
 
@@ -10,23 +8,9 @@ import dlpack_helpers as H
 EXC = H.SPEC.exc
 
 
-def _cuda_driver_present() -> bool:
-    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
-        try:
-            lib = ctypes.CDLL(name)
-        except OSError:
-            continue
-        try:
-            count = ctypes.c_int(0)
-            return lib.cuInit(0) == 0 and lib.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
-        except AttributeError:
-            return False
-    return False
-
-
-HAS_CUDA = _cuda_driver_present()
+HAS_CUDA = H.HAS_CUDA
 CUDA, CUDA_HOST, CUDA_MANAGED = (H.SPEC.device_type(n) for n in ("kDLCUDA", "kDLCUDAHost", "kDLCUDAManaged"))
-needs_gpu = pytest.mark.skipif(not HAS_CUDA, reason="no CUDA driver/device on this machine (GPU suite skipped)")
+needs_gpu = pytest.mark.skipif(not HAS_CUDA, reason=H.NO_CUDA_REASON)
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="a CUDA driver is present")
@@ -124,3 +108,17 @@ def test_from_dlpack_to_cuda_and_back(m):
     np.testing.assert_array_equal(np.from_dlpack(m.from_dlpack(g, device=(1, 0))), a)
     with pytest.raises(EXC("CopyRequired")):
         m.from_dlpack(m.from_dlpack(a), device=(CUDA, 0), copy=False)
+
+
+@needs_gpu
+@pytest.mark.parametrize("f", ["module", "static"])
+def test_from_dlpack_device_cuda_takes_the_keyword_path(m, Tensor, f):
+    """`from_dlpack(t, device=CUDA)` of a CPU Tensor (whose type has a C exchange table) is a
+    host-to-device copy through `__dlpack__`, for both spellings of from_dlpack."""
+    fn = m.from_dlpack if f == "module" else Tensor.from_dlpack
+    t = Tensor.arange(6, dtype="float32")
+    g = fn(t, device=(CUDA, 0))
+    assert tuple(g.device) == (CUDA, 0) and g.data_ptr != t.data_ptr
+    np.testing.assert_array_equal(np.from_dlpack(fn(g, device=(1, 0))), np.arange(6, dtype=np.float32))
+    with pytest.raises(EXC("CopyRequired")):
+        fn(t, device=(CUDA, 0), copy=False)

@@ -137,7 +137,10 @@ def test_readonly_copy_legacy_allowed_or_buffererror(Tensor):
 
 
 # ---------------------------------------------------------------- copy / dl_device
-@pytest.mark.parametrize("dev", [(2, 0), (13, 0), (10, 0), (4, 0), (9, 0), (1, 1), (1, 2 ** 30), (99, 0)])
+@pytest.mark.parametrize("dev", [
+    pytest.param((2, 0), marks=pytest.mark.skipif(
+        H.HAS_CUDA, reason="a CUDA driver is present: CPU → CUDA is a host-to-device copy (test_cuda.py)")),
+    (13, 0), (10, 0), (4, 0), (9, 0), (1, 1), (1, 2 ** 30), (99, 0)])
 def test_unsupported_dl_device(Tensor, dev):
     with pytest.raises(BufferError) as ei:
         Tensor.zeros((2,)).__dlpack__(max_version=(1, 3), dl_device=dev)

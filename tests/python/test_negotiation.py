@@ -47,6 +47,66 @@ def test_consumer_kwargs_spy(m, Tensor):
     assert t.data_ptr == spy.inner.data_ptr
 
 
+@pytest.mark.parametrize("device", ["kDLCUDA", "kDLROCM"])
+def test_consumer_passes_its_stream_to_a_gpu_producer(m, device):
+    """A producer whose `__dlpack_device__` names a device with streams gets the consumer's
+    stream for it (the spec's consumer default when no stream is current), not stream=None:
+    torch reads None as "no synchronisation". The capsule here is a CPU one (the producer only
+    records what it was asked)."""
+    p = H.W(np.arange(3.0).__dlpack__(max_version=(1, 0)), dev=(H.SPEC.device_type(device), 0))
+    m.from_dlpack(p)
+    assert len(p.calls) == 1
+    assert p.calls[0].get("stream") == H.SPEC.consumer_default_stream(device)
+    assert p.calls[0].get("stream") not in (None, -1)
+
+
+def test_consumer_passes_no_stream_when_the_device_is_unknown(m):
+    """No `__dlpack_device__`, or an answer that is not a pair of ints: no stream (the capsule's
+    device is what counts); an exception from `__dlpack_device__` propagates."""
+
+    class NoDevice:
+        def __init__(self):
+            self.calls = []
+
+        def __dlpack__(self, **kw):
+            self.calls.append(kw)
+            return np.arange(2.0).__dlpack__(max_version=(1, 0))
+
+    class Junk(NoDevice):
+        def __dlpack_device__(self):
+            return "cuda"
+
+    class Raises(NoDevice):
+        def __dlpack_device__(self):
+            raise RuntimeError("device query failed")
+
+    for cls in (NoDevice, Junk):
+        p = cls()
+        assert m.from_dlpack(p).shape == (2,)
+        assert "stream" not in p.calls[0]
+    with pytest.raises(RuntimeError, match="device query failed"):
+        m.from_dlpack(Raises())
+
+
+def test_legacy_gpu_producer_retry_keeps_the_stream(m):
+    """An old producer (`__dlpack__(self, stream=None)`) on CUDA: the retry without the 2023.12
+    keywords still passes the consumer's stream."""
+    class LegacyCuda:
+        def __init__(self):
+            self.calls = []
+
+        def __dlpack__(self, stream=None):
+            self.calls.append(stream)
+            return np.arange(4.0).__dlpack__()  # a CPU capsule: only the call is checked
+
+        def __dlpack_device__(self):
+            return (H.SPEC.device_type("kDLCUDA"), 0)
+
+    q = LegacyCuda()
+    assert m.from_dlpack(q).shape == (4,)
+    assert q.calls == [H.SPEC.consumer_default_stream("kDLCUDA")]
+
+
 @pytest.mark.parametrize("copy", [True, False])
 def test_consumer_forwards_copy(m, copy):
     spy = H.Spy(np.arange(4.0))

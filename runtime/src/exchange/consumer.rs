@@ -10,6 +10,7 @@ use pyo3::prelude::*;
 use crate::bridges::PythonView;
 use crate::ffi::{DLManagedTensorVersioned, DLPackExchangeAPI};
 use crate::import::ImportedTensor;
+use crate::stream_rules::has_stream_rules;
 
 use super::counters::note_exchange_import;
 use super::lookup::{TableKind, lookup_table};
@@ -116,9 +117,24 @@ pub fn import_via_exchange_api_with<R>(
     // SAFETY: a table of our major version (checked), process-lifetime.
     let f_export = unsafe { (*table).managed_tensor_from_py_object_no_sync }?;
     // SAFETY: `f_export` is the table entry of `type(obj)` (looked up just above).
-    Some(unsafe { export_through(obj, f_export) }.and_then(|m| {
+    let imported = unsafe { export_through(obj, f_export) }.and_then(|m| {
         // SAFETY: on success we own `m` (the producer transferred it).
-        let t = unsafe { ImportedTensor::from_managed_versioned(m) }?;
+        unsafe { ImportedTensor::from_managed_versioned(m) }.map_err(PyErr::from)
+    });
+    let t = match imported {
+        Ok(t) => t,
+        Err(e) => return Some(Err(e)),
+    };
+    if has_stream_rules(t.device().device_type) {
+        // SAFETY: a table of our major version (checked), process-lifetime.
+        match unsafe { wait_for_table_producer(py, table, t.device()) } {
+            Ok(true) => {}
+            // `t` drops here (the producer's deleter runs once); `__dlpack__` orders instead.
+            Ok(false) => return None,
+            Err(e) => return Some(Err(e)),
+        }
+    }
+    Some((|| {
         if torch {
             // On refusal `t` drops here: the producer's deleter runs, exactly once.
             refuse_torch_lazy_bits(
@@ -128,7 +144,40 @@ pub fn import_via_exchange_api_with<R>(
         }
         note_exchange_import();
         f(t)
-    }))
+    })())
+}
+
+/// A table's exports do not synchronise (`…_no_sync`): for memory on a device with streams,
+/// makes the stream `__dlpack__(stream=None)` stands for wait for the producer's current work
+/// stream ([`crate::gpu::wait_for_producer_stream`]), so the view is ordered as a
+/// `__dlpack__` import would be. `Ok(false)` when that cannot be done here (the table has no
+/// `current_work_stream`, or this process has no GPU runtime for the device): the caller
+/// drops the export and falls back to `__dlpack__`, whose producer orders its own streams.
+///
+/// # Safety
+/// `table` is a table of our major version, process-lifetime; the GIL is held (`py`).
+#[cold]
+#[inline(never)]
+unsafe fn wait_for_table_producer(
+    py: Python<'_>,
+    table: *const DLPackExchangeAPI,
+    device: crate::device::Device,
+) -> PyResult<bool> {
+    // SAFETY: caller contract.
+    let Some(current) = (unsafe { (*table).current_work_stream }) else {
+        return Ok(false);
+    };
+    let Ok(runtime) = crate::gpu::default_runtime() else {
+        return Ok(false);
+    };
+    let mut stream: *mut c_void = ptr::null_mut();
+    // SAFETY: the entry's contract: a writable out pointer, the GIL held.
+    if unsafe { current(device.device_type, device.device_id, &mut stream) } != 0 {
+        return Err(entry_failed(py, "current_work_stream"));
+    }
+    let producer = crate::gpu::StreamHandle(stream as usize as u64);
+    crate::gpu::wait_for_producer_stream(runtime.as_ref(), device, producer)?;
+    Ok(true)
 }
 
 /// Calls a lending table's non-owning fill on `obj` and hands the result to `lend` (`None`:
@@ -155,6 +204,11 @@ unsafe fn lend_through<R>(
     }
     // SAFETY: filled on success.
     let dl = unsafe { dl.assume_init_ref() };
+    // Memory on a device with streams takes the owning export, which orders the producer's
+    // stream (see `wait_for_table_producer`); a lent view has nothing to order it with.
+    if has_stream_rules(dl.device.device_type) {
+        return None;
+    }
     // The checks every import runs (`ImportedTensor::from_managed_versioned` runs them on the
     // owning export's tensor): on failure the owning export is used, and raises.
     // SAFETY: a filled DLTensor whose shape and strides (ndim values each) live in `obj`.
@@ -209,7 +263,10 @@ unsafe fn export_through(
     // a valid out pointer; the GIL is held (bound object).
     let rc = unsafe { export(obj.as_ptr().cast::<c_void>(), &mut out) };
     if rc != 0 {
-        return Err(export_failed(obj.py()));
+        return Err(entry_failed(
+            obj.py(),
+            "managed_tensor_from_py_object_no_sync",
+        ));
     }
     NonNull::new(out).ok_or_else(|| {
         crate::error::DlpackError::new(
@@ -222,11 +279,11 @@ unsafe fn export_through(
 
 #[cold]
 #[inline(never)]
-fn export_failed(py: Python<'_>) -> PyErr {
+fn entry_failed(py: Python<'_>, entry: &str) -> PyErr {
     PyErr::take(py).unwrap_or_else(|| {
         crate::error::DlpackError::new(
             crate::failure::FailureKind::InternalError,
-            "managed_tensor_from_py_object_no_sync failed without an exception",
+            format!("{entry} failed without an exception"),
         )
         .into()
     })

@@ -274,6 +274,33 @@ fn order_streams(
     }
 }
 
+/// The consumer's half of a C exchange table's no-sync export
+/// (`managed_tensor_from_py_object_no_sync`): makes the stream that `__dlpack__(stream=None)`
+/// stands for on `device` (the spec's consumer default: CUDA's legacy stream, ROCm's 0) wait
+/// for the work queued on `producer`, the producer's current work stream as its table's
+/// `current_work_stream` reports it. That is what the producer's `__dlpack__` would have
+/// done itself, so a table import is ordered like a `__dlpack__` import: later dlbind copies
+/// of the view (queued on that default stream) see the producer's writes. An event recorded
+/// on `producer`, waited on, destroyed; nothing for stream-less devices or when the two
+/// streams are the same (on CUDA the null stream is the legacy one). Never a synchronise.
+pub fn wait_for_producer_stream(
+    runtime: &dyn DeviceRuntime,
+    device: Device,
+    producer: StreamHandle,
+) -> Result<()> {
+    let Some(consumer) = consumer_default_stream(device.device_type) else {
+        return Ok(());
+    };
+    let consumer = StreamHandle(consumer as u64);
+    if same_stream(device, producer, consumer) {
+        return Ok(());
+    }
+    let event = runtime.record_event(device, producer)?;
+    let waited = runtime.wait_event(device, consumer, event);
+    let destroyed = runtime.destroy_event(device, event);
+    waited.and(destroyed)
+}
+
 /// Decides what `__dlpack__` must do. Pure; see the module docs for the table.
 ///
 /// Errors: `InvalidStream` (ValueError) for a stream the target device's rules reject,

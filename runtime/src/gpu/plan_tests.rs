@@ -1304,3 +1304,77 @@ fn owned_allocation_free_reports_errors_once() {
         1
     );
 }
+
+// ------------------------------------------------------ table imports (no-sync exports)
+
+#[test]
+fn table_import_waits_for_the_producer_stream_on_the_legacy_stream() {
+    let fake = FakeRuntime::new();
+    wait_for_producer_stream(&fake, cuda0(), A).unwrap();
+    assert_eq!(
+        fake.take_calls(),
+        vec![
+            Call::RecordEvent {
+                device: cuda0(),
+                stream: A,
+                event: ev(1)
+            },
+            Call::WaitEvent {
+                device: cuda0(),
+                stream: StreamHandle::LEGACY,
+                event: ev(1)
+            },
+            Call::DestroyEvent {
+                device: cuda0(),
+                event: ev(1)
+            },
+        ]
+    );
+    assert_eq!(fake.live_events(), 0);
+    // ROCm's consumer default is stream 0; the per-thread stream differs from CUDA's legacy one.
+    wait_for_producer_stream(&fake, Device::rocm(1), A).unwrap();
+    let calls = fake.take_calls();
+    assert!(
+        matches!(
+            calls[1],
+            Call::WaitEvent {
+                stream: StreamHandle::NULL,
+                ..
+            }
+        ),
+        "{calls:?}"
+    );
+    wait_for_producer_stream(&fake, cuda0(), StreamHandle::PER_THREAD).unwrap();
+    assert_eq!(fake.take_calls().len(), 3);
+}
+
+#[test]
+fn table_import_of_default_stream_work_needs_no_event() {
+    let fake = FakeRuntime::new();
+    for s in [StreamHandle::NULL, StreamHandle::LEGACY] {
+        wait_for_producer_stream(&fake, cuda0(), s).unwrap();
+    }
+    wait_for_producer_stream(&fake, Device::rocm(0), StreamHandle::NULL).unwrap();
+    for d in [Device::CPU, Device::CUDA_HOST, Device::CUDA_MANAGED] {
+        wait_for_producer_stream(&fake, d, A).unwrap();
+    }
+    assert_eq!(fake.take_calls(), vec![]);
+}
+
+#[test]
+fn table_import_wait_failure_still_destroys_the_event() {
+    let fake = FakeRuntime::new();
+    fake.fail_on(Op::WaitEvent, FailureKind::DeviceUnavailable);
+    let e = wait_for_producer_stream(&fake, cuda0(), A).unwrap_err();
+    assert_eq!(e.kind(), FailureKind::DeviceUnavailable);
+    assert_eq!(fake.live_events(), 0);
+    fake.clear_failure(Op::WaitEvent);
+    fake.fail_on(Op::RecordEvent, FailureKind::DeviceUnavailable);
+    assert!(wait_for_producer_stream(&fake, cuda0(), A).is_err());
+    assert!(
+        !fake
+            .take_calls()
+            .iter()
+            .any(|c| matches!(c, Call::WaitEvent { .. }))
+    );
+}

@@ -204,7 +204,14 @@ fn import_through_dlpack(
             }
             Bound::from_borrowed_ptr(py, d)
         };
-        let first = if device.is_none() && copy.is_none() {
+        // The stream the consumer will use, for a producer on a device with streams: on the
+        // device asked for, else on the producer's own (`__dlpack_device__`; CUDA: the current
+        // stream of a present runtime, else 1 — never 0; ROCm 0; stream-less devices: none).
+        let stream = match device {
+            Some(d) => crate::gpu::consumer_stream_for(d),
+            None => stream_for_producer_device(obj)?,
+        };
+        let first = if device.is_none() && copy.is_none() && stream.is_none() {
             // SAFETY: live objects; kwnames_fast has one name for one value.
             unsafe {
                 call_method(
@@ -220,12 +227,10 @@ fn import_through_dlpack(
             if let Some(d) = device {
                 names_v.push(&n.kw_dl_device);
                 vals.push(d.to_py_tuple(py)?.into_any());
-                // The stream the consumer will use on that device (CUDA: the current stream of a
-                // present runtime, else 1 — never 0; ROCm 0; stream-less devices: none).
-                if let Some(s) = crate::gpu::consumer_stream_for(d) {
-                    names_v.push(&n.kw_stream);
-                    vals.push(s.into_pyobject(py)?.into_any());
-                }
+            }
+            if let Some(s) = stream {
+                names_v.push(&n.kw_stream);
+                vals.push(s.into_pyobject(py)?.into_any());
             }
             if let Some(c) = copy {
                 names_v.push(&n.kw_copy);
@@ -243,16 +248,48 @@ fn import_through_dlpack(
                     && device.is_none()
                     && copy != Some(false) =>
             {
-                // A producer without the DLPack 2023.12 keywords.
-                // SAFETY: live objects, no keywords.
-                unsafe { call_method(obj, descr.as_ptr(), &[], ptr::null_mut()) }
-                    .inspect_err(|e2| e2.set_cause(py, Some(e)))?
+                // A producer without the DLPack 2023.12 keywords (it still takes `stream`).
+                let retry = match stream {
+                    // SAFETY: live objects, no keywords.
+                    None => unsafe { call_method(obj, descr.as_ptr(), &[], ptr::null_mut()) },
+                    Some(s) => {
+                        let kwnames = PyTuple::new(py, [n.kw_stream.bind(py)])?;
+                        let s = s.into_pyobject(py)?;
+                        // SAFETY: live objects; kwnames has one name for one value.
+                        unsafe { call_method(obj, descr.as_ptr(), &[s.as_ptr()], kwnames.as_ptr()) }
+                    }
+                };
+                retry.inspect_err(|e2| e2.set_cause(py, Some(e)))?
             }
             Err(e) => return Err(e),
         };
         ImportedTensor::from_capsule(&capsule)?
     };
     Ok(tensor)
+}
+
+/// The stream to pass to a producer when the call names no device: the consumer's stream on
+/// the producer's device (`__dlpack_device__`) when that device has streams, else `None`.
+///
+/// Passing nothing would leave the ordering to the producer's reading of `stream=None`, and
+/// torch reads it as "no synchronisation": a tensor filled on torch's side stream would be
+/// read by dlbind's later copies (queued on the legacy stream) before the fill. A producer
+/// without `__dlpack_device__`, or one whose answer is not a pair of ints, gets no stream (the
+/// capsule's device is checked as always); an exception from the call propagates.
+fn stream_for_producer_device(obj: &Bound<'_, PyAny>) -> PyResult<Option<i64>> {
+    let py = obj.py();
+    let name = pyo3::intern!(py, crate::protocol::DLPACK_DEVICE_METHOD);
+    let Some(method) = getattr_optional(obj, name)? else {
+        return Ok(None);
+    };
+    let Ok((t, id)) = method.call0()?.extract::<(i32, i32)>() else {
+        return Ok(None);
+    };
+    let device = Device::new(crate::ffi::DLDeviceType(t), id);
+    if !crate::stream_rules::has_stream_rules(device.device_type) {
+        return Ok(None);
+    }
+    Ok(crate::gpu::consumer_stream_for(device))
 }
 
 /// [`from_dlpack`] with Python-level arguments: `device` (`None`, `"cpu"` or a
