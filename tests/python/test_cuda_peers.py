@@ -108,6 +108,36 @@ def test_torch_side_stream_work_is_ordered_before_dlbind_reads(torch, table):
     torch.cuda.synchronize()
 
 
+@pytest.mark.parametrize("table", [True, False], ids=["table", "dunder"])
+def test_a_view_is_waited_for_by_a_consumer_on_another_stream(torch, table):
+    """dlbind imports a tensor torch is still filling on side stream s1 (ordered on the legacy
+    stream dlbind asks for), then torch imports the view on side stream s2 (non-blocking, so the
+    legacy stream does not order it): dlbind takes data with no recorded stream to be ready on
+    the legacy stream and makes s2 wait for it (an event) instead of handing it over as is."""
+    n = 1 << 22
+    x = torch.zeros(n, dtype=torch.float32, device="cuda")
+    torch.cuda.synchronize()
+    s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+    with torch.cuda.stream(s1):
+        torch.cuda._sleep(200_000_000)
+        x.fill_(3.0)
+        u = m.from_dlpack(x if table else _DunderOnly(x))
+    with torch.cuda.stream(s2):
+        y = torch.from_dlpack(u)
+        bad = int((y != 3.0).sum().item())
+    assert bad == 0, f"{bad} of {n} elements read on s2 before torch's fill on s1"
+    torch.cuda.synchronize()
+
+
+def test_a_host_to_device_copy_is_waited_for_by_a_consumer_on_another_stream(torch):
+    a = np.full(1 << 26, 7.25, np.float32)  # 256 MiB through dlbind's host-to-device copy
+    g = to_gpu(a)
+    with torch.cuda.stream(torch.cuda.Stream()):
+        y = torch.from_dlpack(g)
+        bad = int((y != 7.25).sum().item())
+    assert bad == 0
+
+
 class _DunderOnly:
     """Forwards `__dlpack__` / `__dlpack_device__` to a torch tensor, so the import cannot use
     torch's C exchange table."""

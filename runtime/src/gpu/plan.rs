@@ -4,7 +4,9 @@
 //! [`plan_export`] never touches a GPU: it validates the consumer's `stream` with the
 //! generated [`resolve_stream`] for the *target* device, picks what to do and lists the
 //! runtime steps. [`execute_export`] runs the steps. Decision table (A = the producer's stream,
-//! B = the consumer's stream, target = `dl_device` or the tensor's own device):
+//! for CUDA/ROCm memory whose source reports none the device's default stream, the one
+//! `stream=None` stands for; B = the consumer's stream; target = `dl_device` or the tensor's
+//! own device):
 //!
 //! | tensor → target | copy=None | copy=False | copy=True |
 //! |---|---|---|---|
@@ -328,11 +330,19 @@ pub fn plan_export(req: &ExportRequest) -> Result<ExportPlan> {
         src,
         target,
         // Only GPU memory (device, pinned, managed, ROCm host) has producer streams; a stream
-        // reported for anything else is ignored.
-        producer: if has_gpu_context(src) {
-            req.producer_stream
-        } else {
+        // reported for anything else is ignored. Memory on a device with streams whose source
+        // reports none is taken to be ready on the device's default stream, the one
+        // `stream=None` stands for (CUDA: legacy, ROCm: 0): a view imported for that stream, or a
+        // host-to-device copy dlbind queued on it, may still be in flight there, so a consumer
+        // on another stream waits for it (an event; nothing when it is the same stream).
+        producer: if !has_gpu_context(src) {
             None
+        } else if is_stream_device(src) {
+            req.producer_stream.or_else(|| {
+                consumer_default_stream(src.device_type).map(|s| StreamHandle(s as u64))
+            })
+        } else {
+            req.producer_stream
         },
         consumer: consumer_handle(action),
         no_sync: action == StreamAction::NoSync,

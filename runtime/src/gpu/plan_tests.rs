@@ -195,8 +195,12 @@ fn cuda_zero_copy_stream_table() {
         (Some(pt), Some(1), Some((pt, lg))),
         (Some(lg), Some(0xB000), Some((lg, B))),
         (Some(pt), Some(-1), None),
-        (None, Some(0xB000), None),
+        // No reported stream: the data is taken to be ready on the legacy stream (what
+        // stream=None stands for), so another consumer stream waits for it.
+        (None, Some(0xB000), Some((lg, B))),
+        (None, Some(2), Some((lg, pt))),
         (None, Some(1), None),
+        (None, Some(-1), None),
         (None, None, None),
     ];
     for &(producer, stream, expect) in cases {
@@ -915,7 +919,12 @@ fn decision_table_invariants() {
                                     Step::WaitEvent { stream: b, .. },
                                 ] = w
                                 {
-                                    assert_eq!(Some(*a), producer);
+                                    // no reported stream: the device's default stream
+                                    let default = crate::stream_rules::consumer_default_stream(
+                                        src.device_type,
+                                    )
+                                    .map(|s| StreamHandle(s as u64));
+                                    assert_eq!(Some(*a), producer.or(default));
                                     assert!(
                                         src.device_type == crate::ffi::DLDeviceType::kDLCUDA
                                             || src.device_type == crate::ffi::DLDeviceType::kDLROCM
