@@ -27,7 +27,7 @@
 //! | `dtype = "bfloat16"` | struct | — | a dtype name from the spec's table (raw storage) |
 //! | `device` | field | `dlbind::device::Device` | default CPU |
 //! | `readonly` | field (`bool`) or struct | — | default writable |
-//! | `stream` | field | `Option<u64>` | CUDA/ROCm stream with pending work on the data |
+//! | `stream` | field | `Option<u64>` | CUDA/ROCm stream with pending work on the data (default: the device's default stream) |
 //! | `custom_traverse` | struct | — | the type writes `__traverse__` itself (see below) |
 //!
 //! For a `DataSource` data field the derive also emits `__traverse__`, reporting the Python

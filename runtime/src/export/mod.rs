@@ -51,9 +51,11 @@ pub unsafe trait DLPackSource {
         false
     }
     /// The stream (raw `CUstream` / `hipStream_t`) on which work that writes this tensor may
-    /// still be pending, or `None` when nothing is pending (the default; host data). When the
-    /// consumer asks for another stream, the export records an event on this one and makes
-    /// the consumer's stream wait for it (no device-wide synchronisation).
+    /// still be pending, or `None` (the default): host data has nothing pending, and CUDA/ROCm
+    /// data is then taken to be ready on the device's default stream (the one `stream=None`
+    /// stands for: CUDA's legacy stream, ROCm's 0). When the consumer asks for another stream,
+    /// the export records an event on this one and makes the consumer's stream wait for it (no
+    /// device-wide synchronisation).
     fn dlpack_stream(&self) -> Option<crate::gpu::StreamHandle> {
         None
     }
