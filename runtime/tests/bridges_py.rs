@@ -8,6 +8,7 @@ mod common;
 use std::ffi::{CString, c_void};
 
 use dlbind::export::DLPackSource;
+use dlbind::gpu::StreamHandle;
 use dlbind::prelude::*;
 use dlbind::pyo3::exceptions::{PyAttributeError, PyBufferError, PyValueError};
 use dlbind::pyo3::ffi as pyffi;
@@ -298,7 +299,11 @@ fn interface_dicts_export() {
             cai.get_item("version").unwrap().extract::<i32>().unwrap(),
             3
         );
-        assert!(cai.get_item("stream").unwrap().is_none());
+        // No recorded stream: CUDA data is taken to be ready on the legacy stream (1).
+        assert_eq!(
+            cai.get_item("stream").unwrap().extract::<u64>().unwrap(),
+            StreamHandle::LEGACY.0
+        );
         assert!(cai.get_item("strides").unwrap().is_none());
         assert_eq!(
             cai.get_item("typestr")

@@ -401,7 +401,8 @@ def test_cuda_tagged_tensor_exports_cai_only(m):
     t = m.from_dlpack(OnlyCAI(a))
     assert t.__dlpack_device__() == (CUDA, 0)
     cai = t.__cuda_array_interface__
-    assert cai["version"] == 3 and cai["stream"] is None
+    # no recorded stream: CUDA data is taken to be ready on the stream `stream=None` stands for
+    assert cai["version"] == 3 and cai["stream"] == H.SPEC.consumer_default_stream("kDLCUDA") == 1
     assert cai["data"] == (a.ctypes.data, False)
     assert cai["shape"] == (2, 3) and cai["typestr"] == "<f4" and cai["strides"] is None
     assert not hasattr(t, "__array_interface__")

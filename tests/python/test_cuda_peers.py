@@ -210,6 +210,25 @@ def test_dlbind_cuda_to_cupy_dlpack_and_cai(cupy):
     assert to_host(g)[0, 0] == 7
 
 
+def test_cai_export_of_a_view_is_waited_for_by_cupy_on_another_stream(torch, cupy):
+    """The `__cuda_array_interface__` of a view with no recorded stream names the legacy
+    stream (1), so CuPy on a non-blocking stream waits for torch's fill that the legacy stream
+    was ordered after."""
+    n = 1 << 22
+    x = torch.zeros(n, dtype=torch.float32, device="cuda")
+    torch.cuda.synchronize()
+    with torch.cuda.stream(torch.cuda.Stream()):
+        torch.cuda._sleep(200_000_000)
+        x.fill_(5.0)
+        u = m.from_dlpack(_DunderOnly(x))
+    assert u.__cuda_array_interface__["stream"] == 1
+    with cupy.cuda.Stream(non_blocking=True):
+        c = cupy.asarray(u)  # through __cuda_array_interface__
+        bad = int((c != 5.0).sum())
+    assert c.data.ptr == x.data_ptr() and bad == 0, f"{bad} of {n} elements read before the fill"
+    torch.cuda.synchronize()
+
+
 def test_cupy_refuses_a_host_copy_and_dlbind_refuses_copy_false(cupy):
     g = to_gpu(np.ones(3, np.float32))
     with pytest.raises(H.SPEC.exc("CopyRequired")):

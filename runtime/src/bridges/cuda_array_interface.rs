@@ -4,7 +4,10 @@
 //! C-contiguous), `version: 3`, and `stream`. **Stream choice:** the source's
 //! [`DLPackSource::dlpack_stream`] (`#[dlpack(stream)]` on the derive): the stream with pending
 //! work, which the CAI v3 consumer must synchronise on or wait for (the null stream is reported
-//! as `1`, the legacy default stream, since CAI disallows `0`); `None` when nothing is pending,
+//! as `1`, the legacy default stream, since CAI disallows `0`). `kDLCUDA` data whose source
+//! reports no stream is taken to be ready on the legacy stream, as the export planner does
+//! (`gpu::plan`), so it reports `1` too: a view imported for that stream, or a host-to-device
+//! copy queued there, may still be in flight. Managed memory with no stream reports `None`,
 //! which CAI v3 defines as "no synchronization needed".
 
 use pyo3::PyClass;
@@ -48,6 +51,9 @@ where
                 h.0
             },
         )?,
+        None if s.device.device_type == DLDeviceType::kDLCUDA => {
+            d.set_item("stream", StreamHandle::LEGACY.0)?
+        }
         None => d.set_item("stream", py.None())?,
     }
     Ok(d.into_any().unbind())
