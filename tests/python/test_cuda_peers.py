@@ -2,9 +2,10 @@
 
 Zero-copy both ways, the CUDA array interface both ways, the C exchange table with CUDA
 tensors, and stream ordering: work a producer queued on a side stream is visible to dlbind's
-later copies, whether the import went through `__dlpack__` (the producer orders its streams)
-or through torch's table (whose export does not synchronise: dlbind orders the producer's
-current work stream before its own default stream).
+later copies, whether the import went through `__dlpack__` (dlbind asks with its stream, and the
+producer orders its streams) or through torch's table (whose export does not synchronise:
+dlbind orders the producer's current work stream before its own default stream), and a view
+handed on to a consumer on yet another stream is waited for there.
 
 Every test here needs a CUDA driver and a device, plus the peer with GPU support; none of that
 is in CI's pinned set, so they skip there with the reason. Run them on a machine with a GPU:

@@ -13,6 +13,7 @@ use crate::device::Device;
 use crate::error::DlpackError;
 use crate::failure::FailureKind;
 use crate::import::ImportedTensor;
+use crate::stream_rules::has_stream_rules;
 
 use super::args::{parse_copy_arg, parse_device_arg};
 use super::names::names;
@@ -204,92 +205,91 @@ fn import_through_dlpack(
             }
             Bound::from_borrowed_ptr(py, d)
         };
-        // The stream the consumer will use, for a producer on a device with streams: on the
-        // device asked for, else on the producer's own (`__dlpack_device__`; CUDA: the current
-        // stream of a present runtime, else 1 — never 0; ROCm 0; stream-less devices: none).
-        let stream = match device {
-            Some(d) => crate::gpu::consumer_stream_for(d),
-            None => stream_for_producer_device(obj)?,
-        };
-        let first = if device.is_none() && copy.is_none() && stream.is_none() {
-            // SAFETY: live objects; kwnames_fast has one name for one value.
-            unsafe {
-                call_method(
-                    obj,
-                    descr.as_ptr(),
-                    &[n.version.as_ptr()],
-                    n.kwnames_fast.as_ptr(),
-                )
+        // The stream the consumer will use on the device asked for (CUDA: the current stream
+        // of a present runtime, else 1 — never 0; ROCm 0; stream-less devices: none).
+        let stream = device.and_then(crate::gpu::consumer_stream_for);
+        let capsule = call_producer(obj, &descr, device, copy, stream)?;
+        let t = ImportedTensor::from_capsule(&capsule)?;
+        match device {
+            None if has_stream_rules(t.device().device_type) => {
+                // The producer was asked for no stream, and its memory is on a device with
+                // streams: torch reads `stream=None` as "no synchronisation", so its pending work
+                // could still be in flight. Export again with the consumer's stream, after the
+                // first export's deleter has run. Host producers (the common case) pay nothing for
+                // this: no `__dlpack_device__` call up front.
+                let stream = crate::gpu::consumer_stream_for(t.device());
+                drop(t);
+                let capsule = call_producer(obj, &descr, None, copy, stream)?;
+                ImportedTensor::from_capsule(&capsule)?
             }
-        } else {
-            let mut names_v: Vec<&Py<PyString>> = vec![&n.kw_max_version];
-            let mut vals: Vec<Bound<'_, PyAny>> = vec![n.version.bind(py).clone().into_any()];
-            if let Some(d) = device {
-                names_v.push(&n.kw_dl_device);
-                vals.push(d.to_py_tuple(py)?.into_any());
-            }
-            if let Some(s) = stream {
-                names_v.push(&n.kw_stream);
-                vals.push(s.into_pyobject(py)?.into_any());
-            }
-            if let Some(c) = copy {
-                names_v.push(&n.kw_copy);
-                vals.push(pyo3::types::PyBool::new(py, c).to_owned().into_any());
-            }
-            let kwnames = PyTuple::new(py, names_v.iter().map(|s| s.bind(py)))?;
-            let raw: Vec<*mut ffi::PyObject> = vals.iter().map(|v| v.as_ptr()).collect();
-            // SAFETY: live objects; kwnames has one name per value.
-            unsafe { call_method(obj, descr.as_ptr(), &raw, kwnames.as_ptr()) }
-        };
-        let capsule = match first {
-            Ok(c) => c,
-            Err(e)
-                if e.is_instance_of::<PyTypeError>(py)
-                    && device.is_none()
-                    && copy != Some(false) =>
-            {
-                // A producer without the DLPack 2023.12 keywords (it still takes `stream`).
-                let retry = match stream {
-                    // SAFETY: live objects, no keywords.
-                    None => unsafe { call_method(obj, descr.as_ptr(), &[], ptr::null_mut()) },
-                    Some(s) => {
-                        let kwnames = PyTuple::new(py, [n.kw_stream.bind(py)])?;
-                        let s = s.into_pyobject(py)?;
-                        // SAFETY: live objects; kwnames has one name for one value.
-                        unsafe { call_method(obj, descr.as_ptr(), &[s.as_ptr()], kwnames.as_ptr()) }
-                    }
-                };
-                retry.inspect_err(|e2| e2.set_cause(py, Some(e)))?
-            }
-            Err(e) => return Err(e),
-        };
-        ImportedTensor::from_capsule(&capsule)?
+            _ => t,
+        }
     };
     Ok(tensor)
 }
 
-/// The stream to pass to a producer when the call names no device: the consumer's stream on
-/// the producer's device (`__dlpack_device__`) when that device has streams, else `None`.
-///
-/// Passing nothing would leave the ordering to the producer's reading of `stream=None`, and
-/// torch reads it as "no synchronisation": a tensor filled on torch's side stream would be
-/// read by dlbind's later copies (queued on the legacy stream) before the fill. A producer
-/// without `__dlpack_device__`, or one whose answer is not a pair of ints, gets no stream (the
-/// capsule's device is checked as always); an exception from the call propagates.
-fn stream_for_producer_device(obj: &Bound<'_, PyAny>) -> PyResult<Option<i64>> {
+/// Calls the producer's `__dlpack__` with `max_version` and the keywords the call needs
+/// (`dl_device`, `stream`, `copy`); a TypeError from a producer without the DLPack 2023.12
+/// keywords is retried once with `stream` alone (or nothing), when that can honour the call.
+fn call_producer<'py>(
+    obj: &Bound<'py, PyAny>,
+    descr: &Bound<'py, PyAny>,
+    device: Option<Device>,
+    copy: Option<bool>,
+    stream: Option<i64>,
+) -> PyResult<Bound<'py, PyAny>> {
     let py = obj.py();
-    let name = pyo3::intern!(py, crate::protocol::DLPACK_DEVICE_METHOD);
-    let Some(method) = getattr_optional(obj, name)? else {
-        return Ok(None);
+    let n = names(py);
+    let first = if device.is_none() && copy.is_none() && stream.is_none() {
+        // SAFETY: live objects; kwnames_fast has one name for one value.
+        unsafe {
+            call_method(
+                obj,
+                descr.as_ptr(),
+                &[n.version.as_ptr()],
+                n.kwnames_fast.as_ptr(),
+            )
+        }
+    } else {
+        let mut names_v: Vec<&Py<PyString>> = vec![&n.kw_max_version];
+        let mut vals: Vec<Bound<'_, PyAny>> = vec![n.version.bind(py).clone().into_any()];
+        if let Some(d) = device {
+            names_v.push(&n.kw_dl_device);
+            vals.push(d.to_py_tuple(py)?.into_any());
+        }
+        if let Some(s) = stream {
+            names_v.push(&n.kw_stream);
+            vals.push(s.into_pyobject(py)?.into_any());
+        }
+        if let Some(c) = copy {
+            names_v.push(&n.kw_copy);
+            vals.push(pyo3::types::PyBool::new(py, c).to_owned().into_any());
+        }
+        let kwnames = PyTuple::new(py, names_v.iter().map(|s| s.bind(py)))?;
+        let raw: Vec<*mut ffi::PyObject> = vals.iter().map(|v| v.as_ptr()).collect();
+        // SAFETY: live objects; kwnames has one name per value.
+        unsafe { call_method(obj, descr.as_ptr(), &raw, kwnames.as_ptr()) }
     };
-    let Ok((t, id)) = method.call0()?.extract::<(i32, i32)>() else {
-        return Ok(None);
-    };
-    let device = Device::new(crate::ffi::DLDeviceType(t), id);
-    if !crate::stream_rules::has_stream_rules(device.device_type) {
-        return Ok(None);
+    match first {
+        Ok(c) => Ok(c),
+        Err(e)
+            if e.is_instance_of::<PyTypeError>(py) && device.is_none() && copy != Some(false) =>
+        {
+            // A producer without the DLPack 2023.12 keywords (it still takes `stream`).
+            let retry = match stream {
+                // SAFETY: live objects, no keywords.
+                None => unsafe { call_method(obj, descr.as_ptr(), &[], ptr::null_mut()) },
+                Some(s) => {
+                    let kwnames = PyTuple::new(py, [n.kw_stream.bind(py)])?;
+                    let s = s.into_pyobject(py)?;
+                    // SAFETY: live objects; kwnames has one name for one value.
+                    unsafe { call_method(obj, descr.as_ptr(), &[s.as_ptr()], kwnames.as_ptr()) }
+                }
+            };
+            retry.inspect_err(|e2| e2.set_cause(py, Some(e)))
+        }
+        Err(e) => Err(e),
     }
-    Ok(crate::gpu::consumer_stream_for(device))
 }
 
 /// [`from_dlpack`] with Python-level arguments: `device` (`None`, `"cpu"` or a
