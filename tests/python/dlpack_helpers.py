@@ -146,6 +146,10 @@ class Spec:
                 return d
         raise KeyError(name)
 
+    def stream_device_types(self) -> set[int]:
+        """The device type values the spec has stream rules for (CUDA, ROCm)."""
+        return {self.device_type(r["device"]) for r in self.stream_rules.get("rules", [])}
+
     def consumer_default_stream(self, device: str):
         """The stream the spec says a consumer passes on `device` when it has none current."""
         for r in self.stream_rules.get("rules", []):
@@ -345,6 +349,32 @@ class W:
 
     def __dlpack_device__(self):
         return self.dev
+
+
+class Fresh:
+    """A producer that makes a new capsule with `make()` for each `__dlpack__` call, as real
+    producers do, and keeps every capsule and the call's kwargs."""
+
+    def __init__(self, make, dev=(1, 0)):
+        self.make, self.dev, self.caps, self.calls, self.device_calls = make, dev, [], [], 0
+
+    def __dlpack__(self, *args, **kw):
+        assert not args, f"consumer passed positional args {args}"
+        self.calls.append(dict(kw))
+        self.caps.append(self.make())
+        return self.caps[-1]
+
+    def __dlpack_device__(self):
+        self.device_calls += 1
+        return self.dev
+
+
+def device_tagged_capsule(arr, device_type, legacy=False):
+    """A fresh numpy capsule whose DLTensor claims `device_type` memory (host memory all the
+    same: for consumer tests that must not read it)."""
+    cap = arr.__dlpack__() if legacy else arr.__dlpack__(max_version=(1, 0))
+    dl_tensor_of(cap).device.device_type = device_type
+    return cap
 
 
 class Spy:

@@ -47,39 +47,16 @@ def test_consumer_kwargs_spy(m, Tensor):
     assert t.data_ptr == spy.inner.data_ptr
 
 
-def _patched_capsule(arr, device, legacy=False):
-    """A fresh numpy capsule whose DLTensor says it lives on `device` (host memory all the
-    same: nothing in these tests reads it)."""
-    cap = arr.__dlpack__() if legacy else arr.__dlpack__(max_version=(1, 0))
-    H.dl_tensor_of(cap).device = H.DLDevice(*device)
-    return cap
-
-
-class GpuTagged:
-    """A producer whose capsules say CUDA/ROCm memory; records each call's keywords."""
-
-    def __init__(self, device):
-        self.device, self.calls, self.device_calls = device, [], 0
-        self.arr = np.arange(3.0)
-
-    def __dlpack__(self, **kw):
-        self.calls.append(kw)
-        return _patched_capsule(self.arr, self.device)
-
-    def __dlpack_device__(self):
-        self.device_calls += 1
-        return self.device
-
-
 @pytest.mark.parametrize("device", ["kDLCUDA", "kDLROCM"])
 def test_consumer_passes_its_stream_to_a_gpu_producer(m, device):
     """A producer asked without a stream (the call names no device) whose capsule is on a
     device with streams is asked again with the consumer's stream for it (the spec's consumer
     default when none is current): torch reads stream=None as "no synchronisation". The first
     export is released (its deleter runs; the autouse fixture checks nothing leaks)."""
-    p = GpuTagged((H.SPEC.device_type(device), 0))
+    dev = (H.SPEC.device_type(device), 0)
+    p = H.Fresh(lambda: H.device_tagged_capsule(np.arange(3.0), dev[0]), dev=dev)
     t = m.from_dlpack(p)
-    assert tuple(t.device) == p.device
+    assert tuple(t.device) == dev
     assert len(p.calls) == 2 and "stream" not in p.calls[0]
     assert p.calls[1]["stream"] == H.SPEC.consumer_default_stream(device)
     assert p.calls[1]["stream"] not in (None, -1)
@@ -105,7 +82,7 @@ def test_legacy_gpu_producer_retry_keeps_the_stream(m):
 
         def __dlpack__(self, stream=None):
             self.calls.append(stream)
-            return _patched_capsule(self.arr, (H.SPEC.device_type("kDLCUDA"), 0), legacy=True)
+            return H.device_tagged_capsule(self.arr, H.SPEC.device_type("kDLCUDA"), legacy=True)
 
         def __dlpack_device__(self):
             return (H.SPEC.device_type("kDLCUDA"), 0)
