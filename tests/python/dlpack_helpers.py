@@ -369,6 +369,18 @@ class Fresh:
         return self.dev
 
 
+_FRESH_TYPES: list[type] = []
+
+
+def fresh_producer(make, dev=(1, 0)) -> Fresh:
+    """A `Fresh` producer of a brand-new type, so that no per-type memory of the consumer
+    (exchange-table cache, GPU producer type) carries over from other tests. The types are kept
+    alive: a freed type's address could be reused by the next one, and the consumer remembers
+    types by address."""
+    _FRESH_TYPES.append(type("FreshProducer", (Fresh,), {}))
+    return _FRESH_TYPES[-1](make, dev)
+
+
 def device_tagged_capsule(arr, device_type, legacy=False):
     """A fresh numpy capsule whose DLTensor claims `device_type` memory (host memory all the
     same: for consumer tests that must not read it)."""

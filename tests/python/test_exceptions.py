@@ -250,7 +250,7 @@ def test_choice_foreign_device_capsule_is_a_device_tagged_view(m, devtype):
     """dlbind's documented choice for case 49 (README "Choices"): device memory is imported as
     a view that keeps its device (and the producer's data pointer), not refused."""
     a = np.arange(3, dtype=np.float32)
-    p = H.Fresh(lambda: H.device_tagged_capsule(a, devtype), dev=(devtype, 0))
+    p = H.fresh_producer(lambda: H.device_tagged_capsule(a, devtype), dev=(devtype, 0))
     t = m.from_dlpack(p)
     assert tuple(t.device) == (devtype, 0) and t.data_ptr == a.ctypes.data
     # A device with streams is asked again with the consumer's stream (the first export,
@@ -267,7 +267,7 @@ def test_foreign_device_import(m, devtype):
     the host; either way the producer is freed exactly once."""
     a = np.arange(3, dtype=np.float32)
     base = sys.getrefcount(a)
-    p = H.Fresh(lambda: H.device_tagged_capsule(a, devtype), dev=(devtype, 0))
+    p = H.fresh_producer(lambda: H.device_tagged_capsule(a, devtype), dev=(devtype, 0))
     try:
         t = m.from_dlpack(p)
     except BufferError:

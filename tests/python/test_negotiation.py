@@ -54,13 +54,30 @@ def test_consumer_passes_its_stream_to_a_gpu_producer(m, device):
     default when none is current): torch reads stream=None as "no synchronisation". The first
     export is released (its deleter runs; the autouse fixture checks nothing leaks)."""
     dev = (H.SPEC.device_type(device), 0)
-    p = H.Fresh(lambda: H.device_tagged_capsule(np.arange(3.0), dev[0]), dev=dev)
+    p = H.fresh_producer(lambda: H.device_tagged_capsule(np.arange(3.0), dev[0]), dev=dev)
     t = m.from_dlpack(p)
     assert tuple(t.device) == dev
     assert len(p.calls) == 2 and "stream" not in p.calls[0]
     assert p.calls[1]["stream"] == H.SPEC.consumer_default_stream(device)
     assert p.calls[1]["stream"] not in (None, -1)
     assert p.device_calls == 0
+
+
+def test_a_gpu_producer_type_is_asked_its_device_first_next_time(m):
+    """After a type's first GPU export (asked without a stream, then again with one), its next
+    objects are asked `__dlpack_device__` first and exported once, with the stream; a host object
+    of that type then gets one export without a stream."""
+    cuda = H.SPEC.device_type("kDLCUDA")
+    first = H.fresh_producer(lambda: H.device_tagged_capsule(np.arange(3.0), cuda), dev=(cuda, 0))
+    m.from_dlpack(first)
+    assert len(first.calls) == 2
+    again = type(first)(lambda: H.device_tagged_capsule(np.arange(3.0), cuda), (cuda, 0))
+    assert tuple(m.from_dlpack(again).device) == (cuda, 0)
+    assert again.device_calls == 1 and len(again.calls) == 1
+    assert again.calls[0]["stream"] == H.SPEC.consumer_default_stream("kDLCUDA")
+    host = type(first)(lambda: np.arange(2.0).__dlpack__(max_version=(1, 0)), (1, 0))
+    assert tuple(m.from_dlpack(host).device) == (1, 0)
+    assert host.device_calls == 1 and len(host.calls) == 1 and "stream" not in host.calls[0]
 
 
 def test_host_producer_is_called_once_without_a_device_query(m, Tensor):
@@ -72,21 +89,24 @@ def test_host_producer_is_called_once_without_a_device_query(m, Tensor):
     assert spy.device_calls == 0
 
 
+class LegacyCuda:
+    """An old producer (`__dlpack__(self, stream=None)`) whose capsules say CUDA memory. Defined
+    at import, so no type the consumer remembered can have had its address."""
+
+    def __init__(self):
+        self.calls, self.arr = [], np.arange(4.0)
+
+    def __dlpack__(self, stream=None):
+        self.calls.append(stream)
+        return H.device_tagged_capsule(self.arr, H.SPEC.device_type("kDLCUDA"), legacy=True)
+
+    def __dlpack_device__(self):
+        return (H.SPEC.device_type("kDLCUDA"), 0)
+
+
 def test_legacy_gpu_producer_retry_keeps_the_stream(m):
     """An old producer (`__dlpack__(self, stream=None)`) on CUDA: the retry without the 2023.12
     keywords still passes the consumer's stream."""
-
-    class LegacyCuda:
-        def __init__(self):
-            self.calls, self.arr = [], np.arange(4.0)
-
-        def __dlpack__(self, stream=None):
-            self.calls.append(stream)
-            return H.device_tagged_capsule(self.arr, H.SPEC.device_type("kDLCUDA"), legacy=True)
-
-        def __dlpack_device__(self):
-            return (H.SPEC.device_type("kDLCUDA"), 0)
-
     q = LegacyCuda()
     assert m.from_dlpack(q).shape == (4,)
     assert q.calls == [None, H.SPEC.consumer_default_stream("kDLCUDA")]

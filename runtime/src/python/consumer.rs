@@ -42,6 +42,14 @@ thread_local! {
     static LOOKUP_CACHE: std::cell::Cell<(usize, u32, usize)> = const { std::cell::Cell::new((0, 0, 0)) };
 }
 
+thread_local! {
+    /// The last producer type (address) whose `__dlpack__`, asked for no stream, exported
+    /// memory on a device with streams: its objects are asked `__dlpack_device__` first, so
+    /// that a GPU object is exported once, with the consumer's stream. Only an address is kept:
+    /// a new type at a freed type's address costs one `__dlpack_device__` call, nothing more.
+    static GPU_PRODUCER_TYPE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// `type(o).__dlpack__` without raising on a miss (borrowed reference or NULL).
 ///
 /// # Safety
@@ -206,17 +214,27 @@ fn import_through_dlpack(
             Bound::from_borrowed_ptr(py, d)
         };
         // The stream the consumer will use on the device asked for (CUDA: the current stream
-        // of a present runtime, else 1 — never 0; ROCm 0; stream-less devices: none).
-        let stream = device.and_then(crate::gpu::consumer_stream_for);
+        // of a present runtime, else 1 — never 0; ROCm 0; stream-less devices: none); with no
+        // device asked for, on the producer's own device when its type has exported GPU memory
+        // before (`__dlpack_device__` asked first; other types are not asked).
+        // SAFETY: reading the type of a live object.
+        let tp = unsafe { ffi::Py_TYPE(o) } as usize;
+        let stream = match device {
+            Some(d) => crate::gpu::consumer_stream_for(d),
+            None if GPU_PRODUCER_TYPE.with(|c| c.get()) == tp => stream_for_producer_device(obj)?,
+            None => None,
+        };
         let capsule = call_producer(obj, &descr, device, copy, stream)?;
         let t = ImportedTensor::from_capsule(&capsule)?;
         match device {
-            None if has_stream_rules(t.device().device_type) => {
+            None if stream.is_none() && has_stream_rules(t.device().device_type) => {
                 // The producer was asked for no stream, and its memory is on a device with
                 // streams: torch reads `stream=None` as "no synchronisation", so its pending work
                 // could still be in flight. Export again with the consumer's stream, after the
-                // first export's deleter has run. Host producers (the common case) pay nothing for
-                // this: no `__dlpack_device__` call up front.
+                // first export's deleter has run, and remember the type, whose next objects are
+                // asked `__dlpack_device__` first (one export each). Host producers (the common
+                // case) pay nothing for this.
+                GPU_PRODUCER_TYPE.with(|c| c.set(tp));
                 let stream = crate::gpu::consumer_stream_for(t.device());
                 drop(t);
                 let capsule = call_producer(obj, &descr, None, copy, stream)?;
@@ -290,6 +308,27 @@ fn call_producer<'py>(
         }
         Err(e) => Err(e),
     }
+}
+
+/// The consumer's stream on the producer's device (`__dlpack_device__`) when that device has
+/// streams, else `None`: also for a producer without `__dlpack_device__` or whose answer is not
+/// a pair of ints (the capsule's device is then checked after the export, as always). An
+/// exception from the call propagates.
+fn stream_for_producer_device(obj: &Bound<'_, PyAny>) -> PyResult<Option<i64>> {
+    let py = obj.py();
+    let name = pyo3::intern!(py, crate::protocol::DLPACK_DEVICE_METHOD);
+    let Some(method) = getattr_optional(obj, name)? else {
+        return Ok(None);
+    };
+    let Ok((t, id)) = method.call0()?.extract::<(i32, i32)>() else {
+        return Ok(None);
+    };
+    let device = Device::new(crate::ffi::DLDeviceType(t), id);
+    Ok(if has_stream_rules(device.device_type) {
+        crate::gpu::consumer_stream_for(device)
+    } else {
+        None
+    })
 }
 
 /// [`from_dlpack`] with Python-level arguments: `device` (`None`, `"cpu"` or a
