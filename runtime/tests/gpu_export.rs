@@ -720,6 +720,13 @@ fn derived_stream_field_orders_streams() {
             stream: None,
         };
         assert_eq!(idle.dlpack_stream(), None);
-        assert!(cai(&Bound::new(py, idle).unwrap()).is_none());
+        // No recorded stream: CUDA data is taken to be ready on the legacy stream (1), as the
+        // export planner assumes.
+        assert_eq!(
+            cai(&Bound::new(py, idle).unwrap())
+                .extract::<u64>()
+                .unwrap(),
+            1
+        );
     });
 }
