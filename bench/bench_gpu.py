@@ -44,17 +44,7 @@ def main() -> int:
     x = torch.ones(4, device="cuda")
     t = m.from_dlpack(m.from_dlpack(np.ones(4, np.float32)), device=(cuda, 0))
 
-    class DunderOnly:  # forces the __dlpack__ path (no table)
-        def __init__(self, x):
-            self.x = x
-
-        def __dlpack__(self, **kw):
-            return self.x.__dlpack__(**kw)
-
-        def __dlpack_device__(self):
-            return self.x.__dlpack_device__()
-
-    xd = DunderOnly(x)
+    xd = H.Forward(x)  # forwards __dlpack__ / __dlpack_device__: no table, the __dlpack__ path
     rows = []
 
     def pair(name, ours, base_name, base):

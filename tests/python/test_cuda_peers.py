@@ -94,7 +94,7 @@ def test_torch_side_stream_work_is_ordered_before_dlbind_reads(torch, table):
     n = 1 << 22
     x = torch.zeros(n, dtype=torch.float32, device="cuda")
     torch.cuda.synchronize()
-    obj = x if table else _DunderOnly(x)
+    obj = x if table else H.Forward(x)
     side = torch.cuda.Stream()
     before = m.exchange_imports()
     with torch.cuda.stream(side):
@@ -122,7 +122,7 @@ def test_a_view_is_waited_for_by_a_consumer_on_another_stream(torch, table):
     with torch.cuda.stream(s1):
         torch.cuda._sleep(200_000_000)
         x.fill_(3.0)
-        u = m.from_dlpack(x if table else _DunderOnly(x))
+        u = m.from_dlpack(x if table else H.Forward(x))
     with torch.cuda.stream(s2):
         y = torch.from_dlpack(u)
         bad = int((y != 3.0).sum().item())
@@ -137,20 +137,6 @@ def test_a_host_to_device_copy_is_waited_for_by_a_consumer_on_another_stream(tor
         y = torch.from_dlpack(g)
         bad = int((y != 7.25).sum().item())
     assert bad == 0
-
-
-class _DunderOnly:
-    """Forwards `__dlpack__` / `__dlpack_device__` to a torch tensor, so the import cannot use
-    torch's C exchange table."""
-
-    def __init__(self, x):
-        self.x = x
-
-    def __dlpack__(self, **kw):
-        return self.x.__dlpack__(**kw)
-
-    def __dlpack_device__(self):
-        return self.x.__dlpack_device__()
 
 
 def test_dlbind_cuda_to_torch_zero_copy_and_writes(torch):
@@ -221,7 +207,7 @@ def test_cai_export_of_a_view_is_waited_for_by_cupy_on_another_stream(torch, cup
     with torch.cuda.stream(torch.cuda.Stream()):
         torch.cuda._sleep(200_000_000)
         x.fill_(5.0)
-        u = m.from_dlpack(_DunderOnly(x))
+        u = m.from_dlpack(H.Forward(x))
     assert u.__cuda_array_interface__["stream"] == 1
     with cupy.cuda.Stream(non_blocking=True):
         c = cupy.asarray(u)  # through __cuda_array_interface__

@@ -60,6 +60,25 @@ fn run(r: ExportRequest) -> Result<(ExportPlan, ExportOutcome, Vec<Call>, Arc<Fa
 fn ev(n: u64) -> EventHandle {
     EventHandle(FAKE_EVENT_BASE + n)
 }
+/// The three calls that order stream `b` after stream `a` with event number `n`.
+fn ordering_calls(device: Device, a: StreamHandle, b: StreamHandle, n: u64) -> Vec<Call> {
+    vec![
+        Call::RecordEvent {
+            device,
+            stream: a,
+            event: ev(n),
+        },
+        Call::WaitEvent {
+            device,
+            stream: b,
+            event: ev(n),
+        },
+        Call::DestroyEvent {
+            device,
+            event: ev(n),
+        },
+    ]
+}
 fn ptr(n: u64) -> DevicePtr {
     FAKE_PTR_BASE + (n << 20)
 }
@@ -207,22 +226,7 @@ fn cuda_zero_copy_stream_table() {
         let (_, _, calls, _) = run(req(cuda0(), producer, None, stream, None, true)).unwrap();
         let expected = match expect {
             None => vec![],
-            Some((a, b)) => vec![
-                Call::RecordEvent {
-                    device: cuda0(),
-                    stream: a,
-                    event: ev(1),
-                },
-                Call::WaitEvent {
-                    device: cuda0(),
-                    stream: b,
-                    event: ev(1),
-                },
-                Call::DestroyEvent {
-                    device: cuda0(),
-                    event: ev(1),
-                },
-            ],
+            Some((a, b)) => ordering_calls(cuda0(), a, b, 1),
         };
         assert_eq!(calls, expected, "producer {producer:?} stream {stream:?}");
         // never a host-side wait for a zero-copy export to a stream consumer
@@ -1322,22 +1326,7 @@ fn table_import_waits_for_the_producer_stream_on_the_legacy_stream() {
     wait_for_producer_stream(&fake, cuda0(), A).unwrap();
     assert_eq!(
         fake.take_calls(),
-        vec![
-            Call::RecordEvent {
-                device: cuda0(),
-                stream: A,
-                event: ev(1)
-            },
-            Call::WaitEvent {
-                device: cuda0(),
-                stream: StreamHandle::LEGACY,
-                event: ev(1)
-            },
-            Call::DestroyEvent {
-                device: cuda0(),
-                event: ev(1)
-            },
-        ]
+        ordering_calls(cuda0(), A, StreamHandle::LEGACY, 1)
     );
     assert_eq!(fake.live_events(), 0);
     // ROCm's consumer default is stream 0; the per-thread stream differs from CUDA's legacy one.
