@@ -389,6 +389,17 @@ def device_tagged_capsule(arr, device_type, legacy=False):
     return cap
 
 
+class OnlyCAI:
+    """Exposes nothing but a __cuda_array_interface__ dict over a numpy array's memory (a host
+    pointer, on purpose: without a driver it imports as CUDA-tagged memory)."""
+
+    def __init__(self, a, **extra):
+        self._a = a
+        ai = a.__array_interface__
+        self.__cuda_array_interface__ = {"shape": ai["shape"], "typestr": ai["typestr"], "data": ai["data"],
+                                         "strides": ai["strides"], "version": 3, **extra}
+
+
 class Spy:
     """Forwards to a real producer and records every __dlpack__ / __dlpack_device__ call."""
 

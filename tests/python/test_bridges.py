@@ -28,14 +28,7 @@ class OnlyArrayInterface:
         self.__array_interface__ = a.__array_interface__
 
 
-class OnlyCAI:
-    """Exposes nothing but a __cuda_array_interface__ dict (a host pointer, on purpose)."""
-
-    def __init__(self, a, **extra):
-        self._a = a
-        ai = a.__array_interface__
-        self.__cuda_array_interface__ = {"shape": ai["shape"], "typestr": ai["typestr"], "data": ai["data"],
-                                         "strides": ai["strides"], "version": 3, **extra}
+OnlyCAI = H.OnlyCAI
 
 
 class OnlySUAI:

@@ -414,23 +414,13 @@ def test_every_entry_point_takes_the_table(through_the_table, f, kw):
     assert c.data_ptr != t.data_ptr and c.tobytes() == t.tobytes() and not c.readonly
 
 
-class _CudaTagged:
-    """Only a `__cuda_array_interface__` over host memory: imports as a CUDA-tagged Tensor."""
-
-    def __init__(self, a):
-        ai = a.__array_interface__
-        self.__cuda_array_interface__ = {"shape": ai["shape"], "typestr": ai["typestr"],
-                                         "data": ai["data"], "strides": None, "version": 3}
-        self.a = a
-
-
 def test_table_import_of_cuda_memory_is_ordered_or_falls_back(through_the_table):
     """A table's export does not synchronise: for CUDA memory the consumer makes its default
     stream wait for the table's `current_work_stream` (with a driver), and without a GPU runtime
     it drops that export and goes through `__dlpack__` instead (the producer orders its
     streams). Either way the view is the same memory on the same device, and nothing leaks."""
     a = np.arange(6, dtype=np.float32)
-    t = m.from_dlpack(_CudaTagged(a))
+    t = m.from_dlpack(H.OnlyCAI(a))  # host memory tagged CUDA (no driver reads it)
     cuda = (H.SPEC.device_type("kDLCUDA"), 0)
     assert tuple(t.device) == cuda
     n, live = m.exchange_imports(), m.live_exports()

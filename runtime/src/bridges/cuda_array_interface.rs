@@ -5,8 +5,8 @@
 //! [`DLPackSource::dlpack_stream`] (`#[dlpack(stream)]` on the derive): the stream with pending
 //! work, which the CAI v3 consumer must synchronise on or wait for (the null stream is reported
 //! as `1`, the legacy default stream, since CAI disallows `0`). `kDLCUDA` data whose source
-//! reports no stream is taken to be ready on the legacy stream, as the export planner does
-//! (`gpu::plan`), so it reports `1` too: a view imported for that stream, or a host-to-device
+//! reports no stream is taken to be ready on the legacy stream
+//! ([`crate::gpu::device_default_stream`], as the export planner does), so it reports `1` too: a view imported for that stream, or a host-to-device
 //! copy queued there, may still be in flight. Managed memory with no stream reports `None`,
 //! which CAI v3 defines as "no synchronization needed".
 
@@ -51,10 +51,11 @@ where
                 h.0
             },
         )?,
-        None if s.device.device_type == DLDeviceType::kDLCUDA => {
-            d.set_item("stream", StreamHandle::LEGACY.0)?
-        }
-        None => d.set_item("stream", py.None())?,
+        // No recorded stream: the device's default stream (CUDA: 1; managed memory has none).
+        None => match crate::gpu::device_default_stream(s.device) {
+            Some(h) => d.set_item("stream", h.0)?,
+            None => d.set_item("stream", py.None())?,
+        },
     }
     Ok(d.into_any().unbind())
 }

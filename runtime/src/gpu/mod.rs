@@ -34,8 +34,8 @@ mod plan_tests;
 
 pub use plan::{
     ExportOutcome, ExportPlan, ExportRequest, PlanKind, Step, TensorLayout, can_copy,
-    consumer_stream_for, consumer_stream_from_current, consumer_stream_with, execute_export,
-    plan_export, run_export, wait_for_producer_stream,
+    consumer_stream_for, consumer_stream_from_current, consumer_stream_with, device_default_stream,
+    execute_export, plan_export, run_export, wait_for_producer_stream,
 };
 
 /// A raw stream handle (`CUstream` / `hipStream_t` as an integer).

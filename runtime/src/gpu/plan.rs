@@ -276,6 +276,13 @@ fn order_streams(
     }
 }
 
+/// The stream that `stream=None` stands for on `device` (the spec's consumer default: CUDA's
+/// legacy stream, ROCm's 0), as a handle; `None` for stream-less devices. GPU data whose source
+/// records no pending stream is taken to be ready on it.
+pub fn device_default_stream(device: Device) -> Option<StreamHandle> {
+    consumer_default_stream(device.device_type).map(|s| StreamHandle(s as u64))
+}
+
 /// The consumer's half of a C exchange table's no-sync export
 /// (`managed_tensor_from_py_object_no_sync`): makes the stream that `__dlpack__(stream=None)`
 /// stands for on `device` (the spec's consumer default: CUDA's legacy stream, ROCm's 0) wait
@@ -290,10 +297,9 @@ pub fn wait_for_producer_stream(
     device: Device,
     producer: StreamHandle,
 ) -> Result<()> {
-    let Some(consumer) = consumer_default_stream(device.device_type) else {
+    let Some(consumer) = device_default_stream(device) else {
         return Ok(());
     };
-    let consumer = StreamHandle(consumer as u64);
     if same_stream(device, producer, consumer) {
         return Ok(());
     }
@@ -338,9 +344,7 @@ pub fn plan_export(req: &ExportRequest) -> Result<ExportPlan> {
         producer: if !has_gpu_context(src) {
             None
         } else if is_stream_device(src) {
-            req.producer_stream.or_else(|| {
-                consumer_default_stream(src.device_type).map(|s| StreamHandle(s as u64))
-            })
+            req.producer_stream.or_else(|| device_default_stream(src))
         } else {
             req.producer_stream
         },

@@ -323,12 +323,11 @@ fn stream_for_producer_device(obj: &Bound<'_, PyAny>) -> PyResult<Option<i64>> {
     let Ok((t, id)) = method.call0()?.extract::<(i32, i32)>() else {
         return Ok(None);
     };
-    let device = Device::new(crate::ffi::DLDeviceType(t), id);
-    Ok(if has_stream_rules(device.device_type) {
-        crate::gpu::consumer_stream_for(device)
-    } else {
-        None
-    })
+    // `consumer_stream_for` is `None` for stream-less devices.
+    Ok(crate::gpu::consumer_stream_for(Device::new(
+        crate::ffi::DLDeviceType(t),
+        id,
+    )))
 }
 
 /// [`from_dlpack`] with Python-level arguments: `device` (`None`, `"cpu"` or a
