@@ -389,6 +389,14 @@ def device_tagged_capsule(arr, device_type, legacy=False):
     return cap
 
 
+class OnlyArrayInterface:
+    """Exposes nothing but numpy's __array_interface__ (keeps the array alive itself)."""
+
+    def __init__(self, a):
+        self._a = a
+        self.__array_interface__ = a.__array_interface__
+
+
 class OnlyCAI:
     """Exposes nothing but a __cuda_array_interface__ dict over a numpy array's memory (a host
     pointer, on purpose: without a driver it imports as CUDA-tagged memory)."""

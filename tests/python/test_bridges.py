@@ -20,14 +20,7 @@ def EXC(kind):
     return H.SPEC.exc(kind)
 
 
-class OnlyArrayInterface:
-    """Exposes nothing but numpy's __array_interface__ (keeps the array alive itself)."""
-
-    def __init__(self, a):
-        self._a = a
-        self.__array_interface__ = a.__array_interface__
-
-
+OnlyArrayInterface = H.OnlyArrayInterface
 OnlyCAI = H.OnlyCAI
 
 

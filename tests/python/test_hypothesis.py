@@ -1,7 +1,7 @@
 """Property tests: random shapes / strides / dtypes round-trip through DLPack both ways."""
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import dlpack_helpers as H
@@ -97,3 +97,84 @@ def test_tensor_views_match_numpy(Tensor, case):
         info = H.inspect_capsule(t.__dlpack__(max_version=mv))
         assert info.shape == a.shape and info.byte_offset == 0
     np.testing.assert_array_equal(np.from_dlpack(t), a)
+
+
+def _peer_source(via, a):
+    """`a` as the peer `via` holds it, and the values dlbind must then show (a peer may convert:
+    JAX without x64 narrows 64-bit types); `None` when the peer cannot hold `a` at all."""
+    if via == "numpy":
+        return a, a
+    if via == "array_interface":
+        return H.OnlyArrayInterface(a), a
+    if via == "memoryview":
+        c = np.ascontiguousarray(a)
+        return memoryview(c), c
+    try:
+        if via == "tvm_ffi":
+            import tvm_ffi
+
+            src = tvm_ffi.from_dlpack(a)
+            return src, np.from_dlpack(src)
+        if via == "jax":
+            import jax.numpy as jnp
+
+            src = jnp.asarray(a)
+            return src, np.asarray(src)
+        if via == "array_api_strict":
+            import array_api_strict as xp
+
+            return xp.asarray(a), a
+    except (BufferError, TypeError, ValueError, RuntimeError):
+        return None
+    raise AssertionError(via)
+
+
+@SETTINGS
+@given(
+    numpy_views(),
+    st.booleans(),
+    st.booleans(),
+    st.sampled_from(["numpy", "array_interface", "memoryview", "tvm_ffi", "jax", "array_api_strict"]),
+)
+def test_random_views_round_trip_through_peers(m, a, readonly, same_type, via):
+    """A random numpy view (any spec dtype, negative/zero strides, read-only or not) reaches dlbind
+    through each import path and peer, then leaves it through the same-type view or `Tensor`'s
+    exchange table, `__dlpack__`, numpy and tvm-ffi with its values (and, for numpy's own
+    memory, its address and read-only flag)."""
+    pytest.importorskip("jax")
+    pytest.importorskip("tvm_ffi")
+    pytest.importorskip("array_api_strict")
+    import tvm_ffi
+
+    if readonly:
+        a = a.copy()
+        a.flags.writeable = False
+    held = _peer_source(via, a)
+    assume(held is not None)
+    src, ref = held
+    m.set_same_type_views(same_type)
+    try:
+        t = m.from_dlpack(src)
+        assert tuple(t.shape) == ref.shape and t.tobytes() == ref.tobytes()
+        if via in ("numpy", "array_interface"):
+            assert t.readonly == (not a.flags.writeable)  # broadcast views are read-only too
+            if a.size:
+                assert t.data_ptr == a.ctypes.data
+        again = m.from_dlpack(t)
+        assert tuple(again.shape) == ref.shape and again.tobytes() == ref.tobytes()
+        assert again.readonly == t.readonly
+        if ref.size:
+            assert again.data_ptr == t.data_ptr
+        via_capsule = m.from_dlpack(t.__dlpack__(max_version=(1, 3)))
+        assert via_capsule.tobytes() == ref.tobytes() and via_capsule.readonly == t.readonly
+        out = np.from_dlpack(t)
+        np.testing.assert_array_equal(out, ref)
+        assert out.flags.writeable == (not t.readonly)
+        if not t.readonly:  # tvm-ffi refuses read-only exports (it has no read-only tensors)
+            np.testing.assert_array_equal(np.from_dlpack(tvm_ffi.from_dlpack(t)), ref)
+        copied = m.from_dlpack(t, copy=True)
+        assert copied.tobytes() == ref.tobytes() and not copied.readonly
+        if ref.size:
+            assert copied.data_ptr != t.data_ptr
+    finally:
+        m.set_same_type_views(True)
