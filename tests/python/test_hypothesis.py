@@ -160,7 +160,12 @@ def test_random_views_round_trip_through_peers(m, a, readonly, same_type, via):
             assert t.readonly == (not a.flags.writeable)  # broadcast views are read-only too
             if a.size:
                 assert t.data_ptr == a.ctypes.data
+        before = (m.same_type_views(), m.exchange_imports())
         again = m.from_dlpack(t)
+        # The switch picked the path: the same-type view, or a call of Tensor's table.
+        assert (m.same_type_views() - before[0], m.exchange_imports() - before[1]) == (
+            (1, 0) if same_type else (0, 1)
+        )
         assert tuple(again.shape) == ref.shape and again.tobytes() == ref.tobytes()
         assert again.readonly == t.readonly
         if ref.size:
