@@ -12,6 +12,9 @@
 //! several owners ([`Buffer::Shared`](crate::storage::Buffer::Shared)) or held by a foreign
 //! producer's opaque `manager_ctx` is not reported (a cycle through it stays uncollected, the
 //! safe side; numpy's `ndarray.base` is never reported at all).
+//!
+//! A buffer's exporter (the `obj` of a `Py_buffer` dlbind holds) is reported only when the
+//! collector cannot harm the export by clearing it ([`may_report_buffer_exporter`]).
 
 use std::ptr::NonNull;
 
@@ -34,4 +37,64 @@ pub(crate) unsafe fn visit_ptr(
     let as_py = std::ptr::from_ref(&o).cast::<Py<PyAny>>();
     // SAFETY: layout as above; `o` is live (caller contract) and the borrow ends with the call.
     visit.call(unsafe { &*as_py })
+}
+
+/// Whether the exporter `obj` of a buffer dlbind holds may be reported to the collector.
+///
+/// A buffer export is more than a reference: while it is held, the exporter must keep the
+/// exported memory and its own bookkeeping. The collector does not know that. When a reported
+/// exporter is part of an unreachable cycle, its `tp_clear` runs while the export is still
+/// held, and some exporters then drop what the export needs: CPython 3.11's `memoryview` drops
+/// its managed buffer, and releasing the export afterwards dereferences it (a segfault; CPython
+/// gh-77894, fixed in 3.12.7 and 3.13), and ctypes arrays free their memory. So `obj` is
+/// reported only when its `tp_clear` can drop nothing but Python attributes: its type and each
+/// `tp_base` below it clear with CPython's generic `subtype_clear` (the `__dict__` and
+/// `__slots__` of a class statement's instances, e.g. a `bytearray` subclass) down to the first
+/// type with no `tp_clear` at all. Every other exporter stays unreported, so a cycle through it
+/// is not collected: the safe side, as with numpy.
+///
+/// # Safety
+/// `obj` is NULL or a live object; the GIL is held (`py`).
+pub(crate) unsafe fn may_report_buffer_exporter(py: Python<'_>, obj: *mut ffi::PyObject) -> bool {
+    if obj.is_null() {
+        return false;
+    }
+    let Some(generic) = subtype_clear(py) else {
+        return false;
+    };
+    // SAFETY: a live object's type and its `tp_base` chain are live type objects (caller
+    // contract); only `tp_clear` and `tp_base` are read.
+    unsafe {
+        let mut tp = ffi::Py_TYPE(obj);
+        while !tp.is_null() {
+            match (*tp).tp_clear {
+                None => return true,
+                Some(f) if f as usize == generic => tp = (*tp).tp_base,
+                Some(_) => return false,
+            }
+        }
+    }
+    true
+}
+
+/// The address of CPython's `subtype_clear` (not exported): the `tp_clear` of a class made by a
+/// class statement, read once from such a class. `None` if it could not be made.
+fn subtype_clear(py: Python<'_>) -> Option<usize> {
+    static GENERIC: pyo3::sync::PyOnceLock<Option<usize>> = pyo3::sync::PyOnceLock::new();
+    *GENERIC.get_or_init(py, || {
+        let builtins = py.import("builtins").ok()?;
+        let name = "_dlbind_clear_probe";
+        let cls = builtins
+            .getattr("type")
+            .ok()?
+            .call1((
+                name,
+                pyo3::types::PyTuple::empty(py),
+                pyo3::types::PyDict::new(py),
+            ))
+            .ok()?;
+        let tp = cls.cast::<pyo3::types::PyType>().ok()?.as_type_ptr();
+        // SAFETY: a live type object (held by `cls` for the read).
+        unsafe { (*tp).tp_clear }.map(|f| f as usize)
+    })
 }

@@ -7,7 +7,12 @@ collector can free, and only if the tensor reports its reference. numpy leaks su
 (`ndarray.base` is not reported); dlbind's `Tensor` does not.
 """
 import array
+import ctypes
 import gc
+import io
+import subprocess
+import sys
+import textwrap
 import weakref
 
 import numpy as np
@@ -167,3 +172,54 @@ def test_many_cycles_under_collection(m):
     gc.collect()
     assert all(w() is None for w in weak)
     assert first == [0.0, 1.0, 2.0]
+
+
+# Buffer exporters whose `tp_clear` drops what a held export needs: CPython 3.11's memoryview
+# drops its managed buffer (gh-77894; `BytesIO.getbuffer()` is a memoryview too), a ctypes array
+# frees its memory.
+CLEARING_EXPORTERS = {
+    "memoryview": "memoryview(bytearray(b'abcdefgh'))",
+    "BytesIO.getbuffer": "io.BytesIO(b'abcdefgh').getbuffer()",
+    "ctypes": "(ctypes.c_uint8 * 8)(*b'abcdefgh')",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(CLEARING_EXPORTERS))
+def test_exporter_cleared_by_the_collector_is_not_reported(m, kind):
+    """dlbind holds a buffer of these exporters but does not report them: if it did, the
+    collector could clear one while the buffer is held (see the subprocess test below)."""
+    o = eval(CLEARING_EXPORTERS[kind])
+    t = m.from_dlpack(o)
+    assert refers_to(t, o) == 0
+    assert bytes(memoryview(t)) == b"abcdefgh"
+
+
+@pytest.mark.parametrize("kind", sorted(CLEARING_EXPORTERS))
+def test_cycle_through_a_held_buffer_does_not_crash(kind):
+    """The garbage of a caught exception (traceback -> frame -> locals) holds an exporter and the
+    Tensor viewing its buffer. Had the Tensor reported the exporter, the collector would clear it
+    with the buffer still held: for a 3.11 memoryview, a segfault when the Tensor then releases
+    the buffer. Run in a subprocess, since the failure is a crash."""
+    code = textwrap.dedent(f"""
+        import ctypes, gc, io, weakref
+        import dlbind_demo as m
+        def f():
+            o = {CLEARING_EXPORTERS[kind]}
+            t = m.from_dlpack(o)
+            f.alive = weakref.ref(t)
+            raise ValueError("x")
+        for _ in range(3):
+            try:
+                f()
+            except ValueError as e:
+                err = e
+            err.me = err  # the exception, its traceback and the frame are now a cycle
+            del err
+            gc.collect()
+            assert f.alive() is None, "the cycle was not freed"
+        print("ok", flush=True)
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+    assert r.stdout.strip() == "ok"
+    assert "Exception ignored" not in r.stderr, r.stderr[-2000:]

@@ -94,21 +94,28 @@ impl InterfaceKind {
 pub(crate) enum Keeper {
     /// A strong reference to the exporting object.
     Object(NonNull<ffi::PyObject>),
-    /// A buffer obtained with `PyObject_GetBuffer` (boxed: exporters may point into it).
-    Buffer(Box<ffi::Py_buffer>),
+    /// A buffer obtained with `PyObject_GetBuffer` (boxed: exporters may point into it), and
+    /// whether its `obj` may be reported to the collector
+    /// ([`crate::gc::may_report_buffer_exporter`], decided when the buffer was taken).
+    Buffer {
+        view: Box<ffi::Py_buffer>,
+        report: bool,
+    },
 }
 
 impl Keeper {
     /// Visits the object this keeper holds a strong reference to: the exporter itself, or the
     /// buffer's `obj` (the new reference `PyObject_GetBuffer` stored, released by
-    /// `PyBuffer_Release`; NULL for a buffer without an owner).
+    /// `PyBuffer_Release`; NULL for a buffer without an owner) when the collector may clear it
+    /// while the buffer is held ([`crate::gc::may_report_buffer_exporter`]).
     pub(crate) fn visit(&self, visit: &pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
         let o = match self {
             Keeper::Object(o) => *o,
-            Keeper::Buffer(b) => match NonNull::new(b.obj) {
+            Keeper::Buffer { view, report: true } => match NonNull::new(view.obj) {
                 Some(o) => o,
                 None => return Ok(()),
             },
+            Keeper::Buffer { report: false, .. } => return Ok(()),
         };
         // SAFETY: the keeper's own strong reference to a live object.
         unsafe { crate::gc::visit_ptr(visit, o) }
@@ -152,7 +159,7 @@ impl Drop for Keeper {
             let gil = (!held).then(|| ffi::PyGILState_Ensure());
             match self {
                 Keeper::Object(o) => ffi::Py_DECREF(o.as_ptr()),
-                Keeper::Buffer(b) => ffi::PyBuffer_Release(&mut **b),
+                Keeper::Buffer { view, .. } => ffi::PyBuffer_Release(&mut **view),
             }
             if let Some(g) = gil {
                 ffi::PyGILState_Release(g);
@@ -413,6 +420,13 @@ pub fn import_interface_dict(
     wrap(keeper, data_ptr, &shape, &strides, dtype, device, readonly).map(Some)
 }
 
+/// The keeper of a buffer `PyObject_GetBuffer` filled.
+fn buffer_keeper(py: Python<'_>, view: Box<ffi::Py_buffer>) -> Keeper {
+    // SAFETY: a filled buffer's `obj` is NULL or a live object it holds a reference to.
+    let report = unsafe { crate::gc::may_report_buffer_exporter(py, view.obj) };
+    Keeper::Buffer { view, report }
+}
+
 /// Holds a contiguous byte buffer of `src` (`PyBUF_SIMPLE`, any writability): the keeper,
 /// the base address, the length in bytes and whether it is read-only.
 fn hold_bytes(src: &Bound<'_, PyAny>) -> PyResult<(Keeper, *mut c_void, usize, bool)> {
@@ -422,7 +436,7 @@ fn hold_bytes(src: &Bound<'_, PyAny>) -> PyResult<(Keeper, *mut c_void, usize, b
         return Err(PyErr::fetch(src.py()));
     }
     let (buf, len, ro) = (view.buf, view.len.max(0) as usize, view.readonly != 0);
-    Ok((Keeper::Buffer(view), buf, len, ro))
+    Ok((buffer_keeper(src.py(), view), buf, len, ro))
 }
 
 /// Every element addressed by `shape` / `strides` (elements) from byte `offset` lies within
@@ -522,7 +536,7 @@ pub fn import_buffer(obj: &Bound<'_, PyAny>) -> PyResult<ImportedTensor> {
     }
     let v: *const ffi::Py_buffer = &*view;
     // From here on the buffer is released when `keeper` drops (on any error too).
-    let keeper = Keeper::Buffer(view);
+    let keeper = buffer_keeper(py, view);
     // SAFETY: a successfully filled view: `shape` / `strides` / `suboffsets` are NULL or hold
     // `ndim` values, `format` is NULL or a C string, all valid until the buffer is released.
     let (data, shape, byte_strides, fmt, item, readonly) = unsafe {
