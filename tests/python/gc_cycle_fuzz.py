@@ -15,6 +15,7 @@ import sys
 import numpy as np
 
 import dlbind_demo as m
+import dlpack_helpers as H
 
 
 class Box:
@@ -25,28 +26,6 @@ class BytesOwner(bytearray):
     pass
 
 
-class ArrayInterfaceOwner:
-    def __init__(self, a):
-        self.a = a
-
-    @property
-    def __array_interface__(self):
-        return self.a.__array_interface__
-
-
-class Forward:
-    """`__dlpack__` of another object (a dlbind capsule import)."""
-
-    def __init__(self, x):
-        self.x = x
-
-    def __dlpack__(self, **kw):
-        return self.x.__dlpack__(**kw)
-
-    def __dlpack_device__(self):
-        return self.x.__dlpack_device__()
-
-
 def main(seed, rounds):
     import tvm_ffi
 
@@ -55,7 +34,7 @@ def main(seed, rounds):
     makers = [
         lambda: memoryview(bytearray(rng.randbytes(16))),
         lambda: BytesOwner(rng.randbytes(16)),
-        lambda: ArrayInterfaceOwner(np.arange(4.0)),
+        lambda: H.OnlyArrayInterface(np.arange(4.0)),
         lambda: np.arange(6, dtype=np.int32),
         lambda: m.from_dlpack(np.arange(5.0)),
         lambda: (ctypes.c_uint8 * 8)(),
@@ -65,7 +44,7 @@ def main(seed, rounds):
     ]
     imports = [
         lambda o: m.from_dlpack(o),
-        lambda o: m.from_dlpack(Forward(m.from_dlpack(o))),
+        lambda o: m.from_dlpack(H.Forward(m.from_dlpack(o))),  # a dlbind capsule import
         lambda o: np.from_dlpack(m.from_dlpack(o)),
         lambda o: tvm_ffi.from_dlpack(m.from_dlpack(o)),
         lambda o: m.from_dlpack(m.from_dlpack(o).__dlpack__(max_version=rng.choice([None, (1, 3)]))),
