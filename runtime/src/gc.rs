@@ -82,13 +82,10 @@ pub(crate) unsafe fn may_report_buffer_exporter(py: Python<'_>, obj: *mut ffi::P
 fn subtype_clear(py: Python<'_>) -> Option<usize> {
     static GENERIC: pyo3::sync::PyOnceLock<Option<usize>> = pyo3::sync::PyOnceLock::new();
     *GENERIC.get_or_init(py, || {
-        let builtins = py.import("builtins").ok()?;
-        let name = "_dlbind_clear_probe";
-        let cls = builtins
-            .getattr("type")
-            .ok()?
+        let cls = py
+            .get_type::<pyo3::types::PyType>()
             .call1((
-                name,
+                "_dlbind_clear_probe",
                 pyo3::types::PyTuple::empty(py),
                 pyo3::types::PyDict::new(py),
             ))
