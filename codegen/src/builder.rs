@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use crate::backend::{self, Output};
 use crate::error::{Error, Result};
 use crate::ir::{EMBEDDED_SPEC, EMBEDDED_SPEC_PATH, Ir};
+use crate::project::{FROM_SPEC, Project};
 
 /// Configures one generation run.
 #[derive(Debug, Clone, Default)]
@@ -24,6 +25,7 @@ pub struct Builder {
     spec_text: Option<(String, String)>,
     out_dir: Option<PathBuf>,
     source_name: Option<String>,
+    project: Option<PathBuf>,
 }
 
 /// What [`Builder::generate`] wrote.
@@ -92,6 +94,12 @@ impl Builder {
         self
     }
 
+    /// Also write (and check) the copies a project file lists (see [`crate::project`]).
+    pub fn project(mut self, path: impl AsRef<Path>) -> Self {
+        self.project = Some(path.as_ref().to_path_buf());
+        self
+    }
+
     fn out(&self) -> PathBuf {
         self.out_dir
             .clone()
@@ -128,24 +136,71 @@ impl Builder {
         backend::render_all(&ir, &self.source())
     }
 
+    /// The spec text as read (for a `from: spec` copy).
+    fn spec_source_text(&self) -> Result<String> {
+        if let Some((_, text)) = &self.spec_text {
+            return Ok(text.clone());
+        }
+        match &self.spec {
+            Some(p) => std::fs::read_to_string(p).map_err(|source| Error::Io {
+                path: p.clone(),
+                source,
+            }),
+            None => Ok(EMBEDDED_SPEC.to_string()),
+        }
+    }
+
+    /// The project's copies as (destination, shown name, contents), from the rendered outputs.
+    fn copies(&self, outputs: &[Output]) -> Result<Vec<(PathBuf, String, String)>> {
+        let Some(path) = &self.project else {
+            return Ok(Vec::new());
+        };
+        let project = Project::load(path)?;
+        let mut v = Vec::with_capacity(project.copies.len());
+        for rule in &project.copies {
+            let contents = if rule.from == FROM_SPEC {
+                self.spec_source_text()?
+            } else {
+                match outputs.iter().find(|o| o.path == rule.from) {
+                    Some(o) => o.contents.clone(),
+                    None => {
+                        let known: Vec<&str> = outputs.iter().map(|o| o.path.as_str()).collect();
+                        return Err(Error::Project(format!(
+                            "{}: copy from `{}`: not a generated output (outputs: {}; or `{FROM_SPEC}`)",
+                            path.display(),
+                            rule.from,
+                            known.join(", ")
+                        )));
+                    }
+                }
+            };
+            v.push((project.destination(rule), rule.to.clone(), contents));
+        }
+        Ok(v)
+    }
+
     /// Render and write every output; files whose contents are unchanged are not rewritten.
     pub fn generate(&self) -> Result<Generated> {
         let start = Instant::now();
         let outputs = self.render()?;
         let render_time = start.elapsed();
         let out = self.out();
-        let mut files = Vec::with_capacity(outputs.len());
+        let copies = self.copies(&outputs)?;
+        let mut files = Vec::with_capacity(outputs.len() + copies.len());
         let mut changed = Vec::new();
-        for o in &outputs {
-            let path = out.join(&o.path);
-            if std::fs::read(&path).ok().as_deref() != Some(o.contents.as_bytes()) {
+        let targets = outputs
+            .iter()
+            .map(|o| (out.join(&o.path), o.contents.as_str()))
+            .chain(copies.iter().map(|(p, _, c)| (p.clone(), c.as_str())));
+        for (path, contents) in targets {
+            if std::fs::read(&path).ok().as_deref() != Some(contents.as_bytes()) {
                 if let Some(dir) = path.parent() {
                     std::fs::create_dir_all(dir).map_err(|source| Error::Io {
                         path: dir.to_path_buf(),
                         source,
                     })?;
                 }
-                std::fs::write(&path, &o.contents).map_err(|source| Error::Io {
+                std::fs::write(&path, contents).map_err(|source| Error::Io {
                     path: path.clone(),
                     source,
                 })?;
@@ -161,12 +216,30 @@ impl Builder {
         })
     }
 
-    /// Regenerate in memory and compare with the files in the output directory
-    /// (line endings normalised). Nothing is written.
+    /// Regenerate in memory and compare with the files in the output directory and the
+    /// project's copies (line endings normalised). Nothing is written.
     pub fn check(&self) -> Result<CheckReport> {
         let outputs = self.render()?;
         let out = self.out();
         let mut stale = Vec::new();
+        let copies = self.copies(&outputs)?;
+        let copies_checked = copies.len();
+        for (path, shown, contents) in copies {
+            match std::fs::read_to_string(&path) {
+                Err(_) => stale.push((shown.clone(), format!("missing: {shown}\n"))),
+                Ok(old) => {
+                    let old = old.replace("\r\n", "\n");
+                    if old != contents {
+                        let diff = similar::TextDiff::from_lines(&old, &contents)
+                            .unified_diff()
+                            .context_radius(3)
+                            .header(&format!("a/{shown}"), &format!("b/{shown}"))
+                            .to_string();
+                        stale.push((shown, diff));
+                    }
+                }
+            }
+        }
         for o in &outputs {
             let path = out.join(&o.path);
             // The path as the report shows it (only built for a stale or missing file).
@@ -195,7 +268,7 @@ impl Builder {
         }
         Ok(CheckReport {
             stale,
-            checked: outputs.len(),
+            checked: outputs.len() + copies_checked,
         })
     }
 }

@@ -65,6 +65,9 @@ pub enum Error {
     /// A template failed to render (a bug in dlbind, reported rather than panicking).
     #[error("template error: {0}")]
     Template(String),
+    /// The project file (`dlbind.yaml`) is unreadable or names an unknown output.
+    #[error("{0}")]
+    Project(String),
     /// `check` found generated files that differ from a fresh generation.
     #[error("{} generated file(s) are stale: {}", .0.len(), .0.join(", "))]
     Stale(Vec<String>),
@@ -74,7 +77,7 @@ impl Error {
     /// The process exit status the CLI uses for this error.
     pub fn exit_code(&self) -> i32 {
         match self {
-            Error::Spec(_) => 2,
+            Error::Spec(_) | Error::Project(_) => 2,
             _ => 1,
         }
     }

@@ -10,8 +10,10 @@ use serde::Serialize;
 
 use crate::error::Result;
 
-/// The default spec, `spec/dlpack.yaml`, embedded at compile time.
-pub const EMBEDDED_SPEC: &str = include_str!("../../spec/dlpack.yaml");
+/// The default spec, embedded at compile time from this crate's copy (`codegen/spec/dlpack.yaml`)
+/// of the project's `spec/dlpack.yaml`, so the published crate needs no file outside itself;
+/// `dlbind generate` writes the copy and `dlbind check` verifies it (the project file `dlbind.yaml`).
+pub const EMBEDDED_SPEC: &str = include_str!("../spec/dlpack.yaml");
 /// The file name diagnostics use for the embedded spec.
 pub const EMBEDDED_SPEC_PATH: &str = "spec/dlpack.yaml";
 

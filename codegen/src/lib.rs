@@ -30,6 +30,8 @@ pub mod backend;
 #[cfg(feature = "generate")]
 pub mod builder;
 #[cfg(feature = "generate")]
+pub mod project;
+#[cfg(feature = "generate")]
 pub mod templates;
 
 #[cfg(feature = "generate")]

@@ -1,8 +1,8 @@
 //! `dlbind`: generate or check DLPack bindings from a spec.
 //!
 //! ```text
-//! dlbind generate [--spec P] [--out D] [--verbose]
-//! dlbind check    [--spec P] [--out D]
+//! dlbind generate [--spec P] [--out D] [--project F] [--verbose]
+//! dlbind check    [--spec P] [--out D] [--project F]
 //! ```
 //! Exit status: 0 ok, 1 stale files / I/O errors, 2 invalid spec or usage.
 
@@ -15,17 +15,21 @@ use dlbind_codegen::{Builder, Error};
 /// read from, relative to the current directory.
 const DEFAULT_SPEC: &str = dlbind_codegen::ir::EMBEDDED_SPEC_PATH;
 const DEFAULT_OUT: &str = "generated";
+/// The project file listing the copies the crates ship (see `dlbind_codegen::project`).
+const DEFAULT_PROJECT: &str = dlbind_codegen::project::DEFAULT_PROJECT_FILE;
 
 const USAGE: &str = "usage:
-  dlbind generate [--spec PATH] [--out DIR] [--verbose]   write generated files
-  dlbind check    [--spec PATH] [--out DIR]               exit 1 with a diff if DIR is stale
+  dlbind generate [--spec PATH] [--out DIR] [--project FILE] [--verbose]   write generated files
+  dlbind check    [--spec PATH] [--out DIR] [--project FILE]               exit 1 with a diff if stale
 
-defaults: --spec spec/dlpack.yaml if it exists (else the spec embedded in dlbind), --out generated";
+defaults: --spec spec/dlpack.yaml if it exists (else the spec embedded in dlbind), --out generated;
+--project dlbind.yaml (the copies each crate ships) when it exists and neither --spec nor --out is given";
 
 struct Args {
     command: String,
     spec: Option<String>,
     out: Option<String>,
+    project: Option<String>,
     verbose: bool,
 }
 
@@ -42,6 +46,7 @@ fn parse_args() -> Result<Args, String> {
         command,
         spec: None,
         out: None,
+        project: None,
         verbose: false,
     };
     while let Some(a) = it.next() {
@@ -58,6 +63,7 @@ fn parse_args() -> Result<Args, String> {
         match flag.as_str() {
             "--spec" => args.spec = Some(value("--spec")?),
             "--out" => args.out = Some(value("--out")?),
+            "--project" => args.project = Some(value("--project")?),
             "--verbose" | "-v" => args.verbose = true,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument `{other}`")),
@@ -92,6 +98,15 @@ fn main() -> ExitCode {
             "spec: the spec embedded in dlbind (no {DEFAULT_SPEC} in this directory; pass --spec to use another)"
         ),
     };
+    // The project's copies go with the project's own spec and output directory: by default only
+    // when neither is overridden (a fixture generated elsewhere must not overwrite them).
+    let project = args.project.clone().or_else(|| {
+        (args.spec.is_none() && args.out.is_none() && std::path::Path::new(DEFAULT_PROJECT).exists())
+            .then(|| DEFAULT_PROJECT.to_string())
+    });
+    if let Some(p) = &project {
+        builder = builder.project(p);
+    }
     let out_dir = args.out.clone().unwrap_or_else(|| DEFAULT_OUT.to_string());
     builder = builder.out_dir(&out_dir);
     let start = Instant::now();

@@ -51,6 +51,10 @@ pub const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../templates/rust/protocol.rs.tera"),
     ),
     (
+        "rust/derive_table.rs",
+        include_str!("../templates/rust/derive_table.rs.tera"),
+    ),
+    (
         "python/dlpack.pyi",
         include_str!("../templates/python/dlpack.pyi.tera"),
     ),

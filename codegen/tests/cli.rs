@@ -76,7 +76,7 @@ fn generate_then_check() {
         stdout.contains("rust/types.rs") && stdout.contains("include/dlpack.h"),
         "{stdout}"
     );
-    assert!(stdout.contains("generated 12 files"), "{stdout}");
+    assert!(stdout.contains("generated 13 files"), "{stdout}");
     assert!(stdout.contains("elapsed:"), "{stdout}");
     let (code, stdout, _) = dlbind(&["check", "--out", out]);
     assert_eq!(code, 0, "{stdout}");
@@ -339,4 +339,58 @@ fn truncated_specs_never_panic() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A project file's copies are written by `generate` and verified by `check`; a stale or
+/// missing copy fails `check` (exit 1, named), an unknown `from` is an error (exit 2).
+#[test]
+fn project_copies_are_written_and_checked() {
+    let dir = scratch("project");
+    let p = dir.join("dlbind.yaml");
+    std::fs::write(
+        &p,
+        "copies:\n  - {from: spec, to: crate_a/spec.yaml}\n  - {from: rust/types.rs, to: crate_b/src/types.rs}\n",
+    )
+    .unwrap();
+    let out = dir.join("gen");
+    let (out_s, p_s) = (out.to_str().unwrap(), p.to_str().unwrap());
+    let (code, stdout, err) = dlbind(&["generate", "--out", out_s, "--project", p_s]);
+    assert_eq!(code, 0, "{err}");
+    assert!(stdout.contains("generated 15 files"), "{stdout}");
+    let types = std::fs::read_to_string(out.join("rust/types.rs")).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(dir.join("crate_b/src/types.rs")).unwrap(),
+        types
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("crate_a/spec.yaml")).unwrap(),
+        std::fs::read_to_string(root().join("spec/dlpack.yaml")).unwrap()
+    );
+    let (code, stdout, err) = dlbind(&["check", "--out", out_s, "--project", p_s]);
+    assert_eq!(code, 0, "{stdout}{err}");
+    assert!(stdout.contains("15 generated files are up to date"), "{stdout}");
+    // A hand edit of a copy is reported with a diff naming the copy.
+    std::fs::write(
+        dir.join("crate_b/src/types.rs"),
+        types.replace("kDLTrn", "kDLTrain"),
+    )
+    .unwrap();
+    let (code, stdout, err) = dlbind(&["check", "--out", out_s, "--project", p_s]);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stdout.contains("a/crate_b/src/types.rs"), "{stdout}");
+    assert!(err.contains("crate_b/src/types.rs"), "{err}");
+    std::fs::remove_file(dir.join("crate_a/spec.yaml")).unwrap();
+    let (code, stdout, _) = dlbind(&["check", "--out", out_s, "--project", p_s]);
+    assert_eq!(code, 1);
+    assert!(stdout.contains("missing: crate_a/spec.yaml"), "{stdout}");
+    // Unknown source, or a destination outside the project: exit 2, nothing written.
+    std::fs::write(&p, "copies:\n  - {from: rust/nope.rs, to: x.rs}\n").unwrap();
+    let (code, _, err) = dlbind(&["generate", "--out", out_s, "--project", p_s]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("rust/nope.rs") && err.contains("rust/types.rs"), "{err}");
+    std::fs::write(&p, "copies:\n  - {from: spec, to: ../escape.yaml}\n").unwrap();
+    let (code, _, err) = dlbind(&["generate", "--out", out_s, "--project", p_s]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("relative path inside the project"), "{err}");
+    assert!(!dir.join("../escape.yaml").exists());
 }

@@ -1,8 +1,8 @@
 //! `#[derive(DLPackExport)]`: zero-copy DLPack export for `#[pyclass(frozen)]` array types.
 //!
 //! A thin proc-macro crate: `attr` parses `#[dlpack(...)]` with syn, `model` validates the
-//! struct into a small model (against the spec's dtype table, read through `dlbind-codegen` by
-//! `spec_source`), and `expand` turns the model into code with quote. Use it through `dlbind`,
+//! struct into a small model (against the spec's dtype table, read from the generated table
+//! `src/generated/derive_table.rs` by `spec_source`), and `expand` turns the model into code with quote. Use it through `dlbind`,
 //! which re-exports it (`use dlbind::prelude::*;`): the expansion refers to `::dlbind::…` paths.
 //!
 //! ```ignore
@@ -47,11 +47,11 @@
 //! span check (detected like `FromManagedTensor`, by autoref specialization).
 //!
 //! Misuse is a compile error pointing at the offending span; see `tests/ui/cases/`.
-//! The emitted `__dlpack__` takes its method and keyword names from the spec IR
-//! (`dlbind_codegen::ir::Ir::try_embedded()`), so editing the spec and rebuilding changes them.
+//! The emitted `__dlpack__` takes its method and keyword names from the generated table, so
+//! editing the spec, running `dlbind generate` and rebuilding changes them.
 //!
 //! The C exchange API (DLPack 1.3): every derived type also gets
-//! `type(x).__dlpack_c_exchange_api__` (name from the spec IR), a `"dlpack_exchange_api"`
+//! `type(x).__dlpack_c_exchange_api__` (name from the spec), a `"dlpack_exchange_api"`
 //! capsule pointing at a static `DLPackExchangeAPI` (see `dlbind::exchange`). Its allocator and
 //! `to_py_object` entries build the type through `dlbind::exchange::FromManagedTensor` when the
 //! type implements it (detected by autoref specialization, no attribute needed; otherwise they

@@ -1,4 +1,4 @@
-//! The slice of the spec IR the derive needs, read through `dlbind-codegen`'s library.
+//! The slice of the spec the derive needs, read from the generated table (`spec_source`).
 //!
 //! Everything the expansion takes from the spec goes through [`SpecView`]: the dtype table
 //! (names, DLPack codes, Rust element types) and the protocol's method and keyword names.
@@ -91,7 +91,7 @@ impl SpecView {
 
 static SPEC: OnceLock<Result<SpecView, String>> = OnceLock::new();
 
-/// The spec embedded in `dlbind-codegen`, lowered once per compiler process.
+/// The generated table, lowered once per compiler process.
 pub fn get() -> Result<&'static SpecView, String> {
     SPEC.get_or_init(load).as_ref().map_err(Clone::clone)
 }

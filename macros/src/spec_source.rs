@@ -1,56 +1,83 @@
-//! Lowers `dlbind_codegen::ir::Ir::try_embedded()` (the spec compiled into dlbind-codegen) into
-//! the [`SpecView`] the derive reads. The only module that knows the IR's shape.
-
-use dlbind_codegen::ir::Ir;
+//! Lowers the generated derive table into the [`SpecView`] the derive reads. The only module
+//! that knows the table's shape.
+//!
+//! The table (`src/generated/derive_table.rs`) is this crate's copy of dlbind's generated
+//! `generated/rust/derive_table.rs`: plain constants (dtype rows, protocol names), so the derive
+//! compiles no YAML parser or template engine, as uniffi's macros read the small `uniffi_meta`
+//! rather than the generator. `dlbind generate` writes the copy and `dlbind check` verifies it.
 
 use crate::spec::{DtypeEntry, ProtocolNames, SpecView};
 
-pub fn load() -> Result<SpecView, String> {
-    let ir = Ir::try_embedded().map_err(|e| e.to_string())?;
-    lower(ir)
+/// The generated table, included verbatim.
+mod table {
+    include!("generated/derive_table.rs");
 }
 
-pub fn lower(ir: &Ir) -> Result<SpecView, String> {
-    let dtypes = ir
+pub fn load() -> Result<SpecView, String> {
+    lower(&Table {
+        dtypes: table::DTYPES,
+        dlpack_method: table::DLPACK_METHOD,
+        dlpack_device_method: table::DLPACK_DEVICE_METHOD,
+        kw: [
+            ("KW_STREAM", table::KW_STREAM),
+            ("KW_MAX_VERSION", table::KW_MAX_VERSION),
+            ("KW_DL_DEVICE", table::KW_DL_DEVICE),
+            ("KW_COPY", table::KW_COPY),
+        ],
+        kwargs: table::DLPACK_KWARGS,
+        exchange_attr: table::EXCHANGE_ATTR,
+    })
+}
+
+/// The generated constants, gathered so tests can lower other tables.
+pub struct Table {
+    pub dtypes: &'static [table::DtypeRow],
+    pub dlpack_method: &'static str,
+    pub dlpack_device_method: &'static str,
+    /// (role const, keyword) in the runtime's `dlpack_method` argument order.
+    pub kw: [(&'static str, Option<&'static str>); 4],
+    pub kwargs: &'static [&'static str],
+    pub exchange_attr: Option<&'static str>,
+}
+
+pub fn lower(t: &Table) -> Result<SpecView, String> {
+    let dtypes = t
         .dtypes
         .iter()
-        .map(|d| DtypeEntry {
-            name: d.name.clone(),
-            code: d.code,
-            bits: d.bits,
-            lanes: d.lanes,
-            rust_type: d.rust.clone(),
+        .map(|&(name, code, bits, lanes, rust)| DtypeEntry {
+            name: name.into(),
+            code,
+            bits,
+            lanes,
+            rust_type: rust.map(Into::into),
         })
         .collect();
-    let dl = &ir.protocol.dlpack;
-    // The runtime's `dlpack_method` takes the keywords by role; the IR names each role by the
-    // Rust constant that holds the keyword (KW_STREAM, …), so match on that, not on position.
-    let kw = |konst: &str| -> Result<String, String> {
-        dl.kwargs
-            .iter()
-            .find(|k| k.const_name == konst)
-            .map(|k| k.name.clone())
-            .ok_or_else(|| format!("`{}` has no keyword with const `{konst}`", dl.name))
-    };
-    if dl.kwargs.len() != 4 {
+    if t.kwargs.len() != 4 {
         return Err(format!(
             "`{}` has {} keywords; the runtime's dlpack_method takes 4 (stream, max_version, \
              dl_device, copy)",
-            dl.name,
-            dl.kwargs.len()
+            t.dlpack_method,
+            t.kwargs.len()
         ));
     }
+    // The runtime's `dlpack_method` takes the keywords by role; the spec names each role by the
+    // Rust constant that holds the keyword (KW_STREAM, …), so match on that, not on position.
+    let kw = |i: usize| -> Result<String, String> {
+        let (konst, name) = t.kw[i];
+        name.map(Into::into)
+            .ok_or_else(|| format!("`{}` has no keyword with const `{konst}`", t.dlpack_method))
+    };
     Ok(SpecView {
         dtypes,
         protocol: ProtocolNames {
-            dlpack_method: dl.name.clone(),
-            dlpack_device_method: ir.protocol.dlpack_device.name.clone(),
-            kw_stream: kw("KW_STREAM")?,
-            kw_max_version: kw("KW_MAX_VERSION")?,
-            kw_dl_device: kw("KW_DL_DEVICE")?,
-            kw_copy: kw("KW_COPY")?,
+            dlpack_method: t.dlpack_method.into(),
+            dlpack_device_method: t.dlpack_device_method.into(),
+            kw_stream: kw(0)?,
+            kw_max_version: kw(1)?,
+            kw_dl_device: kw(2)?,
+            kw_copy: kw(3)?,
         },
-        exchange_attr: ir.exchange_attribute.as_ref().map(|a| a.value.clone()),
+        exchange_attr: t.exchange_attr.map(Into::into),
     })
 }
 
@@ -59,8 +86,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn embedded_spec_lowers() {
-        let spec = load().expect("embedded spec");
+    fn generated_table_lowers() {
+        let spec = load().expect("generated table");
         let f32_ = spec.dtype_by_name("float32").expect("float32");
         assert_eq!((f32_.code, f32_.bits, f32_.lanes), (2, 32, 1));
         assert!(spec.dtype_by_name("bfloat16").is_some());
@@ -78,5 +105,40 @@ mod tests {
         assert_eq!(spec.dtype_for_rust_type(&ty).unwrap().name, "bfloat16");
         let ty: syn::Type = syn::parse_quote!(Complex<f64>);
         assert_eq!(spec.dtype_for_rust_type(&ty).unwrap().name, "complex128");
+    }
+
+    fn table() -> Table {
+        Table {
+            dtypes: &[("float32", 2, 32, 1, Some("f32"))],
+            dlpack_method: "__dlpack__",
+            dlpack_device_method: "__dlpack_device__",
+            kw: [
+                ("KW_STREAM", Some("s")),
+                ("KW_MAX_VERSION", Some("mv")),
+                ("KW_DL_DEVICE", Some("dd")),
+                ("KW_COPY", Some("c")),
+            ],
+            kwargs: &["s", "mv", "dd", "c"],
+            exchange_attr: None,
+        }
+    }
+
+    #[test]
+    fn keywords_are_taken_by_role() {
+        let spec = lower(&table()).unwrap();
+        assert_eq!(spec.protocol.dlpack_kwargs(), ["s", "mv", "dd", "c"]);
+        assert_eq!(spec.exchange_attr, None);
+    }
+
+    #[test]
+    fn a_missing_role_or_keyword_count_is_an_error() {
+        let mut t = table();
+        t.kw[3].1 = None;
+        let e = lower(&t).unwrap_err();
+        assert!(e.contains("no keyword with const `KW_COPY`"), "{e}");
+        let mut t = table();
+        t.kwargs = &["s", "mv", "dd"];
+        let e = lower(&t).unwrap_err();
+        assert!(e.contains("has 3 keywords"), "{e}");
     }
 }

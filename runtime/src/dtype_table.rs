@@ -2,10 +2,7 @@
 
 #[allow(clippy::all)]
 mod generated {
-    include!(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../generated/rust/dtypes.rs"
-    ));
+    include!("generated/dtypes.rs");
 }
 pub use generated::*;
 

@@ -17,8 +17,5 @@ pub trait DLPackElement: Copy + Send + Sync + 'static {
 
 #[allow(clippy::all)]
 mod generated {
-    include!(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../generated/rust/elements.rs"
-    ));
+    include!("generated/elements.rs");
 }

@@ -11,7 +11,4 @@
 )]
 #![allow(clippy::all)]
 
-include!(concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../generated/rust/types.rs"
-));
+include!("generated/types.rs");

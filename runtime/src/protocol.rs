@@ -1,7 +1,4 @@
 //! Python protocol names (method and keyword names), generated from the spec.
 #![allow(clippy::all)]
 
-include!(concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../generated/rust/protocol.rs"
-));
+include!("generated/protocol.rs");

@@ -2,10 +2,7 @@
 //! `has_stream_rules` and `stream_value_for` (the rules read backwards, for consumers).
 #![allow(clippy::all)]
 
-include!(concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../generated/rust/streams.rs"
-));
+include!("generated/streams.rs");
 
 #[cfg(test)]
 mod tests {

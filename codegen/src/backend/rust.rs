@@ -414,7 +414,66 @@ fn protocol_view(ir: &Ir, source: &str) -> ProtocolView {
     }
 }
 
-/// Render the six Rust files.
+#[derive(Serialize)]
+struct DeriveRowView {
+    name: String,
+    code: u8,
+    bits: u8,
+    lanes: u16,
+    rust: String,
+}
+
+#[derive(Serialize)]
+struct DeriveTableView {
+    banner: String,
+    dtypes: Vec<DeriveRowView>,
+    dlpack_method: String,
+    dlpack_device_method: String,
+    kw_stream: String,
+    kw_max_version: String,
+    kw_dl_device: String,
+    kw_copy: String,
+    kwargs: Vec<String>,
+    exchange_attr: String,
+}
+
+/// The derive's table (`rust/derive_table.rs`): dtype rows and protocol names, as Rust literals.
+fn derive_table_view(ir: &Ir, source: &str) -> DeriveTableView {
+    let dl = &ir.protocol.dlpack;
+    let some = |s: Option<&str>| s.map_or_else(|| "None".to_string(), |s| format!("Some({s:?})"));
+    let kw = |konst: &str| {
+        some(
+            dl.kwargs
+                .iter()
+                .find(|k| k.const_name == konst)
+                .map(|k| k.name.as_str()),
+        )
+    };
+    DeriveTableView {
+        banner: banner(source),
+        dtypes: ir
+            .dtypes
+            .iter()
+            .map(|d| DeriveRowView {
+                name: quoted(&d.name),
+                code: d.code,
+                bits: d.bits,
+                lanes: d.lanes,
+                rust: some(d.rust.as_deref()),
+            })
+            .collect(),
+        dlpack_method: quoted(&dl.name),
+        dlpack_device_method: quoted(&ir.protocol.dlpack_device.name),
+        kw_stream: kw("KW_STREAM"),
+        kw_max_version: kw("KW_MAX_VERSION"),
+        kw_dl_device: kw("KW_DL_DEVICE"),
+        kw_copy: kw("KW_COPY"),
+        kwargs: dl.kwargs.iter().map(|k| quoted(&k.name)).collect(),
+        exchange_attr: some(ir.exchange_attribute.as_ref().map(|a| a.value.as_str())),
+    }
+}
+
+/// Render the Rust files: the runtime's six and the derive's table.
 pub fn render(ir: &Ir, source: &str) -> Result<Vec<Output>> {
     let dt = dtypes_view(ir, source);
     let errors = ErrorsView {
@@ -463,6 +522,10 @@ pub fn render(ir: &Ir, source: &str) -> Result<Vec<Output>> {
         Output {
             path: "rust/protocol.rs".into(),
             contents: render_template("rust/protocol.rs", &protocol_view(ir, source))?,
+        },
+        Output {
+            path: "rust/derive_table.rs".into(),
+            contents: render_template("rust/derive_table.rs", &derive_table_view(ir, source))?,
         },
     ])
 }

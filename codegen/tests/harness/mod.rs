@@ -85,6 +85,16 @@ macro_rules! include_generated {
                 "/rust/protocol.rs"
             ));
         }
+        /// The derive's table (crate `dlbind-macros` ships a copy).
+        #[allow(dead_code)]
+        pub mod derive_table {
+            include!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../",
+                $dir,
+                "/rust/derive_table.rs"
+            ));
+        }
 
         fn spec_ir() -> dlbind_codegen::Ir {
             let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../", $spec);
@@ -143,6 +153,32 @@ macro_rules! include_generated {
             .matches("impl super::DLPackElement for ")
             .count();
             assert_eq!(impls, ir.dtypes.iter().filter(|d| d.rust.is_some()).count());
+        }
+
+        #[test]
+        fn derive_table_matches_the_spec() {
+            let ir = spec_ir();
+            assert_eq!(derive_table::DTYPES.len(), ir.dtypes.len());
+            for (&(name, code, bits, lanes, rust), d) in derive_table::DTYPES.iter().zip(&ir.dtypes) {
+                assert_eq!(
+                    (name, code, bits, lanes, rust),
+                    (d.name.as_str(), d.code, d.bits, d.lanes, d.rust.as_deref())
+                );
+            }
+            let dl = &ir.protocol.dlpack;
+            assert_eq!(derive_table::DLPACK_METHOD, dl.name);
+            assert_eq!(derive_table::DLPACK_DEVICE_METHOD, ir.protocol.dlpack_device.name);
+            let kw = |c: &str| dl.kwargs.iter().find(|k| k.const_name == c).map(|k| k.name.as_str());
+            assert_eq!(derive_table::KW_STREAM, kw("KW_STREAM"));
+            assert_eq!(derive_table::KW_MAX_VERSION, kw("KW_MAX_VERSION"));
+            assert_eq!(derive_table::KW_DL_DEVICE, kw("KW_DL_DEVICE"));
+            assert_eq!(derive_table::KW_COPY, kw("KW_COPY"));
+            let names: Vec<&str> = dl.kwargs.iter().map(|k| k.name.as_str()).collect();
+            assert_eq!(derive_table::DLPACK_KWARGS, names.as_slice());
+            assert_eq!(
+                derive_table::EXCHANGE_ATTR,
+                ir.exchange_attribute.as_ref().map(|a| a.value.as_str())
+            );
         }
 
         #[test]
