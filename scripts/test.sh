@@ -7,7 +7,9 @@
 # Needs only: Rust (cargo), python3 (3.11) with venv + pip, a C compiler.
 # Installs the pinned Python peers into .venv (skipped when the stamp matches),
 # checks that generated/ is up to date, runs the Rust tests, builds the demo
-# extension with maturin and runs the pytest suite.
+# extension with maturin and runs the pytest suite, then checks what a registry user gets
+# (scripts/downstream.sh: cargo package, a user's crate built against the packaged crates,
+# the installed CLI).
 #
 # Environment knobs (all optional):
 #   PYTHON=python3.11        interpreter used to create .venv
@@ -15,6 +17,7 @@
 #   CARGO_TARGET_DIR=...     default: <repo>/target
 #   CARGO_BUILD_JOBS=N       passed through to cargo / maturin
 #   DLBIND_SKIP_RUST=1       skip steps 2-3 (codegen check, lint, cargo test)
+#   DLBIND_SKIP_DOWNSTREAM=1 skip step 6 (packaging + the downstream crate, ~4 min cold)
 #   DLBIND_SKIP_MEMCHECK=1   skip step 5b (valgrind memcheck subset + checker self-test, ~35 s; skipped anyway without valgrind)
 set -euo pipefail
 
@@ -45,7 +48,7 @@ FAILED=()
 check() { local name="$1"; shift; if ! "$@"; then echo "!! $name FAILED"; FAILED+=("$name"); fi; }
 
 # ---------------------------------------------------------------- 1. venv
-step "1/5 Python venv with pinned peers ($VENV)"
+step "1/6 Python venv with pinned peers ($VENV)"
 if [[ ! -x "$VENV/bin/python" ]]; then
   "$PYTHON" -m venv "$VENV"
 fi
@@ -72,13 +75,13 @@ export PYO3_PYTHON="$PY"
 
 if [[ "${DLBIND_SKIP_RUST:-0}" != 1 ]]; then
   # ------------------------------------------------------------ 2. codegen
-  step "2/5 generated/ is up to date (dlbind-codegen check)"
+  step "2/6 generated/ is up to date (dlbind-codegen check)"
   check "codegen check" cargo run --release -q -p dlbind-codegen -- check
 
   # ------------------------------------------------------------ 2b. lint
   # rustfmt's default style (no rustfmt.toml) and clippy with warnings as errors. Each skips,
   # saying so, on a toolchain installed without that component.
-  step "2b/5 cargo fmt --check, cargo clippy -D warnings, cargo doc -D warnings"
+  step "2b/6 cargo fmt --check, cargo clippy -D warnings, cargo doc -D warnings"
   if cargo fmt --version >/dev/null 2>&1; then
     check "cargo fmt" cargo fmt --all --check
   else
@@ -95,29 +98,37 @@ if [[ "${DLBIND_SKIP_RUST:-0}" != 1 ]]; then
   check "cargo doc" env RUSTDOCFLAGS="-D warnings" cargo doc -q --workspace --no-deps --document-private-items --features dlbind/cuda,dlbind/ndarray
 
   # ------------------------------------------------------------ 3. cargo test
-  step "3/5 cargo test --workspace --release --no-fail-fast"
+  step "3/6 cargo test --workspace --release --no-fail-fast"
   check "cargo test" cargo test --workspace --release --no-fail-fast
   # The GPU paths (cudarc, dynamic loading) build without CUDA; their integration tests skip
   # with a printed reason when no driver is present.
   check "cargo test (cuda feature)" cargo test --release -p dlbind --features cuda --test gpu_cuda --test gpu_plan
 else
-  step "2-3/5 skipped (DLBIND_SKIP_RUST=1)"
+  step "2-3/6 skipped (DLBIND_SKIP_RUST=1)"
 fi
 
 # ---------------------------------------------------------------- 4. demo
-step "4/5 build + install dlbind_demo (maturin develop --release)"
+step "4/6 build + install dlbind_demo (maturin develop --release)"
 maturin develop --release -m "$ROOT/examples/tensor/Cargo.toml"
 "$PY" -c 'import dlbind_demo; print("dlbind_demo from", dlbind_demo.__file__)'
 
 # ---------------------------------------------------------------- 5. pytest
-step "5/5 pytest tests/python"
+step "5/6 pytest tests/python"
 check "pytest" "$PY" -m pytest "$ROOT/tests/python" -q -p no:cacheprovider -rfEs ${PYTEST_EXTRA[@]+"${PYTEST_EXTRA[@]}"}
 
 # ---------------------------------------------------------------- 5b. memcheck
-step "5b/5 valgrind memcheck subset (scripts/memcheck.sh; --full for the long run)"
+step "5b/6 valgrind memcheck subset (scripts/memcheck.sh; --full for the long run)"
 check "memcheck" env MEMCHECK_PYTHON="$PY" "$ROOT/scripts/memcheck.sh"
 # The checker itself: a planted leak and a planted double free must both be reported (~20 s).
 check "memcheck self-test" env MEMCHECK_PYTHON="$PY" "$ROOT/scripts/memcheck.sh" --self-test
+
+# ---------------------------------------------------------------- 6. packaging
+if [[ "${DLBIND_SKIP_DOWNSTREAM:-0}" != 1 ]]; then
+  step "6/6 packaged crates, the downstream crate, the installed CLI (scripts/downstream.sh)"
+  check "downstream" "$ROOT/scripts/downstream.sh"
+else
+  step "6/6 skipped (DLBIND_SKIP_DOWNSTREAM=1)"
+fi
 
 if [[ ${#FAILED[@]} -gt 0 ]]; then
   step "FAILED after $((SECONDS - T0)) s: ${FAILED[*]}"

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# What a registry user gets (issue 21), run by scripts/test.sh step 6:
+#   1. `cargo package --workspace`, with cargo's verify build of every package (interdependent
+#      crates resolve through cargo's temporary registry);
+#   2. examples/downstream (a user's crate: `dlbind = "0.1"`, [patch.crates-io] pointing at the
+#      unpacked .crate files), copied OUTSIDE the repository so nothing of this workspace (its
+#      .cargo/config.toml) reaches the build, built with maturin and tested with pytest against
+#      numpy and JAX; its build script compiles C against DEP_DLBIND_INCLUDE;
+#   3. the derive's spanned compile errors, from the packaged crates;
+#   4. `cargo install` of the packaged dlbind-codegen, run in an empty directory;
+#   5. the derive's dependency tree: no YAML parser, template engine or diff library.
+#
+# Needs the test venv active (scripts/test.sh does it) and PYO3_PYTHON set.
+# DOWNSTREAM_WORK=DIR (default ${TMPDIR:-/tmp}/dlbind-downstream) keeps the downstream build and
+# the installed CLI between runs; it must lie outside the repository.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+WORK="${DOWNSTREAM_WORK:-${TMPDIR:-/tmp}/dlbind-downstream}"
+case "$WORK/" in "$ROOT"/*) echo "DOWNSTREAM_WORK must lie outside $ROOT" >&2; exit 2 ;; esac
+PY="${PYO3_PYTHON:?set PYO3_PYTHON (scripts/test.sh does)}"
+MAIN_TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
+FAILED=()
+check() { local name="$1"; shift; if ! "$@"; then echo "!! $name FAILED"; FAILED+=("$name"); fi; }
+say() { printf -- '--- [%s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
+
+# ------------------------------------------------------------------ 1. package + verify
+say "cargo package --workspace (verify build of every package)"
+cd "$ROOT"
+cargo package --workspace --allow-dirty 2>&1 | grep -v '^warning: ignoring \(test\|benchmark\)' \
+  | grep -v '^ *Compiling ' || true
+test "${PIPESTATUS[0]}" -eq 0 || { echo "!! cargo package failed"; exit 1; }
+for c in dlbind dlbind-macros dlbind-codegen; do
+  echo "$c: $(tar tzf "$MAIN_TARGET/package/$c-0.1.0.crate" | wc -l) files"
+done
+
+# ------------------------------------------------------------------ 2. the downstream crate
+say "examples/downstream against the packaged crates, in $WORK"
+mkdir -p "$WORK"
+rm -rf "$WORK/downstream"
+cp -r "$ROOT/examples/downstream" "$WORK/downstream"
+rm -rf "$WORK/downstream/packaged" && mkdir -p "$WORK/downstream/packaged"
+for c in dlbind dlbind-macros dlbind-codegen; do
+  tar xzf "$MAIN_TARGET/package/$c-0.1.0.crate" -C "$WORK/downstream/packaged"
+done
+cd "$WORK/downstream"
+# The user's build: no workspace config, no RUSTFLAGS, its own target directory.
+export CARGO_TARGET_DIR="$WORK/target"
+unset RUSTFLAGS CARGO_ENCODED_RUSTFLAGS
+T=$SECONDS
+maturin develop --release -m "$WORK/downstream/Cargo.toml"
+echo "downstream build: $((SECONDS - T)) s"
+check "downstream pytest" "$PY" -m pytest "$WORK/downstream/tests" -q -p no:cacheprovider -rfEs
+
+# ------------------------------------------------------------------ 3. spanned errors
+say "the derive's compile errors from the packaged crates"
+if cargo build --release --example fail_unknown_dtype >"$WORK/fail.log" 2>&1; then
+  echo "!! examples/fail_unknown_dtype.rs compiled"; FAILED+=("derive errors")
+else
+  for want in 'unknown dtype `float33`' 'examples/fail_unknown_dtype.rs:7:18' \
+              'unknown dlpack attribute `colour`' 'examples/fail_unknown_dtype.rs:18:20'; do
+    grep -qF -- "$want" "$WORK/fail.log" || { echo "!! missing from the compile errors: $want"; cat "$WORK/fail.log"; FAILED+=("derive errors"); break; }
+  done
+  echo "spanned errors reported"
+fi
+
+# ------------------------------------------------------------------ 4. the CLI outside a checkout
+say "cargo install of the packaged dlbind-codegen; dlbind in an empty directory"
+CARGO_TARGET_DIR="$WORK/target-cli" cargo install --quiet --locked --force \
+  --path "$WORK/downstream/packaged/dlbind-codegen-0.1.0" --root "$WORK/cli"
+cli_checks() {
+  local bin="$WORK/cli/bin/dlbind" d
+  d="$(mktemp -d)"
+  cd "$d"
+  "$bin" generate --out gen | head -1 | grep -q 'the spec embedded in dlbind' || return 1
+  # The embedded spec generates exactly the repository's generated/ (same banners).
+  diff -r gen "$ROOT/generated" || return 1
+  "$bin" check --out gen || return 1
+  cp "$ROOT/tests/fixtures/custom/spec.yaml" my.yaml
+  "$bin" generate --spec my.yaml --out gen2 >/dev/null || return 1
+  grep -q kDLAcme gen2/include/dlpack.h || return 1
+  "$bin" check --spec my.yaml --out gen2 || return 1
+  printf 'name: x\nversion: {major: -1}\n' > bad.yaml
+  local code=0; "$bin" check --spec bad.yaml --out gen2 2>err.txt || code=$?
+  [[ $code == 2 ]] && grep -q '^bad.yaml:[0-9]*:[0-9]*: ' err.txt || { cat err.txt; return 1; }
+  cd / && rm -rf "$d"
+  echo "dlbind generate/check ran in an empty directory (embedded spec and --spec)"
+}
+check "CLI outside a checkout" cli_checks
+
+# ------------------------------------------------------------------ 5. what the derive compiles
+say "cargo tree -p dlbind-macros (in the downstream build)"
+cd "$WORK/downstream"
+TREE="$(cargo tree -p dlbind-macros -e normal,build --prefix none)"
+echo "$TREE" | sort -u
+if echo "$TREE" | grep -Eq '^(serde_yaml|saphyr|tera|similar|serde|dlbind-codegen) '; then
+  echo "!! dlbind-macros compiles a YAML parser, template engine or diff library"; FAILED+=("macro deps")
+fi
+
+if [[ ${#FAILED[@]} -gt 0 ]]; then
+  echo "downstream FAILED: ${FAILED[*]}"
+  exit 1
+fi
+echo "downstream: all checks passed"
