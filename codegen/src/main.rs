@@ -101,8 +101,10 @@ fn main() -> ExitCode {
     // The project's copies go with the project's own spec and output directory: by default only
     // when neither is overridden (a fixture generated elsewhere must not overwrite them).
     let project = args.project.clone().or_else(|| {
-        (args.spec.is_none() && args.out.is_none() && std::path::Path::new(DEFAULT_PROJECT).exists())
-            .then(|| DEFAULT_PROJECT.to_string())
+        (args.spec.is_none()
+            && args.out.is_none()
+            && std::path::Path::new(DEFAULT_PROJECT).exists())
+        .then(|| DEFAULT_PROJECT.to_string())
     });
     if let Some(p) = &project {
         builder = builder.project(p);

@@ -368,7 +368,10 @@ fn project_copies_are_written_and_checked() {
     );
     let (code, stdout, err) = dlbind(&["check", "--out", out_s, "--project", p_s]);
     assert_eq!(code, 0, "{stdout}{err}");
-    assert!(stdout.contains("15 generated files are up to date"), "{stdout}");
+    assert!(
+        stdout.contains("15 generated files are up to date"),
+        "{stdout}"
+    );
     // A hand edit of a copy is reported with a diff naming the copy.
     std::fs::write(
         dir.join("crate_b/src/types.rs"),
@@ -387,7 +390,10 @@ fn project_copies_are_written_and_checked() {
     std::fs::write(&p, "copies:\n  - {from: rust/nope.rs, to: x.rs}\n").unwrap();
     let (code, _, err) = dlbind(&["generate", "--out", out_s, "--project", p_s]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("rust/nope.rs") && err.contains("rust/types.rs"), "{err}");
+    assert!(
+        err.contains("rust/nope.rs") && err.contains("rust/types.rs"),
+        "{err}"
+    );
     std::fs::write(&p, "copies:\n  - {from: spec, to: ../escape.yaml}\n").unwrap();
     let (code, _, err) = dlbind(&["generate", "--out", out_s, "--project", p_s]);
     assert_eq!(code, 2, "{err}");

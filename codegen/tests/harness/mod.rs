@@ -159,7 +159,8 @@ macro_rules! include_generated {
         fn derive_table_matches_the_spec() {
             let ir = spec_ir();
             assert_eq!(derive_table::DTYPES.len(), ir.dtypes.len());
-            for (&(name, code, bits, lanes, rust), d) in derive_table::DTYPES.iter().zip(&ir.dtypes) {
+            for (&(name, code, bits, lanes, rust), d) in derive_table::DTYPES.iter().zip(&ir.dtypes)
+            {
                 assert_eq!(
                     (name, code, bits, lanes, rust),
                     (d.name.as_str(), d.code, d.bits, d.lanes, d.rust.as_deref())
@@ -167,8 +168,16 @@ macro_rules! include_generated {
             }
             let dl = &ir.protocol.dlpack;
             assert_eq!(derive_table::DLPACK_METHOD, dl.name);
-            assert_eq!(derive_table::DLPACK_DEVICE_METHOD, ir.protocol.dlpack_device.name);
-            let kw = |c: &str| dl.kwargs.iter().find(|k| k.const_name == c).map(|k| k.name.as_str());
+            assert_eq!(
+                derive_table::DLPACK_DEVICE_METHOD,
+                ir.protocol.dlpack_device.name
+            );
+            let kw = |c: &str| {
+                dl.kwargs
+                    .iter()
+                    .find(|k| k.const_name == c)
+                    .map(|k| k.name.as_str())
+            };
             assert_eq!(derive_table::KW_STREAM, kw("KW_STREAM"));
             assert_eq!(derive_table::KW_MAX_VERSION, kw("KW_MAX_VERSION"));
             assert_eq!(derive_table::KW_DL_DEVICE, kw("KW_DL_DEVICE"));
