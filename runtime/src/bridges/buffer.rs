@@ -145,6 +145,10 @@ fn plan(s: &Snapshot, flags: c_int) -> PyResult<Planned> {
 
 /// The body of `__getbuffer__` for a `#[derive(DLPackExport)]` type (see the module docs).
 ///
+/// For a non-frozen class the view's `obj` is a borrow guard, not `slf`: CPython then releases
+/// the view through the guard's type, whose `bf_releasebuffer` is [`releasebuffer`], and never
+/// calls the class's own `__releasebuffer__` for it.
+///
 /// # Safety
 /// `view` is NULL or points to a `Py_buffer` CPython passed to `bf_getbuffer` (the GIL is held).
 pub unsafe fn getbuffer<T>(
