@@ -32,7 +32,9 @@ pub fn expand(model: &Model, spec: &SpecView) -> syn::Result<TokenStream> {
 
 /// `__traverse__` reporting the Python objects the data field holds
 /// (`DataSource::visit_python_refs`: a `dlbind::storage::Buffer` view's owner), so that the
-/// garbage collector can collect a reference cycle through them. Only for a
+/// garbage collector can collect a reference cycle through them. On a non-frozen class PyO3 runs
+/// it under a shared borrow taken without blocking (exports' borrows do not stop it; an object
+/// inside a `&mut self` call is skipped for that collection). Only for a
 /// [`DataSource`](DataKind::Source) data field (slices and ndarray arrays hold no Python
 /// objects), and not with `#[dlpack(custom_traverse)]`, where the type writes its own
 /// `__traverse__` (calling `visit_python_refs` on the data field from it). No `__clear__`: the
@@ -58,10 +60,10 @@ fn gc_traverse(model: &Model) -> TokenStream {
     }
 }
 
-/// `const _: () = assert_pyclass::<T>();`: a clear error when the type is not a `#[pyclass]`,
-/// or is one without `frozen`. Exports keep pointers into the data field after the PyO3 borrow
-/// ends, so a class that hands out `&mut self` (methods, setters) could reallocate that memory
-/// under a live capsule, memoryview or numpy array; a frozen class only gives `&self`.
+/// `const _: () = assert_pyclass::<T>();`: a clear error when the type is not a `#[pyclass]`.
+/// Frozen or not: a frozen class only gives `&self`, and every export of a non-frozen one holds
+/// a shared borrow of the object (`SourceAccess::with_owner`), so no `&mut self` method or setter
+/// can reallocate the data under a live capsule, memoryview or numpy array.
 fn assert_pyclass(model: &Model) -> TokenStream {
     let ident = &model.ident;
     quote_spanned! {ident.span()=>
@@ -183,8 +185,11 @@ fn source_impl(model: &Model) -> TokenStream {
     // SAFETY (of the emitted impl): the pointer is the data field's own (`Vec`/`Box`/`Arc`
     // slice, ndarray array or `DataSource`), shape and strides are the fields the user marked,
     // and every export checks them against the data's length (`dlpack_data_bytes`, where the
-    // storage knows it); `assert_pyclass` requires `#[pyclass(frozen)]`, so no `&mut self`
-    // method can reallocate the data while an export keeps the object alive.
+    // storage knows it). `assert_pyclass` requires a `#[pyclass]`, and the memory stays put
+    // while an export lives: a frozen class has no `&mut self`, and every export of a non-frozen
+    // one (the emitted `__dlpack__`, exchange table, buffer and `__array_interface__`, all
+    // through `SourceAccess::with_owner`) holds a shared borrow of the object, so a `&mut self`
+    // method or setter fails with PyO3's borrow error until the last export is released.
     quote! {
         #[automatically_derived]
         unsafe impl ::dlbind::export::DLPackSource for #ident {
@@ -218,7 +223,8 @@ fn source_impl(model: &Model) -> TokenStream {
 /// * the constructor: `Some` when the type implements `dlbind::exchange::FromManagedTensor`;
 /// * borrowed dims for the non-owning `dltensor_from_py_object_no_sync`: when both the shape
 ///   and strides field types deref to `[i64]` (or are `[i64; N]`). Types without a strides
-///   field, or `#[dlpack(array)]` types, get a NULL entry (the spec allows it).
+///   field, or `#[dlpack(array)]` types, get a NULL entry (the spec allows it), and so do
+///   non-frozen classes (decided by the runtime's table builder: the fill cannot hold a borrow).
 fn exchange_impl(model: &Model) -> TokenStream {
     let ident = &model.ident;
     let probe = quote!(::dlbind::exchange::probe::Probe);

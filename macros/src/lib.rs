@@ -1,4 +1,5 @@
-//! `#[derive(DLPackExport)]`: zero-copy DLPack export for `#[pyclass(frozen)]` array types.
+//! `#[derive(DLPackExport)]`: zero-copy DLPack export for `#[pyclass]` array types (frozen or
+//! not).
 //!
 //! A thin proc-macro crate: `attr` parses `#[dlpack(...)]` with syn, `model` validates the
 //! struct into a small model (against the spec's dtype table, read from the generated table
@@ -36,10 +37,21 @@
 //! collected. A type with Python fields of its own opts out with `#[dlpack(custom_traverse)]`
 //! and calls `visit_python_refs` on its data field from its own `__traverse__`.
 //!
-//! The type must be a `#[pyclass(frozen)]` (a compile error otherwise): exports (capsules,
-//! memoryviews, `__array_interface__` arrays) keep pointers into the data field after the PyO3
-//! borrow ends, and a non-frozen class's `&mut self` methods or setters could reallocate it
-//! under them. Element writes go through interior mutability.
+//! The type must be a `#[pyclass]` (a compile error otherwise). Exports (capsules, memoryviews,
+//! `__array_interface__` arrays, the exchange table's tensors) keep pointers into the data field
+//! for as long as the consumer holds them, so nothing may reallocate it meanwhile:
+//! * `#[pyclass(frozen)]` is the zero-cost path: only `&self` exists, an export keeps the object
+//!   alive and nothing more. Element writes go through interior mutability.
+//! * A plain `#[pyclass]` (with `&mut self` methods and setters) works too: every export holds a
+//!   shared borrow of the object until the consumer releases it (a hidden guard object is the
+//!   export's owner instead of the object), so a `&mut self` call raises PyO3's borrow error
+//!   (`RuntimeError: Already borrowed`) while any export lives and works again afterwards — as
+//!   numpy refuses to `resize` an array that is referenced. A `copy=True` export owns its copy
+//!   and holds no borrow. What cannot hold a borrow is left out for such a class: the exchange
+//!   table's non-owning `dltensor_from_py_object_no_sync` is NULL, and
+//!   `__cuda_array_interface__` / `__sycl_usm_array_interface__` raise AttributeError (their
+//!   consumers keep only the object), so consumers use `__dlpack__`. Each export costs one small
+//!   guard object more than for a frozen class.
 //!
 //! Every export checks the dtype and that the shape and strides stay inside the data field
 //! (`DLPackSource::dlpack_data_bytes`, emitted from the field's length); a type whose
@@ -56,7 +68,8 @@
 //! `to_py_object` entries build the type through `dlbind::exchange::FromManagedTensor` when the
 //! type implements it (detected by autoref specialization, no attribute needed; otherwise they
 //! set a `TypeError`); the non-owning `dltensor_from_py_object_no_sync` entry is present when
-//! the shape and strides fields deref to `[i64]` (or are `[i64; N]`), NULL otherwise.
+//! the class is frozen and its shape and strides fields deref to `[i64]` (or are `[i64; N]`),
+//! NULL otherwise.
 //!
 //! Adding an emitted item (e.g. the buffer-protocol bridges) means one more function in
 //! `expand.rs` fed by the same `model::Model`.
@@ -71,8 +84,8 @@ mod spec;
 mod spec_source;
 
 /// Derives `dlbind::export::DLPackSource` and a `#[pymethods]` block with `__dlpack__` and
-/// `__dlpack_device__` (names and keyword names from the DLPack spec) for a
-/// `#[pyclass(frozen)]` struct. See the crate docs.
+/// `__dlpack_device__` (names and keyword names from the DLPack spec) for a `#[pyclass]` struct
+/// (`frozen` for borrow-free exports). See the crate docs.
 #[proc_macro_derive(DLPackExport, attributes(dlpack))]
 pub fn derive_dlpack_export(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);

@@ -99,32 +99,22 @@ pub mod nd {
     }
 }
 
-/// Implemented by every `#[pyclass(frozen)]`: the derive's compile-time check. A type that is
-/// not a `#[pyclass]` fails here (this message); a `#[pyclass]` without `frozen` fails on
-/// [`AssertFrozen`] (its message).
+/// Implemented by every `#[pyclass]`: the derive's compile-time check. A type that is not a
+/// `#[pyclass]` fails here, with this message. Frozen or not, both work: a
+/// `#[pyclass(frozen)]` is the zero-cost path (an export keeps the object itself alive), and a
+/// plain `#[pyclass]`'s exports each hold a shared borrow of the object
+/// ([`SourceAccess::with_owner`]), so that its `&mut self` methods and setters, which could
+/// reallocate or free the data an export points at, fail with PyO3's borrow error while any
+/// export lives.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` must be a #[pyclass] to derive DLPackExport",
     label = "not a #[pyclass]",
-    note = "add `#[pyclass(frozen)]` above `#[derive(DLPackExport)]`"
+    note = "add `#[pyclass]` above `#[derive(DLPackExport)]` (`#[pyclass(frozen)]` for exports that need no borrow of the object)"
 )]
 pub trait AssertPyClass {}
-impl<T: pyo3::PyClass> AssertPyClass for T where T::Frozen: AssertFrozen<T> {}
+impl<T: pyo3::PyClass> AssertPyClass for T {}
 
-/// Implemented by PyO3's `True` only, so `<T as PyClass>::Frozen: AssertFrozen<T>` holds exactly
-/// for a `#[pyclass(frozen)]` `T`. The derive requires it because exports keep pointers into
-/// the data field after the PyO3 borrow ends: a non-frozen class hands out `&mut self`
-/// (methods, setters), and a `Vec` reassigned or resized there would free memory that a live
-/// capsule, memoryview or numpy array still points at. A frozen class only ever gives `&self`.
-#[diagnostic::on_unimplemented(
-    message = "`{T}` must be a #[pyclass(frozen)] to derive DLPackExport",
-    label = "not a #[pyclass(frozen)]",
-    note = "exports (DLPack capsules, memoryviews, `__array_interface__` arrays) keep pointers into the object's data, which a `&mut self` method or setter could reallocate or free while they live",
-    note = "use `#[pyclass(frozen)]` (only `&self` access), and interior mutability for element writes"
-)]
-pub trait AssertFrozen<T> {}
-impl<T> AssertFrozen<T> for pyo3::pyclass::boolean_struct::True {}
-
-/// Compile-time check used by the derive: `T` must be a `#[pyclass(frozen)]`.
+/// Compile-time check used by the derive: `T` must be a `#[pyclass]`.
 #[inline(always)]
 pub const fn assert_pyclass<T: AssertPyClass>() {}
 

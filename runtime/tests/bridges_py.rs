@@ -679,3 +679,236 @@ fn numpy_header_fast_path_matches_the_capsule() {
         assert_eq!(dlbind::bridges::numpy_fast_imports(), before);
     });
 }
+
+/// A non-frozen array class with a hand-written DLPackSource and the bridges: every bridge
+/// export holds a shared borrow of it.
+#[pyclass]
+struct MutArr {
+    data: Vec<i32>,
+    shape: Vec<usize>,
+    /// Elements; `[-1]` is a reversed 1-d view (element 0 is the last one).
+    strides: Vec<isize>,
+    readonly: bool,
+    device: Device,
+}
+
+// SAFETY: `data` is only changed by `&mut self` methods, which every export's borrow keeps out;
+// shape/strides address elements inside it.
+unsafe impl DLPackSource for MutArr {
+    fn dlpack_data_ptr(&self) -> *mut c_void {
+        if self.strides == [-1] {
+            self.data.as_ptr().wrapping_add(self.data.len() - 1) as *mut c_void
+        } else {
+            self.data.as_ptr() as *mut c_void
+        }
+    }
+    fn dlpack_dtype(&self) -> DLDataType {
+        <i32 as DLPackElement>::DTYPE
+    }
+    fn dlpack_ndim(&self) -> usize {
+        self.shape.len()
+    }
+    fn dlpack_fill_shape(&self, out: &mut [i64]) {
+        dlbind::__private::fill_dims(&self.shape, out)
+    }
+    fn dlpack_fill_strides(&self, out: &mut [i64]) -> bool {
+        dlbind::__private::fill_dims(&self.strides, out);
+        true
+    }
+    fn dlpack_device(&self) -> Device {
+        self.device
+    }
+    fn dlpack_readonly(&self) -> bool {
+        self.readonly
+    }
+    fn dlpack_data_bytes(&self) -> Option<usize> {
+        None
+    }
+}
+
+#[pymethods]
+impl MutArr {
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut pyffi::Py_buffer,
+        flags: std::ffi::c_int,
+    ) -> PyResult<()> {
+        // SAFETY: called by CPython's bf_getbuffer with a valid view.
+        unsafe { dlbind::bridges::getbuffer(&slf, view, flags) }
+    }
+    unsafe fn __releasebuffer__(_slf: Bound<'_, Self>, _view: *mut pyffi::Py_buffer) {
+        // Never called: the views' `obj` is the borrow guard, which releases them.
+        unreachable!("a non-frozen class's buffer views are released by the guard")
+    }
+    #[getter]
+    fn __array_interface__(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        dlbind::bridges::array_interface(slf)
+    }
+    #[getter]
+    fn __cuda_array_interface__(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        dlbind::bridges::cuda_array_interface(slf)
+    }
+    #[getter]
+    fn __sycl_usm_array_interface__(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        dlbind::bridges::sycl_usm_array_interface(slf)
+    }
+    /// Reallocates the data (what every export's borrow keeps out).
+    fn grow(&mut self) {
+        self.data.extend(0..1000);
+        self.data.shrink_to_fit();
+        self.shape = vec![self.data.len()];
+        self.strides = vec![1];
+    }
+}
+
+fn mut_arr(
+    py: Python<'_>,
+    data: Vec<i32>,
+    strides: Vec<isize>,
+    device: Device,
+) -> Bound<'_, MutArr> {
+    let shape = match strides.len() {
+        1 => vec![data.len()],
+        _ => vec![2, data.len() / 2],
+    };
+    let a = MutArr {
+        data,
+        shape,
+        strides,
+        readonly: false,
+        device,
+    };
+    Bound::new(py, a).unwrap()
+}
+
+#[test]
+fn non_frozen_bridges_hold_a_borrow() {
+    let _g = common::serial();
+    Python::attach(|py| {
+        let np = common::numpy(py);
+        let borrows = dlbind::python::live_export_borrows();
+        let g = PyDict::new(py);
+        let held = |a: &Bound<'_, MutArr>| a.try_borrow_mut().is_err();
+
+        // The buffer protocol: the view's `obj` is the guard; released with the view.
+        let a = mut_arr(py, (0..6).collect(), vec![1], Device::CPU);
+        g.set_item("a", &a).unwrap();
+        run(py, "mv = memoryview(a)", &g);
+        assert!(held(&a));
+        assert_eq!(
+            eval(py, "(mv.tolist(), type(mv.obj).__name__)", &g)
+                .extract::<(Vec<i32>, String)>()
+                .unwrap(),
+            ((0..6).collect(), "ExportBorrow".to_owned())
+        );
+        let e = eval(py, "a.grow", &g).call0().unwrap_err();
+        assert!(e.to_string().contains("Already borrowed"), "{e}");
+        run(py, "mv.release()", &g);
+        assert!(!held(&a), "released with the view");
+        assert_eq!(dlbind::python::live_export_borrows(), borrows);
+        run(py, "a.grow()", &g);
+
+        // __array_interface__: `data` is the guard (a byte buffer), `offset` locates element 0.
+        // A reversed view reaches below element 0: the buffer starts at the lowest address.
+        let r = mut_arr(py, (10..14).collect(), vec![-1], Device::CPU);
+        let base = r.borrow().data.as_ptr() as usize;
+        g.set_item("r", &r).unwrap();
+        run(py, "ai = r.__array_interface__", &g);
+        assert!(held(&r), "the dict's guard holds the borrow");
+        assert_eq!(
+            eval(
+                py,
+                "(ai['offset'], ai['strides'], type(ai['data']).__name__)",
+                &g
+            )
+            .extract::<(usize, (i64,), String)>()
+            .unwrap(),
+            (12, (-4,), "ExportBorrow".to_owned())
+        );
+        run(py, "bm = memoryview(ai['data'])", &g);
+        assert_eq!(
+            eval(py, "(bm.nbytes, bm.readonly, bm.format)", &g)
+                .extract::<(usize, bool, String)>()
+                .unwrap(),
+            (16, false, "B".to_owned())
+        );
+        let addr = eval(
+            py,
+            "__import__('ctypes').addressof(__import__('ctypes').c_char.from_buffer(bm))",
+            &g,
+        )
+        .extract::<usize>()
+        .unwrap();
+        assert_eq!(
+            addr, base,
+            "the buffer starts at the lowest address reached"
+        );
+        run(py, "bm.release(); del bm", &g);
+        // dlbind's own consumer reads that form (an object with only the interface).
+        run(
+            py,
+            "class OnlyAI:\n    def __init__(self, d): self.__array_interface__ = d\noai = OnlyAI(ai)\ndel ai",
+            &g,
+        );
+        let t = from_dlpack(&eval(py, "oai", &g), None, None).unwrap();
+        assert_eq!(
+            t.to_contiguous_copy().unwrap().as_slice::<i32>().unwrap(),
+            &[13, 12, 11, 10]
+        );
+        run(py, "del oai", &g);
+        assert!(held(&r), "the import holds the guard");
+        drop(t);
+        assert!(!held(&r), "released with the import");
+        if let Some(np) = &np {
+            g.set_item("np", np).unwrap();
+            run(py, "x = np.asarray(OnlyAI(r.__array_interface__))", &g);
+            assert_eq!(
+                eval(
+                    py,
+                    "(x.tolist(), x.flags.writeable, type(x.base).__name__)",
+                    &g
+                )
+                .extract::<(Vec<i32>, bool, String)>()
+                .unwrap(),
+                (vec![13, 12, 11, 10], true, "ExportBorrow".to_owned())
+            );
+            assert!(held(&r), "numpy keeps the guard as the array's base");
+            run(py, "x[0] = 99", &g);
+            assert_eq!(r.borrow().data[3], 99, "a view, not a copy");
+            run(py, "del x", &g);
+            assert!(!held(&r));
+            // Read-only data: numpy gets a read-only array.
+            r.borrow_mut().readonly = true;
+            run(py, "x = np.asarray(OnlyAI(r.__array_interface__))", &g);
+            assert!(!eval(py, "x.flags.writeable", &g).extract::<bool>().unwrap());
+            run(py, "del x", &g);
+            // 2-d, transposed (Fortran order): strides (1, 2) elements.
+            let f = mut_arr(py, (0..6).collect(), vec![1, 2], Device::CPU);
+            g.set_item("f", &f).unwrap();
+            run(py, "x = np.asarray(OnlyAI(f.__array_interface__))", &g);
+            assert_eq!(
+                eval(py, "x.tolist()", &g)
+                    .extract::<Vec<Vec<i32>>>()
+                    .unwrap(),
+                vec![vec![0, 2, 4], vec![1, 3, 5]]
+            );
+            run(py, "del x", &g);
+            assert!(!held(&f));
+        }
+        assert!(!held(&r));
+
+        // CUDA / SYCL interfaces: not for a non-frozen class (consumers keep only the object).
+        for (device, attr) in [
+            (Device::cuda(0), "__cuda_array_interface__"),
+            (Device::oneapi(0), "__sycl_usm_array_interface__"),
+        ] {
+            let c = mut_arr(py, (0..4).collect(), vec![1], device);
+            let e = c.getattr(attr).unwrap_err();
+            assert!(e.is_instance_of::<PyAttributeError>(py), "{attr}: {e}");
+            assert!(e.to_string().contains("not frozen"), "{attr}: {e}");
+            assert!(!held(&c));
+        }
+        run(py, "del a, r, mv", &g);
+        assert_eq!(dlbind::python::live_export_borrows(), borrows);
+    });
+}

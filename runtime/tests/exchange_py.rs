@@ -995,7 +995,9 @@ fn fastcall_table_import_frees_the_export_when_the_target_refuses_it() {
     });
 }
 
-/// Hand-written, not frozen, i64 dims: its table has a non-owning fill but does not lend.
+/// Hand-written, not frozen, i64 dims: its dims could be borrowed, but its table has no
+/// non-owning fill (a bare DLTensor cannot hold the borrow a non-frozen export needs) and does
+/// not lend.
 #[pyclass]
 struct Unfrozen {
     data: Vec<f32>,
@@ -1169,6 +1171,78 @@ fn a_lending_table_falls_back_to_the_owning_export_when_the_fill_or_the_checks_r
                 ok.cast::<Odd>().unwrap().get().data.as_ptr().cast()
             )
         );
+    });
+}
+
+/// A non-frozen type's table: NULL non-owning fill (a direct call is refused), and an owning
+/// export that holds a shared borrow of the object until its deleter runs.
+#[test]
+fn non_frozen_table_has_no_fill_and_its_exports_hold_a_borrow() {
+    let _g = common::serial();
+    Python::attach(|py| {
+        let base = live_exports();
+        let borrows = dlbind::python::live_export_borrows();
+        let api = exchange_api::<Unfrozen>();
+        assert!(
+            api.dltensor_from_py_object_no_sync.is_none(),
+            "non-frozen: no non-owning fill"
+        );
+        let src = Bound::new(
+            py,
+            Unfrozen {
+                data: vec![1.0, 2.0, 3.0, 4.0],
+                shape: vec![2, 2],
+                strides: vec![2, 1],
+            },
+        )
+        .unwrap();
+        // The fill itself refuses a non-frozen type (for callers that reach it directly).
+        let mut dl = std::mem::MaybeUninit::<DLTensor>::zeroed();
+        assert_eq!(
+            // SAFETY: GIL held, a live object, a writable DLTensor.
+            unsafe {
+                dlbind::exchange::producer::dltensor_from_py_object_no_sync::<Unfrozen>(
+                    src.as_ptr().cast(),
+                    dl.as_mut_ptr(),
+                )
+            },
+            -1
+        );
+        let e = take_err(py);
+        assert!(is_failure(py, &e, FailureKind::UnsupportedLayout), "{e}");
+        assert!(e.to_string().contains("not a frozen class"), "{e}");
+
+        // The owning export: the borrow lasts until the deleter runs.
+        let from_py = api.managed_tensor_from_py_object_no_sync.unwrap();
+        let mut out: *mut DLManagedTensorVersioned = ptr::null_mut();
+        // SAFETY: GIL held, live object, valid out pointer.
+        assert_eq!(unsafe { from_py(src.as_ptr().cast(), &mut out) }, 0);
+        assert!(src.try_borrow_mut().is_err(), "borrowed by the export");
+        assert!(src.try_borrow().is_ok(), "shared borrows stay possible");
+        assert_eq!(dlbind::python::live_export_borrows(), borrows + 1);
+        // SAFETY: we own `out`.
+        let t =
+            unsafe { ImportedTensor::from_managed_versioned(NonNull::new(out).unwrap()) }.unwrap();
+        assert_eq!(t.as_slice::<f32>().unwrap(), &[1.0, 2.0, 3.0, 4.0]);
+        assert_eq!(t.data_ptr().cast_const(), src.borrow().data.as_ptr().cast());
+        drop(t);
+        assert!(src.try_borrow_mut().is_ok(), "released by the deleter");
+        assert_eq!(
+            (live_exports(), dlbind::python::live_export_borrows()),
+            (base, borrows)
+        );
+
+        // A mutably borrowed object (a `&mut self` call in progress) is not exported.
+        let guard = src.try_borrow_mut().unwrap();
+        // SAFETY: as above.
+        assert_eq!(unsafe { from_py(src.as_ptr().cast(), &mut out) }, -1);
+        let e = take_err(py);
+        assert!(
+            e.is_instance_of::<dlbind::pyo3::exceptions::PyRuntimeError>(py),
+            "{e}"
+        );
+        drop(guard);
+        assert_eq!(live_exports(), base);
     });
 }
 

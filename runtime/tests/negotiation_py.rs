@@ -76,9 +76,9 @@ impl Arr {
     }
 }
 
-/// A non-frozen class (try_borrow path) with a hand-written DLPackSource: the derive requires
-/// `#[pyclass(frozen)]`, but `dlpack_method` still serves non-frozen classes. It has no
-/// `&mut self` method, so `data` is never reallocated under a live export.
+/// A non-frozen class with a hand-written DLPackSource: `dlpack_method` serves it through
+/// `SourceAccess::with_owner`, so each export holds a shared borrow of the object (a `&mut self`
+/// method would fail with PyO3's borrow error while one lives).
 #[pyclass]
 struct MutArr {
     data: Vec<i32>,
@@ -505,7 +505,42 @@ fn from_dlpack_round_trip_and_errors() {
         let t = from_dlpack(&m, None, None).unwrap();
         assert_eq!(t.as_slice::<i32>().unwrap(), &[7, 8, 9]);
         assert!(t.as_slice::<f32>().is_err());
+        // The import holds a shared borrow (through the export's guard): no `&mut` access.
+        let mc = m.cast::<MutArr>().unwrap();
+        assert!(mc.try_borrow().is_ok(), "shared borrows stay possible");
+        assert!(
+            mc.try_borrow_mut().is_err(),
+            "borrowed while the import lives"
+        );
         drop(t);
+        assert!(mc.try_borrow_mut().is_ok(), "released with the import");
+        // An unconsumed capsule holds it too, until it is dropped; a host copy holds none.
+        for (kwargs, holds) in [
+            ("{}", true),
+            ("{'max_version': (1, 3)}", true),
+            ("{'max_version': (1, 3), 'copy': True}", false),
+        ] {
+            let borrows = dlbind::python::live_export_borrows();
+            let cap = call_dlpack(&m, kwargs).unwrap();
+            assert_eq!(mc.try_borrow_mut().is_err(), holds, "{kwargs}");
+            assert_eq!(
+                dlbind::python::live_export_borrows(),
+                borrows + usize::from(holds),
+                "{kwargs}"
+            );
+            drop(cap);
+            assert!(mc.try_borrow_mut().is_ok(), "{kwargs}: released");
+            assert_eq!(dlbind::python::live_export_borrows(), borrows, "{kwargs}");
+        }
+        // While mutably borrowed (a `&mut self` call in progress), exports fail with PyO3's
+        // borrow error instead of reading the data.
+        let guard = mc.try_borrow_mut().unwrap();
+        let e = call_dlpack(&m, "{}").unwrap_err();
+        assert!(
+            e.is_instance_of::<dlbind::pyo3::exceptions::PyRuntimeError>(py),
+            "{e}"
+        );
+        drop(guard);
         assert_eq!(live_exports(), base);
     });
 }

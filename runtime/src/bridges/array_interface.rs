@@ -3,6 +3,14 @@
 //! `{"shape": (..), "typestr": "<f4", "data": (ptr, readonly), "strides": None | (bytes..),
 //! "version": 3}`; `strides` is `None` when the data is C-contiguous. The consumer (numpy)
 //! keeps the exporting object alive as the array's base.
+//!
+//! A non-frozen class's export must hold a shared borrow of the object for as long as the array
+//! lives, and numpy keeps only the object for a pointer tuple. So for such a class `data` is the
+//! other form the interface allows, an object exposing the buffer protocol: a borrow guard (see
+//! [`SourceAccess::with_owner`]) whose `PyBUF_SIMPLE` buffer covers the bytes the array reaches,
+//! from the lowest address on, with `offset` the byte offset of element 0 in it (negative
+//! strides reach below element 0). numpy keeps that guard as the array's base, so the borrow
+//! lasts as long as the array; dlbind's own consumer reads that form too.
 
 use pyo3::PyClass;
 use pyo3::prelude::*;
@@ -12,7 +20,7 @@ use super::typestr::typestr_of;
 use super::{Snapshot, not_applicable, snapshot};
 use crate::dtype_table::itemsize;
 use crate::export::DLPackSource;
-use crate::python::SourceAccess;
+use crate::python::{SourceAccess, Window};
 
 const ATTR: &str = "__array_interface__";
 
@@ -52,14 +60,65 @@ where
     T: PyClass + DLPackSource,
     T::Frozen: SourceAccess<T>,
 {
+    if !<T::Frozen as SourceAccess<T>>::FROZEN {
+        return borrowing_array_interface(slf);
+    }
     let s = snapshot(slf)?;
+    host_only(&s)?;
+    Ok(v3_dict(slf.py(), &s, ATTR)?.into_any().unbind())
+}
+
+/// AttributeError unless the host can read the data.
+fn host_only(s: &Snapshot) -> PyResult<()> {
     if !s.device.is_host_accessible() {
         return Err(not_applicable(
             ATTR,
             format_args!("the data is on device {}, not host memory", s.device),
         ));
     }
-    Ok(v3_dict(slf.py(), &s, ATTR)?.into_any().unbind())
+    Ok(())
+}
+
+/// [`array_interface`](fn@array_interface) of a non-frozen class: `data` is a borrow guard
+/// exposing the bytes the array reaches, plus `offset` (see the module docs).
+#[inline(never)]
+fn borrowing_array_interface<T>(slf: &Bound<'_, T>) -> PyResult<Py<PyAny>>
+where
+    T: PyClass + DLPackSource,
+{
+    let r = slf.try_borrow()?;
+    let s = Snapshot::of(&*r)?;
+    host_only(&s)?;
+    let py = slf.py();
+    let d = v3_dict(py, &s, ATTR)?;
+    // `v3_dict` refused sub-byte dtypes.
+    let item = itemsize(s.dtype).ok_or_else(|| not_applicable(ATTR, "sub-byte dtype"))?;
+    let (below, len) = reach(&s.shape, &s.strides, item)
+        .ok_or_else(|| not_applicable(ATTR, "the shape and strides overflow"))?;
+    let window = Window {
+        base: (s.data as usize).wrapping_sub(below),
+        len,
+        readonly: s.readonly,
+    };
+    let guard = crate::python::hold_borrow(r, Some(window))?;
+    d.set_item("data", guard)?;
+    d.set_item("offset", below)?;
+    Ok(d.into_any().unbind())
+}
+
+/// The bytes an array reaches: how far below element 0 it starts and how many bytes it spans
+/// from there (`(0, 0)` when empty). `None` on overflow.
+fn reach(shape: &[i64], strides: &[i64], item: usize) -> Option<(usize, usize)> {
+    if shape.contains(&0) {
+        return Some((0, 0));
+    }
+    let item = i128::try_from(item).ok()?;
+    let (mut lo, mut hi) = (0i128, item);
+    for (&n, &st) in shape.iter().zip(strides) {
+        let span = (i128::from(n) - 1) * i128::from(st) * item;
+        if span < 0 { lo += span } else { hi += span }
+    }
+    Some((usize::try_from(-lo).ok()?, usize::try_from(hi - lo).ok()?))
 }
 
 /// The version-3 dict shared by `__array_interface__` and `__cuda_array_interface__`:

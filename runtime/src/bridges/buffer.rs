@@ -7,8 +7,10 @@
 //! `"B"`; `itemsize` is always the true element size). Shape and strides (in bytes) and the
 //! NUL-terminated format live in one heap block stored in `view.internal`, freed by
 //! [`releasebuffer`]. `view.obj` holds a strong reference to the exporter, so the data outlives
-//! every view (CPython drops it in `PyBuffer_Release`). Negative strides are allowed (`buf`
-//! points at element 0, as PEP 3118 specifies).
+//! every view (CPython drops it in `PyBuffer_Release`); for a non-frozen class `view.obj` is a
+//! borrow guard instead (see [`SourceAccess::with_owner`]), which holds the object and a shared
+//! borrow of it until the view is released, and whose `bf_releasebuffer` frees the block.
+//! Negative strides are allowed (`buf` points at element 0, as PEP 3118 specifies).
 
 use std::ffi::{CString, c_int, c_void};
 use std::ptr;
@@ -17,8 +19,8 @@ use pyo3::PyClass;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
+use super::Snapshot;
 use super::typestr::buffer_format_of;
-use super::{Snapshot, snapshot};
 use crate::copy::is_c_contiguous;
 use crate::dtype_table::{describe, itemsize};
 use crate::error::DlpackError;
@@ -143,6 +145,10 @@ fn plan(s: &Snapshot, flags: c_int) -> PyResult<Planned> {
 
 /// The body of `__getbuffer__` for a `#[derive(DLPackExport)]` type (see the module docs).
 ///
+/// For a non-frozen class the view's `obj` is a borrow guard, not `slf`: CPython then releases
+/// the view through the guard's type, whose `bf_releasebuffer` is [`releasebuffer`], and never
+/// calls the class's own `__releasebuffer__` for it.
+///
 /// # Safety
 /// `view` is NULL or points to a `Py_buffer` CPython passed to `bf_getbuffer` (the GIL is held).
 pub unsafe fn getbuffer<T>(
@@ -159,7 +165,12 @@ where
             "getbuffer: view is NULL",
         ));
     }
-    let s = snapshot(slf)?;
+    // The view's `obj`: the object itself when frozen, else a borrow guard (whose type's
+    // `bf_releasebuffer` frees `view.internal` like [`releasebuffer`]), so that the view holds
+    // a shared borrow of the object until it is released.
+    let (s, owner) = <T::Frozen as SourceAccess<T>>::with_owner(slf, |owner, src| {
+        Snapshot::of(src).map(|s| (s, owner.clone()))
+    })??;
     let Planned {
         meta,
         itemsize,
@@ -174,7 +185,7 @@ where
         let v = &mut *view;
         let m = &mut *meta;
         v.buf = s.data;
-        v.obj = slf.clone().into_any().into_ptr();
+        v.obj = owner.into_ptr();
         v.len = len as ffi::Py_ssize_t;
         v.itemsize = itemsize as ffi::Py_ssize_t;
         v.readonly = c_int::from(s.readonly);

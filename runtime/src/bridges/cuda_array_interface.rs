@@ -9,6 +9,10 @@
 //! ([`crate::gpu::device_default_stream`], as the export planner does), so it reports `1` too: a view imported for that stream, or a host-to-device
 //! copy queued there, may still be in flight. Managed memory with no stream reports `None`,
 //! which CAI v3 defines as "no synchronization needed".
+//!
+//! Not for a non-frozen class (AttributeError, so consumers fall back to `__dlpack__`): CAI
+//! consumers keep only the object, and `data` must be a pointer tuple, so nothing could hold
+//! the borrow that keeps a `&mut self` method from freeing the memory under the view.
 
 use pyo3::PyClass;
 use pyo3::prelude::*;
@@ -38,6 +42,9 @@ where
             ATTR,
             format_args!("the data is on device {}, not CUDA memory", s.device),
         ));
+    }
+    if !<T::Frozen as SourceAccess<T>>::FROZEN {
+        return Err(not_applicable(ATTR, super::NOT_FROZEN));
     }
     let py = slf.py();
     let d = v3_dict(py, &s, ATTR)?;

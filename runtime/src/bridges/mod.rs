@@ -8,6 +8,12 @@
 //!   `kDLCUDAManaged` data.
 //! * [`sycl_usm_array_interface`]: `__sycl_usm_array_interface__` version 1 for `kDLOneAPI` data.
 //!
+//! For a non-frozen class every bridge export holds a shared borrow of the object while it lives
+//! (see [`SourceAccess::with_owner`]): the buffer protocol through the view's `obj`,
+//! `__array_interface__` through its `data` entry (a buffer-exporting guard numpy keeps as the
+//! array's base). The CUDA and SYCL interfaces cannot (their consumers keep only the object) and
+//! are not available for such a class.
+//!
 //! Each raises the generated `NoProtocol` failure (AttributeError) where it does not apply, so
 //! `hasattr(x, "__array_interface__")` is `False` and consumers fall through to the next
 //! protocol; the buffer protocol raises BufferError (what `memoryview` expects).
@@ -104,6 +110,11 @@ where
         Snapshot::of(src)
     })??)
 }
+
+/// Why the pointer-tuple interfaces (`__cuda_array_interface__`, `__sycl_usm_array_interface__`)
+/// do not apply to a non-frozen class.
+pub(crate) const NOT_FROZEN: &str = "the class is not frozen, and this interface's consumers keep only the object, not a borrow of it \
+     (a `&mut self` method could free the memory under them); use __dlpack__";
 
 /// The `NoProtocol` failure (AttributeError) for an interface attribute that does not apply.
 pub(crate) fn not_applicable(attr: &str, why: impl std::fmt::Display) -> PyErr {

@@ -6,6 +6,9 @@
 //! only knows a oneAPI device ordinal, not the SYCL context the allocation is bound to, and
 //! dlbind has no SYCL runtime to name one; a filter-selector string guessed from the ordinal
 //! could name the wrong context. Consumers that need the context must get it from the producer.
+//!
+//! Not for a non-frozen class (AttributeError): as for `__cuda_array_interface__`, consumers keep
+//! only the object and `data` is a pointer tuple, so no export could hold the object's borrow.
 
 use pyo3::PyClass;
 use pyo3::prelude::*;
@@ -33,6 +36,9 @@ where
             ATTR,
             format_args!("the data is on device {}, not oneAPI USM memory", s.device),
         ));
+    }
+    if !<T::Frozen as SourceAccess<T>>::FROZEN {
+        return Err(not_applicable(ATTR, super::NOT_FROZEN));
     }
     let ts = typestr_of(s.dtype).map_err(|e| not_applicable(ATTR, e.message()))?;
     let py = slf.py();

@@ -24,9 +24,13 @@
 //! goes through [`FromManagedTensor`]. The derive finds out whether a type implements it with
 //! *autoref specialization* ([`probe`]): no attribute is needed; implement the trait and the
 //! table's allocator / `to_py_object` build your type, otherwise they set a clear `TypeError`.
-//! The non-owning `dltensor_from_py_object_no_sync` is provided when the type's shape and
-//! strides fields can be borrowed as `&[i64]` (e.g. `Vec<i64>`, `Box<[i64]>`, `[i64; N]`, any
-//! `Deref<Target = [i64]>`); otherwise the entry is NULL (the spec allows it).
+//! The non-owning `dltensor_from_py_object_no_sync` is provided when the type is a
+//! `#[pyclass(frozen)]` whose shape and strides fields can be borrowed as `&[i64]` (e.g.
+//! `Vec<i64>`, `Box<[i64]>`, `[i64; N]`, any `Deref<Target = [i64]>`); otherwise the entry is
+//! NULL (the spec allows it). A non-frozen class's exports must hold a shared borrow of the
+//! object for as long as they live ([`crate::python::SourceAccess::with_owner`]), which a bare
+//! `DLTensor` filled into the caller's memory cannot: its consumers use the owning export, whose
+//! manager keeps the borrow guard.
 //!
 //! ## Tables that lend
 //!
@@ -92,7 +96,9 @@ pub trait FromManagedTensor: Sized {
     /// strides, dtype and device, read-only when `source` is, `source`'s memory kept alive —
     /// built directly, without the managed-tensor round trip (allocation of a manager, copies of
     /// shape and strides, deleter). Used by [`crate::python::from_dlpack_fastcall`] when the
-    /// argument's type is exactly `Self`. `None` (the default): go through the table.
+    /// argument's type is exactly `Self` and `Self` is a `#[pyclass(frozen)]` (never called for
+    /// a non-frozen type: its views must hold a borrow of `source`, which the table's owning
+    /// export does). `None` (the default): go through the table.
     #[inline]
     fn share_from(source: &Bound<'_, Self>) -> Option<PyResult<Self>>
     where
@@ -220,7 +226,11 @@ where
         managed_tensor_to_py_object_no_sync: Some(
             producer::managed_tensor_to_py_object_no_sync::<T>,
         ),
-        dltensor_from_py_object_no_sync: if T::exchange_dims_supported() {
+        // NULL for a non-frozen type: a bare DLTensor cannot hold the borrow its exports need
+        // (see the module docs).
+        dltensor_from_py_object_no_sync: if T::exchange_dims_supported()
+            && <T::Frozen as SourceAccess<T>>::FROZEN
+        {
             Some(producer::dltensor_from_py_object_no_sync::<T>)
         } else {
             None
@@ -228,7 +238,8 @@ where
         current_work_stream: Some(producer::current_work_stream),
     }));
     // A frozen type's non-owning fill describes memory that stays as it is while the object is
-    // alive, exactly what the owning export's strong reference guarantees (see [`lends`]).
+    // alive, exactly what the owning export's strong reference guarantees (see [`lends`]). A
+    // non-frozen type has no fill (above) and never lends.
     let lends = T::exchange_dims_supported() && <T::Frozen as SourceAccess<T>>::FROZEN;
     tables.push((
         id,

@@ -83,8 +83,10 @@ unsafe fn as_source<'a, 'py, T: PyClass>(
 }
 
 /// `managed_tensor_from_py_object_no_sync`: owning export of `py_object` (a new
-/// `DLManagedTensorVersioned` holding a strong reference to it; no copy, no sync). Read-only
-/// sources get `READ_ONLY`. BufferError (the spec's mapping) when it cannot be described.
+/// `DLManagedTensorVersioned` holding a strong reference to it, or for a non-frozen class to a
+/// guard holding a shared borrow of it, see [`SourceAccess::with_owner`]; no copy, no sync).
+/// Read-only sources get `READ_ONLY`. BufferError (the spec's mapping) when it cannot be
+/// described.
 ///
 /// # Safety
 /// DLPack contract: GIL held; `py_object` is a live object; `out` is writable.
@@ -104,8 +106,10 @@ where
                 return Err(bad_value(format!("{WHAT}: out is NULL")));
             }
             let slf = as_source::<T>(py, py_object, WHAT)?;
-            let m = <T::Frozen as SourceAccess<T>>::with(&slf, |src| {
-                export_versioned_managed(slf.as_any(), src, &OWNING_REQUEST)
+            // A frozen object is its own owner; a non-frozen one is kept borrowed by a guard
+            // the tensor's manager holds until the consumer calls the deleter.
+            let m = <T::Frozen as SourceAccess<T>>::with_owner(&slf, |owner, src| {
+                export_versioned_managed(owner, src, &OWNING_REQUEST)
             })??;
             *out = m.as_ptr();
             Ok(())
@@ -116,6 +120,9 @@ where
 /// `dltensor_from_py_object_no_sync`: non-owning fill of the caller's `DLTensor`. Shape and
 /// strides point into the object (borrowed `&[i64]` fields), so nothing is allocated; valid
 /// while the object is alive and unmodified (the caller uses it before control returns).
+/// Frozen classes only: a non-frozen class's table has NULL here ([`super::exchange_api`]), and
+/// a direct call for one is refused (BufferError), since the fill cannot hold the borrow that
+/// keeps a `&mut self` method from reallocating the data under the caller.
 ///
 /// # Safety
 /// DLPack contract: GIL held; `py_object` is a live object; `out` is writable.
@@ -133,6 +140,16 @@ where
         with_gil_held(WHAT, |py| {
             if out.is_null() {
                 return Err(bad_value(format!("{WHAT}: out is NULL")));
+            }
+            if !<T::Frozen as SourceAccess<T>>::FROZEN {
+                return Err(DlpackError::new(
+                    FailureKind::UnsupportedLayout,
+                    format!(
+                        "{WHAT}: '{}' is not a frozen class, so its data cannot be lent without a borrow; use managed_tensor_from_py_object_no_sync",
+                        <T as PyClass>::NAME
+                    ),
+                )
+                .into());
             }
             let slf = as_source::<T>(py, py_object, WHAT)?;
             // The fields are written straight into `out`: a `DLTensor` returned through the
@@ -340,8 +357,8 @@ where
                 let res = (|| -> PyResult<NonNull<DLManagedTensorVersioned>> {
                     let obj = ctor(py, imported)?;
                     let slf = obj.cast::<T>().map_err(PyErr::from)?;
-                    let m = <T::Frozen as SourceAccess<T>>::with(slf, |src| {
-                        export_versioned_managed(slf.as_any(), src, &OWNING_REQUEST)
+                    let m = <T::Frozen as SourceAccess<T>>::with_owner(slf, |owner, src| {
+                        export_versioned_managed(owner, src, &OWNING_REQUEST)
                     })??;
                     Ok(m)
                 })();

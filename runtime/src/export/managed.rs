@@ -703,7 +703,10 @@ fn run_device_plan<S: DLPackSource + ?Sized>(
 
 /// Negotiates `req` for `src` and returns the capsule (`"dltensor"` or
 /// `"dltensor_versioned"`). `owner` is the Python object that keeps `src`'s memory alive; the
-/// capsule's tensor holds a strong reference to it (none when the data was copied).
+/// capsule's tensor holds a strong reference to it (none when the data was copied on the host).
+/// For a `#[pyclass]`, pass what [`SourceAccess::with_owner`](crate::python::SourceAccess::with_owner)
+/// gives: the object when it is frozen, else a guard holding a shared borrow of it (so a
+/// `&mut self` method cannot reallocate the data while the tensor lives).
 #[inline]
 pub fn export_to_capsule<S: DLPackSource + ?Sized>(
     owner: &Bound<'_, PyAny>,

@@ -23,9 +23,15 @@ use crate::ffi::DLDataType;
 /// # Safety
 /// While the value is alive and not mutated, `dlpack_data_ptr()` must point to element 0 of
 /// memory that holds every element addressed by the shape and strides filled in (element
-/// strides, any sign) at the dtype's width, on `dlpack_device()`. An exported capsule keeps the
-/// Python object that owns `self` alive; the implementor must not free or move that memory
-/// while exports exist (e.g. by reallocating a `Vec` from a `&mut self` method).
+/// strides, any sign) at the dtype's width, on `dlpack_device()`. An export keeps the Python
+/// object that owns `self` alive; the implementor must not free or move that memory while
+/// exports exist. For a `#[pyclass]`, dlbind's entry points (`__dlpack__`, the exchange table,
+/// the bridges) see to `&mut self`: a frozen class has none, and every export of a non-frozen
+/// one holds a shared borrow of the object
+/// ([`SourceAccess::with_owner`](crate::python::SourceAccess::with_owner)), so a `&mut self`
+/// method or setter fails with PyO3's borrow error while an export lives. What remains is
+/// mutation through `&self` (interior mutability), which must not move or free the memory, and
+/// hand-written exports ([`export_to_capsule`] and friends), which must pass such an owner.
 /// `dlpack_fill_shape` / `dlpack_fill_strides` must write exactly `dlpack_ndim()` values.
 pub unsafe trait DLPackSource {
     /// Address of element 0 (any byte offset already folded in).

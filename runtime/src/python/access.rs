@@ -1,22 +1,41 @@
 //! Borrowing the Rust value behind a pyclass: `get()` for frozen classes (no borrow flag),
-//! `try_borrow()` otherwise, selected at compile time through `PyClass::Frozen`.
+//! `try_borrow()` otherwise, selected at compile time through `PyClass::Frozen`; and the owner
+//! an export keeps alive ([`SourceAccess::with_owner`]): the object itself for a frozen class, a
+//! borrow guard ([`super::borrow`]) for a non-frozen one.
+
+use std::any::TypeId;
 
 use pyo3::PyClass;
 use pyo3::prelude::*;
 use pyo3::pyclass::boolean_struct::{False, True};
 
-/// How to reach `&T` from `&Bound<T>`: implemented for PyO3's `True` (frozen classes, via
-/// `Bound::get`) and `False` (via `Bound::try_borrow`). Every `#[pyclass]` satisfies
-/// `T::Frozen: SourceAccess<T>`. `#[derive(DLPackExport)]` requires `frozen`; the `False` impl
-/// serves hand-written `DLPackSource` impls on non-frozen classes, whose safety contract
-/// forbids reallocating the data from `&mut self` while exports exist (the borrow is released
-/// once the export is built).
+/// How to reach `&T` from `&Bound<T>`, and what an export of it keeps alive: implemented for
+/// PyO3's `True` (frozen classes, via `Bound::get`) and `False` (via `Bound::try_borrow`).
+/// Every `#[pyclass]` satisfies `T::Frozen: SourceAccess<T>` (a frozen one must be `Sync`, as
+/// PyO3 requires for `Bound::get`). `#[derive(DLPackExport)]` and every runtime entry point
+/// (`__dlpack__`, the exchange table, the bridges) dispatch through it, so a hand-written
+/// [`DLPackSource`](crate::export::DLPackSource) impl on a non-frozen class gets the same
+/// borrow-holding exports as a derived one.
 pub trait SourceAccess<T: PyClass> {
     /// Whether the class is frozen (no `&mut self` access once created: what `T` lends stays
     /// as it is while the object is alive).
     const FROZEN: bool;
-    /// Runs `f` with a shared reference to the value.
+    /// Runs `f` with a shared reference to the value (a borrow that ends when `f` returns).
     fn with<R>(slf: &Bound<'_, T>, f: impl FnOnce(&T) -> R) -> PyResult<R>;
+    /// Runs `f` with the *owner* an export of `slf` must keep alive for as long as a consumer
+    /// holds the export, and a shared reference to the value:
+    /// * frozen: `slf` itself (the zero-cost path: exactly `f(slf, slf.get())`);
+    /// * not frozen: a new borrow guard, a hidden Python object holding a shared borrow of
+    ///   `slf` (and a strong reference to it) until its last reference goes, so that
+    ///   `&mut self` methods and setters fail with PyO3's borrow error (`RuntimeError: Already
+    ///   borrowed`) while any export that keeps the owner lives (see `python::borrow`).
+    ///
+    /// An export that keeps no owner (a finished host copy) drops the guard, and so the borrow,
+    /// when `f` returns. Fails with PyO3's borrow error when `slf` is mutably borrowed.
+    fn with_owner<'py, R>(
+        slf: &Bound<'py, T>,
+        f: impl FnOnce(&Bound<'py, PyAny>, &T) -> R,
+    ) -> PyResult<R>;
 }
 
 impl<T: PyClass<Frozen = True> + Sync> SourceAccess<T> for True {
@@ -24,6 +43,13 @@ impl<T: PyClass<Frozen = True> + Sync> SourceAccess<T> for True {
     #[inline(always)]
     fn with<R>(slf: &Bound<'_, T>, f: impl FnOnce(&T) -> R) -> PyResult<R> {
         Ok(f(slf.get()))
+    }
+    #[inline(always)]
+    fn with_owner<'py, R>(
+        slf: &Bound<'py, T>,
+        f: impl FnOnce(&Bound<'py, PyAny>, &T) -> R,
+    ) -> PyResult<R> {
+        Ok(f(slf.as_any(), slf.get()))
     }
 }
 
@@ -34,4 +60,23 @@ impl<T: PyClass<Frozen = False>> SourceAccess<T> for False {
         let r = slf.try_borrow()?;
         Ok(f(&r))
     }
+    #[inline]
+    fn with_owner<'py, R>(
+        slf: &Bound<'py, T>,
+        f: impl FnOnce(&Bound<'py, PyAny>, &T) -> R,
+    ) -> PyResult<R> {
+        // Two shared borrows: one moves into the guard (it lasts as long as the exports that
+        // keep the guard), one serves `f` and ends with this call. The second cannot fail once
+        // the first succeeded (no mutable borrow can start in between).
+        let r = slf.try_borrow()?;
+        let guard = super::borrow::hold(slf.try_borrow()?, None)?;
+        Ok(f(&guard, &r))
+    }
+}
+
+/// Whether `T` is a `#[pyclass(frozen)]`, for code whose bounds do not name [`SourceAccess`]
+/// (a constant once monomorphised: the comparison folds away).
+#[inline(always)]
+pub(crate) fn is_frozen<T: PyClass>() -> bool {
+    TypeId::of::<T::Frozen>() == TypeId::of::<True>()
 }

@@ -8,7 +8,8 @@
 //!
 //! | module | holds |
 //! |---|---|
-//! | `access` | [`SourceAccess`]: `&T` from a frozen or non-frozen pyclass |
+//! | `access` | [`SourceAccess`]: `&T` from a frozen or non-frozen pyclass, and the owner an export keeps |
+//! | `borrow` | the borrow guard a non-frozen pyclass's exports keep ([`live_export_borrows`]) |
 //! | `args` | argument parsing for `__dlpack__` and `from_dlpack` |
 //! | `names` | interned names and the `max_version` tuple |
 //! | `producer` | `__dlpack__` / `__dlpack_device__` bodies and the fastcall `__dlpack__` |
@@ -18,6 +19,7 @@
 
 mod access;
 mod args;
+mod borrow;
 mod boundary;
 mod consumer;
 mod names;
@@ -26,6 +28,8 @@ mod typed_import;
 
 pub use access::SourceAccess;
 pub use args::{parse_copy_arg, parse_device_arg, parse_export_request};
+pub use borrow::live_export_borrows;
+pub(crate) use borrow::{Window, hold as hold_borrow};
 pub(crate) use boundary::{at_c_boundary, this_thread_holds_gil};
 pub(crate) use consumer::getattr_optional;
 pub use consumer::{from_dlpack, from_dlpack_py};

@@ -18,7 +18,9 @@ use super::names::names;
 
 /// The body of `__dlpack__(self, /, *, stream=None, max_version=None, dl_device=None, copy=None)`.
 ///
-/// Works for frozen classes (borrow-free `get()`) and non-frozen ones (`try_borrow()`).
+/// Works for frozen classes (borrow-free `get()`; the capsule keeps `slf` alive) and non-frozen
+/// ones (the capsule keeps a borrow guard alive instead, holding a shared borrow of `slf` until
+/// the consumer releases the tensor: see [`SourceAccess::with_owner`]).
 #[inline]
 pub fn dlpack_method<T>(
     slf: &Bound<'_, T>,
@@ -32,7 +34,9 @@ where
     T::Frozen: SourceAccess<T>,
 {
     let req = parse_export_request(stream, max_version, dl_device, copy)?;
-    <T::Frozen as SourceAccess<T>>::with(slf, |src| export_to_capsule(slf.as_any(), src, &req))?
+    <T::Frozen as SourceAccess<T>>::with_owner(slf, |owner, src| {
+        export_to_capsule(owner, src, &req)
+    })?
 }
 
 /// The body of `__dlpack_device__(self)`: `(device_type, device_id)`.

@@ -15,14 +15,16 @@ use crate::exchange::FromManagedTensor;
 use crate::import::ImportedTensor;
 use crate::protocol;
 
+use super::access::is_frozen;
 use super::args::parse_from_dlpack_args;
 use super::boundary::{at_c_boundary, leaked_fastcall_def, set_type_dict_item};
 use super::consumer::{from_dlpack, from_dlpack_after_fast_paths};
 
 /// Imports `x` as a new `T` object (a new reference), trying in order (the order of
 /// [`from_dlpack`], with `T` built directly where it can be):
-/// 1. [`FromManagedTensor::share_from`] when `x` is exactly a `T` (what `T`'s own exchange table
-///    would give, without the managed-tensor round trip);
+/// 1. [`FromManagedTensor::share_from`] when `x` is exactly a `T` and `T` is a
+///    `#[pyclass(frozen)]` (what `T`'s own exchange table would give, without the managed-tensor
+///    round trip; a non-frozen `T` takes its table's owning export, which holds a borrow of `x`);
 /// 2. an exact `numpy.ndarray`'s header view ([`FromManagedTensor::from_python_view`]);
 /// 3. `type(x)`'s C exchange table when neither `device` nor `copy=True` is asked for
 ///    ([`crate::exchange::import_via_exchange_api_with`], `T` built in place);
@@ -41,7 +43,9 @@ where
     // Every step returns the bare pointer (NULL with the exception set): a `PyResult` passed
     // back through memory is copied whole, with wide loads that stall on the narrow stores that
     // just wrote (parts of) it.
-    if device.is_none() && copy != Some(true) {
+    // Frozen types only (a constant): a view of a non-frozen object must hold a borrow of it,
+    // which the owning export of `T`'s table (step 3) does and `share_from` cannot promise.
+    if is_frozen::<T>() && device.is_none() && copy != Some(true) {
         // SAFETY: reading the type of a live object.
         if unsafe { ffi::Py_TYPE(x.as_ptr()) } == T::type_object_raw(py)
             && crate::exchange::same_type_views_enabled()

@@ -5,5 +5,6 @@
 fn ui() {
     let t = trybuild::TestCases::new();
     t.pass("cases/pass.rs");
+    t.pass("cases/pass_not_frozen.rs");
     t.compile_fail("cases/fail_*.rs");
 }
