@@ -40,8 +40,10 @@ mkdir -p "$WORK"
 rm -rf "$WORK/downstream"
 cp -r "$ROOT/examples/downstream" "$WORK/downstream"
 rm -rf "$WORK/downstream/packaged" && mkdir -p "$WORK/downstream/packaged"
-for c in dlbind dlbind-macros dlbind-codegen; do
-  tar xzf "$MAIN_TARGET/package/$c-0.1.0.crate" -C "$WORK/downstream/packaged"
+for c in dlbind dlbind-macros; do
+  # -m: extraction time as mtime (the .crate stores fixed mtimes, which cargo's fingerprint of a
+  # path dependency would take for "unchanged" against an earlier build in $WORK/target).
+  tar xzmf "$MAIN_TARGET/package/$c-0.1.0.crate" -C "$WORK/downstream/packaged"
 done
 cd "$WORK/downstream"
 # The user's build: no workspace config, no RUSTFLAGS, its own target directory.
@@ -66,13 +68,16 @@ fi
 
 # ------------------------------------------------------------------ 4. the CLI outside a checkout
 say "cargo install of the packaged dlbind-codegen; dlbind in an empty directory"
+rm -rf "$WORK/cli-src" && mkdir -p "$WORK/cli-src"
+tar xzmf "$MAIN_TARGET/package/dlbind-codegen-0.1.0.crate" -C "$WORK/cli-src"
 CARGO_TARGET_DIR="$WORK/target-cli" cargo install --quiet --locked --force \
-  --path "$WORK/downstream/packaged/dlbind-codegen-0.1.0" --root "$WORK/cli"
+  --path "$WORK/cli-src/dlbind-codegen-0.1.0" --root "$WORK/cli"
 cli_checks() {
   local bin="$WORK/cli/bin/dlbind" d
   d="$(mktemp -d)"
   cd "$d"
-  "$bin" generate --out gen | head -1 | grep -q 'the spec embedded in dlbind' || return 1
+  "$bin" generate --out gen >gen.txt && head -1 gen.txt | grep -q 'the spec embedded in dlbind' || return 1
+  "$bin" generate --out gen | head -1 >/dev/null || return 1  # a closed pipe ends it quietly, no panic
   # The embedded spec generates exactly the repository's generated/ (same banners).
   diff -r gen "$ROOT/generated" || return 1
   "$bin" check --out gen || return 1

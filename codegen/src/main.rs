@@ -11,6 +11,18 @@ use std::time::Instant;
 
 use dlbind_codegen::{Builder, Error};
 
+/// `println!` that ends the process quietly when stdout is closed (`dlbind generate | head -1`)
+/// instead of panicking on the broken pipe.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        if writeln!(out, $($arg)*).is_err() {
+            std::process::exit(0);
+        }
+    }};
+}
+
 /// The spec file used when `--spec` is not given and it exists: the path the embedded spec was
 /// read from, relative to the current directory.
 const DEFAULT_SPEC: &str = dlbind_codegen::ir::EMBEDDED_SPEC_PATH;
@@ -77,7 +89,7 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(msg) => {
             if msg.is_empty() {
-                println!("{USAGE}");
+                say!("{USAGE}");
                 return ExitCode::SUCCESS;
             }
             eprintln!("dlbind: {msg}\n{USAGE}");
@@ -113,7 +125,7 @@ fn main() -> ExitCode {
     builder = builder.out_dir(&out_dir);
     let start = Instant::now();
     let result = if args.command == "generate" {
-        println!("{spec_note}");
+        say!("{spec_note}");
         generate(&builder, &args, start)
     } else {
         check(&builder, &out_dir, &spec_note)
@@ -147,15 +159,15 @@ fn generate(builder: &Builder, args: &Args, start: Instant) -> Result<ExitCode, 
         } else {
             "unchanged"
         };
-        println!("{mark} {}", f.display());
+        say!("{mark} {}", f.display());
     }
-    println!(
+    say!(
         "generated {} files ({} changed)",
         g.files.len(),
         g.changed.len()
     );
     if args.verbose {
-        println!(
+        say!(
             "elapsed: {:.2} ms (compile templates {:.2} ms, parse + validate + render {:.2} ms, write {:.2} ms)",
             elapsed.as_secs_f64() * 1e3,
             templates.as_secs_f64() * 1e3,
@@ -179,11 +191,11 @@ fn check(builder: &Builder, out_dir: &str, spec_note: &str) -> Result<ExitCode, 
     }
     let report = builder.check()?;
     if report.is_clean() {
-        println!("{} generated files are up to date", report.checked);
+        say!("{} generated files are up to date", report.checked);
         return Ok(ExitCode::SUCCESS);
     }
     for (_, diff) in &report.stale {
-        print!("{diff}");
+        say!("{}", diff.trim_end_matches('\n'));
     }
     let names: Vec<&str> = report.stale.iter().map(|(p, _)| p.as_str()).collect();
     eprintln!(

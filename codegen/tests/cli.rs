@@ -400,3 +400,29 @@ fn project_copies_are_written_and_checked() {
     assert!(err.contains("relative path inside the project"), "{err}");
     assert!(!dir.join("../escape.yaml").exists());
 }
+
+/// `dlbind generate | head -1`: a reader that closes the pipe ends the run quietly (exit 0), not
+/// with a panic on the broken pipe.
+#[test]
+fn closed_stdout_is_not_a_panic() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let dir = scratch("pipe");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dlbind"))
+        .args(["generate", "--out", dir.to_str().unwrap()])
+        .current_dir(root())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run dlbind");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("spec: "), "{first}");
+    // The reader is gone (dropped above): the remaining lines hit a closed pipe.
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(0), "{err}");
+}
