@@ -4,7 +4,7 @@ from typing import Any, ClassVar, Sequence, SupportsIndex, final
 
 from typing_extensions import CapsuleType
 
-__all__ = ["Tensor", "exchange_imports", "from_dlpack", "live_exports", "numpy_fast_imports", "set_copy_pool_limit"]
+__all__ = ["Growable", "Tensor", "exchange_imports", "from_dlpack", "live_exports", "numpy_fast_imports", "set_copy_pool_limit"]
 
 _Shape = int | Sequence[int]
 
@@ -96,12 +96,55 @@ class Tensor:
     def set_readonly(self) -> Tensor:
         """A read-only view of the same storage."""
 
+class Growable:
+    """A 1-d or 2-d float32 array with `&mut self` methods that reallocate (a plain, non-frozen
+    `#[pyclass]`). Every export (`__dlpack__` capsule, memoryview, `__array_interface__` array,
+    exchange-table tensor) holds a shared borrow of it until released: meanwhile the mutating
+    methods raise `RuntimeError` (PyO3's "Already borrowed"). A `copy=True` export holds none."""
+
+    __dlpack_c_exchange_api__: ClassVar[CapsuleType]
+    def __init__(self, values: Sequence[float] = ...) -> None: ...
+    @staticmethod
+    def zeros(n: int) -> Growable: ...
+    def resize(self, n: int, value: float = 0.0) -> None:
+        """Set the length (reallocates); the array becomes 1-d."""
+    def push(self, x: float) -> None:
+        """Append `x`; the array becomes 1-d."""
+    def fill(self, x: float) -> None: ...
+    def reshape(self, rows: int, cols: int) -> None:
+        """View the data as `rows x cols` (same element count)."""
+    def set_readonly(self, readonly: bool) -> None: ...
+    @property
+    def readonly(self) -> bool: ...
+    @property
+    def shape(self) -> list[int]: ...
+    @property
+    def data_ptr(self) -> int: ...
+    def tolist(self) -> list[float]: ...
+    def __len__(self) -> int: ...
+    def __dlpack__(
+        self,
+        *,
+        stream: int | Any | None = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> CapsuleType: ...
+    def __dlpack_device__(self) -> tuple[int, int]: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+    @property
+    def __array_interface__(self) -> dict[str, Any]: ...
+
+
 def from_dlpack(x: Any, /, *, device: Any | None = None, copy: bool | None = None) -> Tensor:
     """Import any DLPack producer as a `Tensor`, zero-copy where possible. A `Tensor` argument
     gives a new `Tensor` viewing the same storage (read-only flag kept, the storage kept alive)."""
 
 def live_exports() -> int:
     """How many managed tensors this module exported whose deleter has not run yet."""
+
+def live_export_borrows() -> int:
+    """How many shared borrows of non-frozen objects (`Growable`) live exports hold now."""
 
 def spare_blocks_held() -> int:
     """How many freed manager blocks the export path keeps for reuse now (0 to 2; always 0

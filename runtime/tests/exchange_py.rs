@@ -771,6 +771,104 @@ fn fastcall_from_dlpack_same_type_is_a_view() {
     });
 }
 
+/// How many times `GrowView::share_from` ran (never: the shortcut is for frozen types).
+static GROW_SHARES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Derived, NOT frozen, with a constructor and a (careless) `share_from` that would view the
+/// source's storage without holding its borrow: `from_dlpack_fastcall` must not use it.
+#[pyclass]
+#[derive(DLPackExport)]
+struct GrowView {
+    #[dlpack(data)]
+    buf: Buffer,
+    #[dlpack(dtype)]
+    dtype: DLDataType,
+    #[dlpack(shape)]
+    shape: Vec<i64>,
+    #[dlpack(strides)]
+    strides: Vec<i64>,
+}
+
+impl FromManagedTensor for GrowView {
+    fn from_managed(_py: Python<'_>, t: ImportedTensor) -> PyResult<Self> {
+        let (shape, strides, dtype) = (t.shape().to_vec(), t.strides().to_vec(), t.dtype());
+        Ok(GrowView {
+            buf: Buffer::from(t),
+            dtype,
+            shape,
+            strides,
+        })
+    }
+
+    fn share_from(source: &Bound<'_, Self>) -> Option<PyResult<Self>> {
+        GROW_SHARES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let s = source.borrow();
+        // SAFETY: (for this test) element 0 of `s`; `source` owns `s.buf`.
+        let buf = unsafe {
+            s.buf.share_view(
+                source.py(),
+                source.as_any(),
+                s.buf.data_ptr(),
+                s.buf.device(),
+                false,
+            )
+        };
+        Some(Ok(GrowView {
+            buf,
+            dtype: s.dtype,
+            shape: s.shape.clone(),
+            strides: s.strides.clone(),
+        }))
+    }
+}
+
+/// `from_dlpack_fastcall::<T>` of a `T` that is not frozen skips `share_from` and imports through
+/// `T`'s table's owning export, which holds a borrow of the source until the result goes.
+#[test]
+fn fastcall_from_dlpack_of_a_non_frozen_type_holds_a_borrow() {
+    let _g = common::serial();
+    Python::attach(|py| {
+        let m = PyModule::new(py, "growmod").unwrap();
+        dlbind::python::add_from_dlpack_function::<GrowView>(&m, "GrowView import").unwrap();
+        let f = m.getattr("from_dlpack").unwrap();
+        let base = (live_exports(), dlbind::python::live_export_borrows());
+        let t = ImportedTensor::from_buffer(
+            dlbind::alloc::AlignedBuffer::zeroed(16).unwrap(),
+            &[4],
+            <f32 as DLPackElement>::DTYPE,
+        );
+        let src = Bound::new(py, GrowView::from_managed(py, t).unwrap()).unwrap();
+        assert!(
+            exchange_api::<GrowView>()
+                .dltensor_from_py_object_no_sync
+                .is_none()
+        );
+        let (n, v) = (exchange_imports(), same_type_views());
+        let out = f.call1((&src,)).unwrap();
+        assert_eq!(GROW_SHARES.load(std::sync::atomic::Ordering::Relaxed), 0);
+        assert_eq!(
+            (exchange_imports(), same_type_views()),
+            (n + 1, v),
+            "the table's owning export, not the same-type shortcut"
+        );
+        assert_eq!(
+            out.cast::<GrowView>().unwrap().borrow().buf.data_ptr(),
+            src.borrow().buf.data_ptr()
+        );
+        assert_eq!(
+            (live_exports(), dlbind::python::live_export_borrows()),
+            (base.0 + 1, base.1 + 1)
+        );
+        assert!(src.try_borrow_mut().is_err(), "the import holds a borrow");
+        drop(out);
+        assert!(src.try_borrow_mut().is_ok(), "released with the import");
+        assert_eq!(
+            (live_exports(), dlbind::python::live_export_borrows()),
+            base
+        );
+    });
+}
+
 #[test]
 fn fastcall_from_dlpack_other_paths_and_arguments() {
     let _g = common::serial();

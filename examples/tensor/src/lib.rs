@@ -3,7 +3,8 @@
 //! `Tensor` is a frozen `#[pyclass]` whose DLPack export (`__dlpack__`, `__dlpack_device__`) is
 //! entirely derived; everything else here (constructors, views, properties) is ordinary PyO3 code
 //! a user would write. Views (`reversed`, `transpose`, `slice`, `set_readonly`) share the owner's
-//! storage, so the Python tests can build every layout case.
+//! storage, so the Python tests can build every layout case. `Growable` (in `growable.rs`) is a
+//! plain, non-frozen `#[pyclass]` with `&mut self` methods, exported through the same derive.
 
 use dlbind::alloc::AlignedBuffer;
 use dlbind::bridges::PythonView;
@@ -19,6 +20,7 @@ use pyo3::exceptions::{PyBufferError, PyIndexError, PyMemoryError, PyTypeError, 
 use pyo3::types::{PyBytes, PyInt, PyTuple};
 
 mod dims;
+mod growable;
 mod view;
 
 use dims::Dims;
@@ -664,6 +666,12 @@ fn live_exports() -> usize {
     dlbind::export::live_exports()
 }
 
+/// How many shared borrows of non-frozen objects (`Growable`) dlbind's live exports hold now.
+#[pyfunction]
+fn live_export_borrows() -> usize {
+    dlbind::python::live_export_borrows()
+}
+
 /// How many freed manager blocks the export path keeps for reuse now (0 to 2; always 0 with
 /// `DLBIND_FREELIST=0`): diagnostics for the tests.
 #[pyfunction]
@@ -703,10 +711,12 @@ fn numpy_fast_imports() -> u64 {
 #[pymodule(gil_used = true)]
 fn dlbind_demo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Tensor>()?;
+    m.add_class::<growable::Growable>()?;
     dlbind::freelist::enable_freelist::<Tensor>(m.py(), TENSOR_FREELIST)?;
     dlbind::python::add_from_dlpack_function::<Tensor>(m, FROM_DLPACK_DOC)?;
     dlbind::python::install_from_dlpack_staticmethod::<Tensor>(m.py(), FROM_DLPACK_DOC)?;
     m.add_function(wrap_pyfunction!(live_exports, m)?)?;
+    m.add_function(wrap_pyfunction!(live_export_borrows, m)?)?;
     m.add_function(wrap_pyfunction!(spare_blocks_held, m)?)?;
     m.add_function(wrap_pyfunction!(tensor_freelist_stats, m)?)?;
     m.add_function(wrap_pyfunction!(same_type_views, m)?)?;
