@@ -35,7 +35,7 @@ use pyo3::{PyClass, PyTraverseError, PyVisit};
 /// Guards alive now (process-wide): diagnostics for the tests.
 static LIVE_BORROWS: AtomicUsize = AtomicUsize::new(0);
 
-/// How many [`ExportBorrow`] guards exist now, i.e. how many shared borrows of non-frozen
+/// How many `ExportBorrow` guards exist now, i.e. how many shared borrows of non-frozen
 /// `#[pyclass]` objects dlbind's exports hold (process-wide; diagnostics). Returns to its
 /// previous value once every such export is released.
 pub fn live_export_borrows() -> usize {
