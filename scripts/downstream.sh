@@ -27,6 +27,13 @@ say() { printf -- '--- [%s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 # ------------------------------------------------------------------ 1. package + verify
 say "cargo package --workspace (verify build of every package)"
 cd "$ROOT"
+# The verify build unpacks the interdependent crates from cargo's temporary registry into
+# $CARGO_HOME/registry/src/<that registry>/, and a later run with the same version reuses that
+# directory as it is: remove our crates' stale copies (never crates.io's).
+for d in "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/; do
+  case "$d" in */index.crates.io-*) continue ;; esac
+  rm -rf "$d"dlbind-0.1.0 "$d"dlbind-macros-0.1.0 "$d"dlbind-codegen-0.1.0 "$d"dlbind-demo-0.1.0
+done
 cargo package --workspace --allow-dirty 2>&1 | grep -v '^warning: ignoring \(test\|benchmark\)' \
   | grep -v '^ *Compiling ' || true
 test "${PIPESTATUS[0]}" -eq 0 || { echo "!! cargo package failed"; exit 1; }
