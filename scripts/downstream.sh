@@ -19,7 +19,6 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 WORK="${DOWNSTREAM_WORK:-${TMPDIR:-/tmp}/dlbind-downstream}"
 case "$WORK/" in "$ROOT"/*) echo "DOWNSTREAM_WORK must lie outside $ROOT" >&2; exit 2 ;; esac
 PY="${PYO3_PYTHON:?set PYO3_PYTHON (scripts/test.sh does)}"
-MAIN_TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 FAILED=()
 check() { local name="$1"; shift; if ! "$@"; then echo "!! $name FAILED"; FAILED+=("$name"); fi; }
 say() { printf -- '--- [%s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
@@ -28,17 +27,27 @@ say() { printf -- '--- [%s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 say "cargo package --workspace (verify build of every package)"
 cd "$ROOT"
 # The verify build unpacks the interdependent crates from cargo's temporary registry into
-# $CARGO_HOME/registry/src/<that registry>/, and a later run with the same version reuses that
-# directory as it is: remove our crates' stale copies (never crates.io's).
+# $CARGO_HOME/registry/src/<that registry>/ and compiles them as registry crates, which cargo
+# takes to be immutable for a given version: on a later run it would reuse both the unpacked
+# sources and the compiled artifacts of an older 0.1.0. So the packages are verified in their own
+# target directory, with our crates' artifacts and unpacked copies removed first.
+mkdir -p "$WORK"
+PKG_TARGET="$WORK/package-target"
+OURS=(dlbind dlbind-macros dlbind-codegen dlbind-demo dlbind-ui-tests)
 for d in "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/; do
   case "$d" in */index.crates.io-*) continue ;; esac
-  rm -rf "$d"dlbind-0.1.0 "$d"dlbind-macros-0.1.0 "$d"dlbind-codegen-0.1.0 "$d"dlbind-demo-0.1.0
+  for c in "${OURS[@]}"; do rm -rf "$d$c-0.1.0"; done
 done
-cargo package --workspace --allow-dirty 2>&1 | grep -v '^warning: ignoring \(test\|benchmark\)' \
-  | grep -v '^ *Compiling ' || true
-test "${PIPESTATUS[0]}" -eq 0 || { echo "!! cargo package failed"; exit 1; }
+if [[ -d "$PKG_TARGET" ]]; then
+  cargo clean -q --target-dir "$PKG_TARGET" $(printf -- '-p %s ' "${OURS[@]}") || true
+fi
+rc=0
+cargo package --workspace --allow-dirty --target-dir "$PKG_TARGET" >"$WORK/package.log" 2>&1 || rc=$?
+grep -v '^warning: ignoring \(test\|benchmark\)' "$WORK/package.log" | grep -v '^ *Compiling ' || true
+if [[ $rc != 0 ]]; then echo "!! cargo package --workspace failed (exit $rc)"; exit 1; fi
+PACKAGES="$PKG_TARGET/package"
 for c in dlbind dlbind-macros dlbind-codegen; do
-  echo "$c: $(tar tzf "$MAIN_TARGET/package/$c-0.1.0.crate" | wc -l) files"
+  echo "$c: $(tar tzf "$PACKAGES/$c-0.1.0.crate" | wc -l) files"
 done
 
 # ------------------------------------------------------------------ 2. the downstream crate
@@ -50,7 +59,7 @@ rm -rf "$WORK/downstream/packaged" && mkdir -p "$WORK/downstream/packaged"
 for c in dlbind dlbind-macros; do
   # -m: extraction time as mtime (the .crate stores fixed mtimes, which cargo's fingerprint of a
   # path dependency would take for "unchanged" against an earlier build in $WORK/target).
-  tar xzmf "$MAIN_TARGET/package/$c-0.1.0.crate" -C "$WORK/downstream/packaged"
+  tar xzmf "$PACKAGES/$c-0.1.0.crate" -C "$WORK/downstream/packaged"
 done
 cd "$WORK/downstream"
 # The user's build: no workspace config, no RUSTFLAGS, its own target directory.
@@ -76,7 +85,7 @@ fi
 # ------------------------------------------------------------------ 4. the CLI outside a checkout
 say "cargo install of the packaged dlbind-codegen; dlbind in an empty directory"
 rm -rf "$WORK/cli-src" && mkdir -p "$WORK/cli-src"
-tar xzmf "$MAIN_TARGET/package/dlbind-codegen-0.1.0.crate" -C "$WORK/cli-src"
+tar xzmf "$PACKAGES/dlbind-codegen-0.1.0.crate" -C "$WORK/cli-src"
 CARGO_TARGET_DIR="$WORK/target-cli" cargo install --quiet --locked --force \
   --path "$WORK/cli-src/dlbind-codegen-0.1.0" --root "$WORK/cli"
 cli_checks() {
