@@ -244,6 +244,33 @@ def thread_drop():
     ok("thread drop")
 
 
+def plain_pyclass_borrows():
+    """Exports of a plain (non-frozen) #[pyclass] hold a borrow guard: every kind of export, a
+    refused mutation while it lives, the release, a failed export, and a guard in a cycle."""
+    if not hasattr(m, "Growable"):
+        return
+    g = m.Growable([float(i) for i in range(32)])
+    held = [g.__dlpack__(), g.__dlpack__(max_version=(1, 3)), np.from_dlpack(g), memoryview(g),
+            np.asarray(g), m.from_dlpack(g), m.from_dlpack(W(g.__dlpack__(max_version=(1, 3))))]
+    if tvm_ffi is not None:
+        held.append(tvm_ffi.from_dlpack(g))
+    expect(RuntimeError, g.push, 1.0)
+    assert m.live_export_borrows() > 0
+    del held
+    gc.collect()
+    g.resize(64, 0.5)  # released: the Vec may move now
+    expect(BufferError, g.__dlpack__, max_version=(1, 3), dl_device=(2, 0), copy=False)
+    c = np.from_dlpack(g, copy=True)  # a copy holds no borrow
+    g.push(2.0)
+    o = AI(np.zeros(1))
+    o.self, o.a = o, np.from_dlpack(g)  # a borrow guard reachable only from a cycle
+    w = weakref.ref(o)
+    del o, c, g
+    gc.collect()
+    assert w() is None and m.live_export_borrows() == 0, "a plain #[pyclass] export leaked its borrow"
+    ok("plain pyclass")
+
+
 def inject(kind: str) -> None:
     """Plant a bug in memory dlbind allocated (checker self-test); ends the process at once."""
     api = ctypes.pythonapi
@@ -284,6 +311,7 @@ def main() -> int:
                 thread_drop()
             if i % 5 == 0:
                 cycles_collected()
+                plain_pyclass_borrows()
     gc.collect()
     bad = []
     if m is not None:
