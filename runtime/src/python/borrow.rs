@@ -1,4 +1,4 @@
-//! The shared borrow an export of a non-frozen `#[pyclass]` holds ([`ExportBorrow`]).
+//! The shared borrow an export of a non-frozen `#[pyclass]` holds (the `ExportBorrow` guard).
 //!
 //! A frozen class only ever hands out `&self`: nothing can move the memory it lends while the
 //! object lives, so an export keeps the object itself alive and that is enough. A plain
