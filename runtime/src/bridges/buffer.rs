@@ -19,8 +19,8 @@ use pyo3::PyClass;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use super::Snapshot;
 use super::typestr::buffer_format_of;
+use super::{Snapshot, snapshot};
 use crate::copy::is_c_contiguous;
 use crate::dtype_table::{describe, itemsize};
 use crate::error::DlpackError;
@@ -165,27 +165,49 @@ where
             "getbuffer: view is NULL",
         ));
     }
-    // The view's `obj`: the object itself when frozen, else a borrow guard (whose type's
-    // `bf_releasebuffer` frees `view.internal` like [`releasebuffer`]), so that the view holds
-    // a shared borrow of the object until it is released.
-    let (s, owner) = <T::Frozen as SourceAccess<T>>::with_owner(slf, |owner, src| {
-        Snapshot::of(src).map(|s| (s, owner.clone()))
-    })??;
+    if <T::Frozen as SourceAccess<T>>::FROZEN {
+        let s = snapshot(slf)?;
+        // SAFETY: caller contract (`view` from bf_getbuffer, non-NULL).
+        unsafe { fill_view(view, flags, &s, || slf.clone().into_any().into_ptr()) }
+    } else {
+        // The view's `obj` is a borrow guard (whose type's `bf_releasebuffer` frees
+        // `view.internal` like [`releasebuffer`]), so that the view holds a shared borrow of the
+        // object until it is released; on a refusal below the guard (and the borrow) goes.
+        let (s, guard) = <T::Frozen as SourceAccess<T>>::with_owner(slf, |owner, src| {
+            Snapshot::of(src).map(|s| (s, owner.clone()))
+        })??;
+        // SAFETY: as above.
+        unsafe { fill_view(view, flags, &s, || guard.into_ptr()) }
+    }
+}
+
+/// Checks `flags` against `s` ([`plan`]) and fills `view`; `obj` gives the new reference
+/// `view.obj` takes (called only on success).
+///
+/// # Safety
+/// `view` is non-NULL and writable (a `Py_buffer` CPython passed to `bf_getbuffer`).
+#[inline(always)]
+unsafe fn fill_view(
+    view: *mut ffi::Py_buffer,
+    flags: c_int,
+    s: &Snapshot,
+    obj: impl FnOnce() -> *mut ffi::PyObject,
+) -> PyResult<()> {
     let Planned {
         meta,
         itemsize,
         len,
-    } = plan(&s, flags)?;
+    } = plan(s, flags)?;
     let n = s.shape.len();
     let meta = Box::into_raw(Box::new(meta));
-    // SAFETY: `view` is valid for writes (CPython contract); `meta` is a live heap block that
+    // SAFETY: `view` is valid for writes (caller contract); `meta` is a live heap block that
     // `releasebuffer` frees exactly once (CPython calls `bf_releasebuffer` once per successful
     // `bf_getbuffer`). The shape / strides / format pointers point into that block.
     unsafe {
         let v = &mut *view;
         let m = &mut *meta;
         v.buf = s.data;
-        v.obj = owner.into_ptr();
+        v.obj = obj();
         v.len = len as ffi::Py_ssize_t;
         v.itemsize = itemsize as ffi::Py_ssize_t;
         v.readonly = c_int::from(s.readonly);

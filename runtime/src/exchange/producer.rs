@@ -106,11 +106,18 @@ where
                 return Err(bad_value(format!("{WHAT}: out is NULL")));
             }
             let slf = as_source::<T>(py, py_object, WHAT)?;
-            // A frozen object is its own owner; a non-frozen one is kept borrowed by a guard
-            // the tensor's manager holds until the consumer calls the deleter.
-            let m = <T::Frozen as SourceAccess<T>>::with_owner(&slf, |owner, src| {
-                export_versioned_managed(owner, src, &OWNING_REQUEST)
-            })??;
+            // A frozen object is its own owner (the code as it was before non-frozen classes
+            // were supported, for this hot path; `with_owner` gives the same); a non-frozen one
+            // is kept borrowed by a guard the tensor's manager holds until the deleter runs.
+            let m = if <T::Frozen as SourceAccess<T>>::FROZEN {
+                <T::Frozen as SourceAccess<T>>::with(&slf, |src| {
+                    export_versioned_managed(slf.as_any(), src, &OWNING_REQUEST)
+                })??
+            } else {
+                <T::Frozen as SourceAccess<T>>::with_owner(&slf, |owner, src| {
+                    export_versioned_managed(owner, src, &OWNING_REQUEST)
+                })??
+            };
             *out = m.as_ptr();
             Ok(())
         })

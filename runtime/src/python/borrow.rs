@@ -1,4 +1,4 @@
-//! The shared borrow an export of a non-frozen `#[pyclass]` holds ([`ExportBorrow`]).
+//! The shared borrow an export of a non-frozen `#[pyclass]` holds (the `ExportBorrow` guard).
 //!
 //! A frozen class only ever hands out `&self`: nothing can move the memory it lends while the
 //! object lives, so an export keeps the object itself alive and that is enough. A plain
@@ -9,45 +9,53 @@
 //! instead, and works again once every export is released (numpy refuses `resize` on an array
 //! that other objects refer to in the same way).
 //!
-//! The borrow lives in an [`ExportBorrow`]: a small hidden `#[pyclass(frozen)]` holding a
-//! `PyRef` of the object (a strong reference plus one count of PyO3's borrow flag). An export
-//! of a non-frozen class uses this guard as its *owner* where an export of a frozen class uses
-//! the object ([`SourceAccess::with_owner`](super::SourceAccess::with_owner)): the managed
-//! tensor's strong reference (`__dlpack__` capsules, the exchange table's owning export), the
-//! `obj` of a `Py_buffer` (memoryviews), the `data` entry of `__array_interface__` (numpy keeps
-//! it as the array's base). The borrow ends when the last reference to the guard goes, in the
-//! guard's `tp_dealloc`, which runs attached to the interpreter (dlbind's deleters take the GIL
-//! before they drop an owner, see `export::managed`).
+//! The borrow lives in an `ExportBorrow` guard: a small hidden Python object holding a `PyRef`
+//! of the object (a strong reference plus one count of PyO3's borrow flag). An export of a
+//! non-frozen class uses this guard as its *owner* where an export of a frozen class uses the
+//! object ([`SourceAccess::with_owner`](super::SourceAccess::with_owner)): the managed tensor's
+//! strong reference (`__dlpack__` capsules, the exchange table's owning export), the `obj` of a
+//! `Py_buffer` (memoryviews), the `data` entry of `__array_interface__` (numpy keeps it as the
+//! array's base). The borrow ends when the last reference to the guard goes, in the guard's
+//! `tp_dealloc`, which runs attached to the interpreter (dlbind's deleters take the GIL before
+//! they drop an owner, see `export::managed`).
 //!
-//! The guard reports the object to the garbage collector (`__traverse__`) and has no
-//! `tp_clear`: the collector breaks a cycle through it at its other members, never by ending the
-//! borrow while an export still points into the data.
+//! The guard's type is made with the C API (`PyType_FromSpec`, once per process, on the first
+//! export of a non-frozen object) rather than as a `#[pyclass]`: a pyclass registers its methods
+//! in every module that links dlbind, and its PyO3 buffer trampolines then changed how LLVM
+//! inlined the frozen classes' own (a few ns on `memoryview(t)`, measured). Nothing of it is
+//! linked into a module without a non-frozen class.
+//!
+//! The guard reports the object to the garbage collector (`tp_traverse`) and has no `tp_clear`:
+//! the collector breaks a cycle through it at its other members, never by ending the borrow while
+//! an export still points into the data. It exposes bytes through the buffer protocol only when
+//! made for `__array_interface__` (a [`Window`]), and it is not instantiable from Python.
 
-use std::any::Any;
-use std::ffi::{c_int, c_void};
-use std::ptr::NonNull;
+use std::ffi::{c_int, c_uint, c_void};
+use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use pyo3::PyClass;
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::{PyClass, PyTraverseError, PyVisit};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyType;
 
 /// Guards alive now (process-wide): diagnostics for the tests.
 static LIVE_BORROWS: AtomicUsize = AtomicUsize::new(0);
 
-/// How many `ExportBorrow` guards exist now, i.e. how many shared borrows of non-frozen
+/// How many export borrow guards exist now, i.e. how many shared borrows of non-frozen
 /// `#[pyclass]` objects dlbind's exports hold (process-wide; diagnostics). Returns to its
 /// previous value once every such export is released.
 pub fn live_export_borrows() -> usize {
     LIVE_BORROWS.load(Ordering::Relaxed)
 }
 
-/// Bytes an [`ExportBorrow`] exposes through the buffer protocol (a `PyBUF_SIMPLE` byte buffer):
-/// for `__array_interface__`, whose `data` entry is then the guard (see
+/// Bytes a guard exposes through the buffer protocol (a `PyBUF_SIMPLE` byte buffer): for
+/// `__array_interface__`, whose `data` entry is then the guard (see
 /// [`crate::bridges::array_interface`](fn@crate::bridges::array_interface)).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Window {
-    /// The lowest address the array reaches (an address, not a pointer, so the guard is `Send`).
+    /// The lowest address the array reaches.
     pub base: usize,
     /// Bytes from `base` on that the array reaches.
     pub len: usize,
@@ -55,122 +63,236 @@ pub(crate) struct Window {
     pub readonly: bool,
 }
 
-/// A shared borrow of a non-frozen `#[pyclass]` object, held for as long as this Python object
-/// lives (see the module docs). Created by [`hold`]; not constructible from Python.
-#[pyclass(frozen, module = "dlbind", name = "ExportBorrow")]
-pub(crate) struct ExportBorrow {
-    held: Held,
-    window: Option<Window>,
+/// The guard object's layout. Every field is valid zeroed (an empty guard), which is how
+/// `tp_alloc` hands it out.
+#[repr(C)]
+struct GuardObject {
+    ob_base: ffi::PyObject,
+    /// A leaked `Box<PyRef<'static, T>>` (NULL: none), released by `release`.
+    borrow: *mut c_void,
+    /// Drops `borrow` as the `T` it was made for (`None`: nothing to drop).
+    release: Option<unsafe fn(*mut c_void)>,
+    /// The borrowed object (the `PyRef` holds a strong reference to it), for `tp_traverse`.
+    obj: *mut ffi::PyObject,
+    /// Whether `window_*` describe bytes to expose through the buffer protocol.
+    has_window: bool,
+    window_readonly: bool,
+    window_base: usize,
+    window_len: ffi::Py_ssize_t,
 }
 
-/// The type-erased `PyRef<'static, T>` and the object it borrows.
-struct Held {
-    /// The borrowed object: the `PyRef` below holds a strong reference to it.
-    obj: NonNull<ffi::PyObject>,
-    /// A `PyRef<'static, T>`: dropping it releases the borrow and the reference.
-    _borrow: Box<dyn Any>,
+/// Drops a `Box<PyRef<'static, T>>` made by [`hold`]: the shared borrow ends and the reference
+/// to the object goes.
+///
+/// # Safety
+/// `p` came from `Box::into_raw` of a `Box<PyRef<'static, T>>` in [`hold`] and is dropped once,
+/// attached to the interpreter.
+unsafe fn release_ref<T: PyClass>(p: *mut c_void) {
+    // SAFETY: caller contract.
+    drop(unsafe { Box::from_raw(p.cast::<PyRef<'static, T>>()) });
 }
 
-// SAFETY: the `PyRef` is only ever dropped, never used: it goes with the guard, in the guard's
-// `tp_dealloc`, which CPython runs on a thread attached to the interpreter (with the GIL on the
-// builds dlbind supports), as a `PyRef` drop requires. `obj` is read only as an address (by
-// `__traverse__`, which touches no reference count).
-unsafe impl Send for Held {}
-// SAFETY: as above; `&Held` gives access to nothing but `obj`'s address.
-unsafe impl Sync for Held {}
-
-impl Drop for ExportBorrow {
-    fn drop(&mut self) {
-        // The `PyRef` in `held` drops right after this: the borrow ends with the guard.
-        LIVE_BORROWS.fetch_sub(1, Ordering::Relaxed);
-    }
+/// The guard type (made once per process).
+fn guard_type(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+    static TYPE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    TYPE.get_or_try_init(py, || {
+        let mut slots = [
+            ffi::PyType_Slot {
+                slot: ffi::Py_tp_dealloc,
+                pfunc: guard_dealloc as *mut c_void,
+            },
+            ffi::PyType_Slot {
+                slot: ffi::Py_tp_traverse,
+                pfunc: guard_traverse as *mut c_void,
+            },
+            ffi::PyType_Slot {
+                slot: ffi::Py_bf_getbuffer,
+                pfunc: guard_getbuffer as *mut c_void,
+            },
+            ffi::PyType_Slot {
+                slot: ffi::Py_bf_releasebuffer,
+                pfunc: guard_releasebuffer as *mut c_void,
+            },
+            ffi::PyType_Slot {
+                slot: ffi::Py_tp_doc,
+                pfunc: c"A shared borrow of a non-frozen #[pyclass] object, held by dlbind exports of it until they are released."
+                    .as_ptr()
+                    .cast_mut()
+                    .cast(),
+            },
+            ffi::PyType_Slot {
+                slot: 0,
+                pfunc: ptr::null_mut(),
+            },
+        ];
+        let mut spec = ffi::PyType_Spec {
+            name: c"dlbind.ExportBorrow".as_ptr(),
+            basicsize: c_int::try_from(std::mem::size_of::<GuardObject>())
+                .map_err(|_| pyo3::exceptions::PySystemError::new_err("guard type too large"))?,
+            itemsize: 0,
+            flags: (ffi::Py_TPFLAGS_DEFAULT
+                | ffi::Py_TPFLAGS_HAVE_GC
+                | ffi::Py_TPFLAGS_DISALLOW_INSTANTIATION) as c_uint,
+            slots: slots.as_mut_ptr(),
+        };
+        // SAFETY: a valid spec whose slots have the signatures CPython expects for them; the
+        // name and doc are 'static; CPython copies the slots and the spec (3.11: it keeps the
+        // name pointer, which is 'static).
+        let tp = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyType_FromSpec(&mut spec))? };
+        Ok::<_, PyErr>(tp.cast_into::<PyType>()?.unbind())
+    })
+    .map(|t| t.bind(py))
 }
 
-impl std::fmt::Debug for ExportBorrow {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ExportBorrow")
-            .field("obj", &self.held.obj)
-            .field("window", &self.window)
-            .finish()
-    }
-}
-
-/// A new [`ExportBorrow`] keeping `r`'s shared borrow (and a strong reference to its object)
-/// until the guard's last reference goes. `window`: bytes the guard exposes through the buffer
-/// protocol (`None`: it exposes none).
+/// A new guard keeping `r`'s shared borrow (and a strong reference to its object) until the
+/// guard's last reference goes. `window`: bytes the guard exposes through the buffer protocol
+/// (`None`: it exposes none).
 pub(crate) fn hold<'py, T: PyClass>(
     r: PyRef<'py, T>,
     window: Option<Window>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = r.py();
-    // SAFETY: a `PyRef` refers to a live object, so its pointer is not NULL.
-    let obj = unsafe { NonNull::new_unchecked(r.as_ptr()) };
+    let window_len = match window {
+        Some(w) => ffi::Py_ssize_t::try_from(w.len)
+            .map_err(|_| pyo3::exceptions::PyOverflowError::new_err("array too large"))?,
+        None => 0,
+    };
+    let tp = guard_type(py)?.as_type_ptr();
+    // SAFETY: a ready heap type; `tp_alloc` (PyType_GenericAlloc) returns a zeroed, GC-tracked
+    // instance (an empty guard, see `GuardObject`) holding a reference to its type, or NULL with
+    // an exception set.
+    let o = unsafe {
+        let alloc = (*tp).tp_alloc.unwrap_or(ffi::PyType_GenericAlloc);
+        Bound::from_owned_ptr_or_err(py, alloc(tp, 0))?
+    };
+    let obj = r.as_ptr();
     // SAFETY: only the lifetime changes (same type otherwise, same layout). `'py` bounds the
-    // time the GIL token is known to be held; the extended `PyRef` is never used, only dropped,
-    // and only attached to the interpreter (see `Held`'s `Send` impl), so it never outlives
+    // time the GIL token is known to be held; the extended `PyRef` is never used, only dropped
+    // by `guard_dealloc`, which CPython runs attached to the interpreter, so it never outlives
     // what `'py` stands for at the one point it is touched.
     let r: PyRef<'static, T> =
         unsafe { std::mem::transmute::<PyRef<'py, T>, PyRef<'static, T>>(r) };
+    let borrow = Box::into_raw(Box::new(r)).cast::<c_void>();
+    // SAFETY: `o` is a new, live `GuardObject` nobody else has seen; plain field writes (no
+    // Python call in between, so the collector cannot look at it half-written, and it would
+    // see an empty guard if it did).
+    unsafe {
+        let g = o.as_ptr().cast::<GuardObject>();
+        (*g).borrow = borrow;
+        (*g).release = Some(release_ref::<T>);
+        (*g).obj = obj;
+        if let Some(w) = window {
+            (*g).window_base = w.base;
+            (*g).window_len = window_len;
+            (*g).window_readonly = w.readonly;
+            (*g).has_window = true;
+        }
+    }
     LIVE_BORROWS.fetch_add(1, Ordering::Relaxed);
-    // On failure the value (and so the borrow) is dropped here, with the GIL held.
-    let guard = ExportBorrow {
-        held: Held {
-            obj,
-            _borrow: Box::new(r),
-        },
-        window,
-    };
-    Ok(Bound::new(py, guard)?.into_any())
+    Ok(o)
 }
 
-#[pymethods]
-impl ExportBorrow {
-    /// A `PyBUF_SIMPLE` byte buffer over the [`Window`] (`BufferError` without one, or when a
-    /// writable buffer is asked of read-only data). `view.obj` is the guard, so the borrow lasts
-    /// as long as the view.
-    unsafe fn __getbuffer__(
-        slf: Bound<'_, Self>,
-        view: *mut ffi::Py_buffer,
-        flags: c_int,
-    ) -> PyResult<()> {
-        let Some(w) = slf.get().window else {
-            return Err(pyo3::exceptions::PyBufferError::new_err(
-                "this dlbind export borrow exposes no buffer",
-            ));
-        };
-        let len = ffi::Py_ssize_t::try_from(w.len)
-            .map_err(|_| pyo3::exceptions::PyBufferError::new_err("buffer too large"))?;
-        // SAFETY: `view` comes from CPython's bf_getbuffer (NULL is refused by the call with
-        // an exception); the window is memory the borrowed object owns, kept as it is by the
-        // borrow, which lasts as long as `view.obj` (a new reference to the guard) does.
-        let rc = unsafe {
-            ffi::PyBuffer_FillInfo(
-                view,
-                slf.as_ptr(),
-                w.base as *mut c_void,
-                len,
-                c_int::from(w.readonly),
-                flags,
-            )
-        };
-        if rc != 0 {
-            return Err(PyErr::fetch(slf.py()));
+/// `tp_dealloc`: ends the borrow (drops the `PyRef`), frees the object, drops the reference to
+/// the (heap) type every instance holds.
+///
+/// # Safety
+/// CPython's `tp_dealloc` contract: `o` is a guard whose reference count reached zero, attached
+/// to the interpreter.
+unsafe extern "C" fn guard_dealloc(o: *mut ffi::PyObject) {
+    // SAFETY: caller contract; the fields are read and cleared before the memory is freed.
+    unsafe {
+        ffi::PyObject_GC_UnTrack(o.cast());
+        let g = o.cast::<GuardObject>();
+        let (borrow, release) = ((*g).borrow, (*g).release);
+        (*g).borrow = ptr::null_mut();
+        (*g).release = None;
+        (*g).obj = ptr::null_mut();
+        if let Some(release) = release
+            && !borrow.is_null()
+        {
+            // A panic must not unwind into CPython: dropping a `PyRef` does not panic, and if it
+            // did the borrow would be leaked (the object stays borrowed: safe).
+            let _ = std::panic::catch_unwind(|| release(borrow));
+            LIVE_BORROWS.fetch_sub(1, Ordering::Relaxed);
         }
-        Ok(())
+        let tp = ffi::Py_TYPE(o);
+        match (*tp).tp_free {
+            Some(free) => free(o.cast()),
+            None => ffi::PyObject_GC_Del(o.cast()),
+        }
+        ffi::Py_DECREF(tp.cast());
     }
+}
 
-    /// Frees what a `Py_buffer` whose `obj` is this guard holds: nothing for the guard's own
-    /// buffers, the metadata block for a non-frozen object's buffer export
-    /// ([`crate::bridges::getbuffer`] makes the guard the `obj` of those).
-    unsafe fn __releasebuffer__(_slf: Bound<'_, Self>, view: *mut ffi::Py_buffer) {
-        // SAFETY: `view` was filled by `getbuffer` (its `internal` block) or by
-        // `PyBuffer_FillInfo` above (`internal` NULL); CPython releases each once.
+/// `tp_traverse`: the (heap) type and the borrowed object, both strong references.
+///
+/// # Safety
+/// CPython's `tp_traverse` contract.
+unsafe extern "C" fn guard_traverse(
+    o: *mut ffi::PyObject,
+    visit: ffi::visitproc,
+    arg: *mut c_void,
+) -> c_int {
+    // SAFETY: caller contract: `o` is a live guard; only pointers are read.
+    unsafe {
+        let r = visit(ffi::Py_TYPE(o).cast(), arg);
+        if r != 0 {
+            return r;
+        }
+        let obj = (*o.cast::<GuardObject>()).obj;
+        if obj.is_null() { 0 } else { visit(obj, arg) }
+    }
+}
+
+/// `bf_getbuffer`: a `PyBUF_SIMPLE` byte buffer over the window (`BufferError` without one, or
+/// when a writable buffer is asked of read-only data). `view.obj` is the guard, so the borrow
+/// lasts as long as the view.
+///
+/// # Safety
+/// CPython's `bf_getbuffer` contract (GIL held, `o` a live guard).
+unsafe extern "C" fn guard_getbuffer(
+    o: *mut ffi::PyObject,
+    view: *mut ffi::Py_buffer,
+    flags: c_int,
+) -> c_int {
+    // SAFETY: caller contract; the window is memory the borrowed object owns, kept as it is by
+    // the borrow, which lasts as long as `view.obj` (a new reference to the guard) does.
+    // `PyBuffer_FillInfo` refuses a NULL view and writable requests of read-only data itself.
+    unsafe {
+        let g = o.cast::<GuardObject>();
+        if !(*g).has_window {
+            if !view.is_null() {
+                (*view).obj = ptr::null_mut();
+            }
+            ffi::PyErr_SetString(
+                ffi::PyExc_BufferError,
+                c"this dlbind export borrow exposes no buffer".as_ptr(),
+            );
+            return -1;
+        }
+        ffi::PyBuffer_FillInfo(
+            view,
+            o,
+            (*g).window_base as *mut c_void,
+            (*g).window_len,
+            c_int::from((*g).window_readonly),
+            flags,
+        )
+    }
+}
+
+/// `bf_releasebuffer`: frees what a `Py_buffer` whose `obj` is a guard holds: nothing for the
+/// guard's own buffers, the metadata block for a non-frozen object's buffer export
+/// ([`crate::bridges::getbuffer`] makes the guard the `obj` of those).
+///
+/// # Safety
+/// CPython's `bf_releasebuffer` contract: `view` was filled by `getbuffer` (its `internal`
+/// block) or by `guard_getbuffer` (`internal` NULL), and is released once.
+unsafe extern "C" fn guard_releasebuffer(_o: *mut ffi::PyObject, view: *mut ffi::Py_buffer) {
+    // Freeing a Rust block does not panic; if it did, the block would be leaked, not unwound
+    // into CPython.
+    let _ = std::panic::catch_unwind(|| {
+        // SAFETY: caller contract.
         unsafe { crate::bridges::releasebuffer(view) }
-    }
-
-    /// Reports the borrowed object, to which the guard holds a strong reference.
-    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        // SAFETY: `obj` is live while the guard is: the held `PyRef` owns a reference to it.
-        unsafe { crate::gc::visit_ptr(&visit, self.held.obj) }
-    }
+    });
 }

@@ -34,9 +34,16 @@ where
     T::Frozen: SourceAccess<T>,
 {
     let req = parse_export_request(stream, max_version, dl_device, copy)?;
-    <T::Frozen as SourceAccess<T>>::with_owner(slf, |owner, src| {
-        export_to_capsule(owner, src, &req)
-    })?
+    if <T::Frozen as SourceAccess<T>>::FROZEN {
+        // The frozen path written exactly as before non-frozen classes were supported (the
+        // object is its own owner; `with_owner` gives the same), so that this hot path keeps
+        // the code it had: the branch is a constant, the other arm is not compiled in.
+        <T::Frozen as SourceAccess<T>>::with(slf, |src| export_to_capsule(slf.as_any(), src, &req))?
+    } else {
+        <T::Frozen as SourceAccess<T>>::with_owner(slf, |owner, src| {
+            export_to_capsule(owner, src, &req)
+        })?
+    }
 }
 
 /// The body of `__dlpack_device__(self)`: `(device_type, device_id)`.
