@@ -869,6 +869,65 @@ fn fastcall_from_dlpack_of_a_non_frozen_type_holds_a_borrow() {
     });
 }
 
+/// The derived `__traverse__` of a non-frozen class still runs while exports hold shared borrows
+/// of the object (PyO3 takes one more, without blocking): a cycle through a view's owner and a
+/// memoryview export of the object is collected, and its borrow released.
+#[test]
+fn non_frozen_traverse_runs_under_export_borrows() {
+    let _g = common::serial();
+    Python::attach(|py| {
+        let borrows = dlbind::python::live_export_borrows();
+        let ns = dlbind::pyo3::types::PyDict::new(py);
+        py.run(
+            c"import gc, weakref\nclass H:\n    pass\nh = H()\nh.mem = bytearray(16)\nalive = weakref.ref(h)\n",
+            Some(&ns),
+            None,
+        )
+        .unwrap();
+        let h = ns.get_item("h").unwrap().unwrap();
+        let mem = h.getattr("mem").unwrap();
+        // SAFETY: reading the address of a live bytearray's buffer.
+        let data = unsafe { pyffi::PyByteArray_AsString(mem.as_ptr()) }.cast::<c_void>();
+        // SAFETY: `data` is 16 bytes `h` keeps alive (its `mem` attribute is never replaced);
+        // the view keeps `h` alive.
+        let buf = unsafe { Buffer::view(h.clone().unbind(), data, Device::CPU, false) };
+        let g = Bound::new(
+            py,
+            GrowView {
+                buf,
+                dtype: <f32 as DLPackElement>::DTYPE,
+                shape: vec![4],
+                strides: vec![1],
+            },
+        )
+        .unwrap();
+        // h -> g -> (view owner) h, and h -> memoryview -> guard -> g: every edge visible to
+        // the collector, the last through the derived `__traverse__` under the export's borrow.
+        h.setattr("g", &g).unwrap();
+        h.setattr(
+            "mv",
+            py.eval(c"memoryview", None, None)
+                .unwrap()
+                .call1((&g,))
+                .unwrap(),
+        )
+        .unwrap();
+        assert!(g.try_borrow_mut().is_err(), "the memoryview holds a borrow");
+        assert_eq!(dlbind::python::live_export_borrows(), borrows + 1);
+        drop((h, g, mem));
+        ns.del_item("h").unwrap();
+        py.run(c"gc.collect()", Some(&ns), None).unwrap();
+        assert!(
+            py.eval(c"alive() is None", Some(&ns), None)
+                .unwrap()
+                .extract::<bool>()
+                .unwrap(),
+            "the cycle was collected"
+        );
+        assert_eq!(dlbind::python::live_export_borrows(), borrows);
+    });
+}
+
 #[test]
 fn fastcall_from_dlpack_other_paths_and_arguments() {
     let _g = common::serial();

@@ -271,6 +271,42 @@ def plain_pyclass_borrows():
     ok("plain pyclass")
 
 
+def paths_mutable():
+    """A non-frozen class (`Growable`): every export holds a borrow guard (a C-API object of
+    dlbind's) whose release ends the borrow; mutations in between reallocate the data."""
+    if not hasattr(m, "Growable"):
+        return
+    g = m.Growable([float(i) for i in range(8)])
+    g.reshape(2, 4)
+    ai = _OnlyAI(g)
+    held = [g.__dlpack__(), g.__dlpack__(max_version=(1, 3)), np.from_dlpack(g), memoryview(g),
+            np.asarray(ai), m.from_dlpack(g), g.__array_interface__]
+    del ai
+    if tvm_ffi is not None:
+        held.append(tvm_ffi.from_dlpack(g))
+    expect(RuntimeError, g.resize, 100)
+    expect(RuntimeError, g.push, 1.0)
+    assert float(held[2].sum()) == 28.0
+    held[3].release()
+    held.clear()
+    g.resize(1000, 1.0)                        # frees the old data: no export may still see it
+    g.fill(2.0)
+    cap = g.__dlpack__(max_version=(1, 3), copy=True)
+    g.resize(3)
+    assert np.from_dlpack(W(cap)).sum() == 2000.0
+    g.set_readonly(True)
+    expect(BufferError, g.__dlpack__)
+    expect((BufferError, TypeError), ctypes.c_char.from_buffer, g)
+    g.set_readonly(False)
+    assert m.live_export_borrows() == 0, m.live_export_borrows()
+    ok("mutable pyclass")
+
+
+class _OnlyAI:
+    def __init__(self, x):
+        self.__array_interface__ = x.__array_interface__
+
+
 def inject(kind: str) -> None:
     """Plant a bug in memory dlbind allocated (checker self-test); ends the process at once."""
     api = ctypes.pythonapi
@@ -312,11 +348,14 @@ def main() -> int:
             if i % 5 == 0:
                 cycles_collected()
                 plain_pyclass_borrows()
+            paths_mutable()
     gc.collect()
     bad = []
     if m is not None:
         if m.live_exports() != LIVE0:
             bad.append(f"live_exports() {LIVE0} -> {m.live_exports()}")
+        if hasattr(m, "live_export_borrows") and m.live_export_borrows() != 0:
+            bad.append(f"live_export_borrows() {m.live_export_borrows()} (want 0)")
         refs = [sys.getrefcount(x) for x in NP + OURS]
         if refs != REFS0:
             bad.append(f"source refcounts {REFS0} -> {refs}")
