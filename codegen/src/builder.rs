@@ -225,20 +225,7 @@ impl Builder {
         let copies = self.copies(&outputs)?;
         let copies_checked = copies.len();
         for (path, shown, contents) in copies {
-            match std::fs::read_to_string(&path) {
-                Err(_) => stale.push((shown.clone(), format!("missing: {shown}\n"))),
-                Ok(old) => {
-                    let old = old.replace("\r\n", "\n");
-                    if old != contents {
-                        let diff = similar::TextDiff::from_lines(&old, &contents)
-                            .unified_diff()
-                            .context_radius(3)
-                            .header(&format!("a/{shown}"), &format!("b/{shown}"))
-                            .to_string();
-                        stale.push((shown, diff));
-                    }
-                }
-            }
+            stale.extend(stale_entry(&path, &contents, &shown, || shown.clone()));
         }
         for o in &outputs {
             let path = out.join(&o.path);
@@ -250,25 +237,36 @@ impl Builder {
                     path.display().to_string().replace('\\', "/")
                 }
             };
-            let Ok(old) = std::fs::read_to_string(&path) else {
-                // A missing (or unreadable) file is named, not shown as a diff of every line.
-                stale.push((o.path.clone(), format!("missing: {}\n", shown())));
-                continue;
-            };
-            let old = old.replace("\r\n", "\n");
-            if old != o.contents {
-                let shown = shown();
-                let diff = similar::TextDiff::from_lines(&old, &o.contents)
-                    .unified_diff()
-                    .context_radius(3)
-                    .header(&format!("a/{shown}"), &format!("b/{shown}"))
-                    .to_string();
-                stale.push((o.path.clone(), diff));
-            }
+            stale.extend(stale_entry(&path, &o.contents, &o.path, shown));
         }
         Ok(CheckReport {
             stale,
             checked: outputs.len() + copies_checked,
         })
     }
+}
+
+/// Compares the file at `path` with `contents` (line endings normalised): `None` when equal,
+/// else `(name, report)` where the report is `missing: <shown>` for a missing (or unreadable)
+/// file, not a diff of every line, or a unified diff headed with `shown`.
+fn stale_entry(
+    path: &Path,
+    contents: &str,
+    name: &str,
+    shown: impl FnOnce() -> String,
+) -> Option<(String, String)> {
+    let Ok(old) = std::fs::read_to_string(path) else {
+        return Some((name.to_string(), format!("missing: {}\n", shown())));
+    };
+    let old = old.replace("\r\n", "\n");
+    if old == contents {
+        return None;
+    }
+    let shown = shown();
+    let diff = similar::TextDiff::from_lines(old.as_str(), contents)
+        .unified_diff()
+        .context_radius(3)
+        .header(&format!("a/{shown}"), &format!("b/{shown}"))
+        .to_string();
+    Some((name.to_string(), diff))
 }
