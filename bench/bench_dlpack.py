@@ -254,22 +254,22 @@ def main(argv=None):
             note += f" baseline failed: {type(e).__name__}: {str(e)[:120]}"
             bs = None
         pool_off = "reuse pool off" in ol and m is not None and hasattr(m, "set_copy_pool_limit")
-        old_limit = m.set_copy_pool_limit(0) if pool_off else None
+        old_limit = m._testing.set_copy_pool_limit(0) if pool_off else None
         shortcut_off = "same-type shortcut off" in ol and m is not None
         if shortcut_off:
-            m.set_same_type_views(False)
+            m._testing.set_same_type_views(False)
             if run_ours:
-                n_table = m.exchange_imports()
+                n_table = m._testing.exchange_imports()
                 eval(os_, g)
-                if m.exchange_imports() != n_table + 1:
+                if m._testing.exchange_imports() != n_table + 1:
                     note += " NOT THROUGH THE TABLE"
         try:
             ours, base = B.pair([os_ if run_ours else None, bs], g, heavy)
         finally:
             if pool_off:
-                m.set_copy_pool_limit(old_limit)
+                m._testing.set_copy_pool_limit(old_limit)
             if shortcut_off:
-                m.set_same_type_views(True)
+                m._testing.set_same_type_views(True)
         gc.collect()
         ratio = ours / base if ours and base else None
         tgt = TARGET.get(key)

@@ -335,7 +335,7 @@ def _child(args) -> int:
     # Optional check (only when the module has the demo's counter): does m.from_dlpack(w) go
     # through the foreign table? Information only, not used for the core rows.
     if any(r["key"] == "import_foreign_table" for r in rows):
-        cnt = getattr(m, "exchange_imports", None)
+        cnt = getattr(getattr(m, "_testing", None), "exchange_imports", None)
         if callable(cnt):
             try:
                 before = cnt()
@@ -343,7 +343,7 @@ def _child(args) -> int:
                 notes.append("`m.from_dlpack(w)` " + ("went through w's C exchange table"
                                                       if cnt() == before + 1 else
                                                       "did NOT go through w's C exchange table")
-                             + f" ({args.module}.exchange_imports counter)")
+                             + f" ({args.module}._testing.exchange_imports counter)")
             except Exception:  # noqa: BLE001
                 pass
 

@@ -49,19 +49,31 @@ fn every_file_a_crate_reads_is_a_listed_copy() {
         assert!(listed.contains(&n.as_str()), "{n} is not in dlbind.yaml");
         assert!(Path::new(&root.join(n)).is_file(), "{n} is missing");
     }
-    // And the runtime includes exactly its generated directory's files.
-    for (file, name) in [
-        ("ffi.rs", "types.rs"),
-        ("dtype_table.rs", "dtypes.rs"),
-        ("element.rs", "elements.rs"),
-        ("stream_rules.rs", "streams.rs"),
-        ("failure.rs", "errors.rs"),
-        ("protocol.rs", "protocol.rs"),
+    // And the runtime's `spec` module includes exactly its generated directory's files.
+    let mut spec_src = String::new();
+    for file in [
+        "runtime/src/spec/mod.rs",
+        "runtime/src/spec/elements.rs",
+        "runtime/src/spec/streams.rs",
     ] {
-        let src = std::fs::read_to_string(root.join("runtime/src").join(file)).unwrap();
+        spec_src += &std::fs::read_to_string(root.join(file)).expect(file);
+    }
+    for name in [
+        "types.rs",
+        "dtypes.rs",
+        "elements.rs",
+        "streams.rs",
+        "errors.rs",
+        "protocol.rs",
+    ] {
         assert!(
-            src.contains(&format!("include!(\"generated/{name}\")")),
-            "runtime/src/{file} does not include its copy generated/{name}"
+            spec_src.contains(&format!("include!(\"../generated/{name}\")")),
+            "runtime/src/spec does not include its copy generated/{name}"
         );
     }
+    assert_eq!(
+        spec_src.matches("include!(").count(),
+        6,
+        "runtime/src/spec includes something other than its six generated files"
+    );
 }

@@ -1,10 +1,11 @@
 """dlbind_demo: the reference user of dlbind (a DLPack array type built with PyO3)."""
 
+from types import ModuleType
 from typing import Any, ClassVar, Sequence, SupportsIndex, final
 
 from typing_extensions import CapsuleType
 
-__all__ = ["Growable", "Tensor", "exchange_imports", "from_dlpack", "live_exports", "numpy_fast_imports", "set_copy_pool_limit"]
+__all__ = ["Growable", "Tensor", "from_dlpack"]
 
 _Shape = int | Sequence[int]
 
@@ -140,37 +141,8 @@ def from_dlpack(x: Any, /, *, device: Any | None = None, copy: bool | None = Non
     """Import any DLPack producer as a `Tensor`, zero-copy where possible. A `Tensor` argument
     gives a new `Tensor` viewing the same storage (read-only flag kept, the storage kept alive)."""
 
-def live_exports() -> int:
-    """How many managed tensors this module exported whose deleter has not run yet."""
-
-def live_export_borrows() -> int:
-    """How many shared borrows of non-frozen objects (`Growable`) live exports hold now."""
-
-def spare_blocks_held() -> int:
-    """How many freed manager blocks the export path keeps for reuse now (0 to 2; always 0
-    with `DLBIND_FREELIST=0` in the environment)."""
-
-def exchange_imports() -> int:
-    """How many tensors this process imported by calling a producer's C exchange table (a
-    `Tensor` imported as a direct view of another `Tensor` does not call it: see
-    `same_type_views`)."""
-
-def same_type_views() -> int:
-    """How many `from_dlpack(t)` calls took a `Tensor` as a direct view of its storage (what
-    `Tensor`'s own exchange table gives, without calling it)."""
-
-def set_same_type_views(on: bool) -> None:
-    """`False`: `from_dlpack(t)` of a `Tensor` calls `Tensor.__dlpack_c_exchange_api__` like any
-    producer's table; `True` (the default): the direct view."""
-
-def tensor_freelist_stats() -> tuple[int | None, bool, int]:
-    """`(released Tensors waiting in the free list, whether new ones are built directly in
-    released memory, the list's capacity)`."""
-
-def numpy_fast_imports() -> int:
-    """How many imports (this process) read an exact `numpy.ndarray` through numpy's array header
-    instead of calling its `__dlpack__` (same result, no capsule)."""
-
-def set_copy_pool_limit(bytes: int) -> int:
-    """Set the byte limit of dlbind's reuse pool for freed huge host buffers (0 disables it);
-    returns the previous limit."""
+# Diagnostics and switches for dlbind's own tests and benchmarks (`live_exports`,
+# `live_export_borrows`, `spare_blocks_held`, `exchange_imports`, `same_type_views`,
+# `set_same_type_views`, `tensor_freelist_stats`, `numpy_fast_imports`, `set_copy_pool_limit`),
+# built on `dlbind::stats` and `dlbind::tuning`; not part of the demo's array API.
+_testing: ModuleType

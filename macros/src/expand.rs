@@ -31,7 +31,7 @@ pub fn expand(model: &Model, spec: &SpecView) -> syn::Result<TokenStream> {
 }
 
 /// `__traverse__` reporting the Python objects the data field holds
-/// (`DataSource::visit_python_refs`: a `dlbind::storage::Buffer` view's owner), so that the
+/// (`DataSource::visit_python_refs`: a `dlbind::Buffer` view's owner), so that the
 /// garbage collector can collect a reference cycle through them. On a non-frozen class PyO3 runs
 /// it under a shared borrow taken without blocking (exports' borrows do not stop it; an object
 /// inside a `&mut self` call is skipped for that collection). Only for a
@@ -54,7 +54,7 @@ fn gc_traverse(model: &Model) -> TokenStream {
                 &self,
                 visit: ::dlbind::__private::pyo3::PyVisit<'_>,
             ) -> ::core::result::Result<(), ::dlbind::__private::pyo3::PyTraverseError> {
-                ::dlbind::export::DataSource::visit_python_refs(&#data, &visit)
+                ::dlbind::__private::DataSource::visit_python_refs(&#data, &visit)
             }
         }
     }
@@ -86,7 +86,7 @@ fn source_impl(model: &Model) -> TokenStream {
             <[#elem]>::as_ptr(&#data) as *mut #elem as *mut ::core::ffi::c_void
         },
         DataKind::Source => quote_spanned! {dspan=>
-            ::dlbind::export::DataSource::data_ptr(&#data)
+            ::dlbind::__private::DataSource::data_ptr(&#data)
         },
         DataKind::Array { .. } => quote_spanned! {dspan=>
             ::dlbind::__private::nd::data_ptr(&#data)
@@ -100,7 +100,7 @@ fn source_impl(model: &Model) -> TokenStream {
             ::core::option::Option::Some(::core::mem::size_of_val::<[#elem]>(&#data[..]))
         },
         DataKind::Source => quote_spanned! {dspan=>
-            ::dlbind::export::DataSource::bytes_from_start(&#data)
+            ::dlbind::__private::DataSource::bytes_from_start(&#data)
         },
         DataKind::Array { .. } => quote! { ::core::option::Option::None },
     };
@@ -108,16 +108,16 @@ fn source_impl(model: &Model) -> TokenStream {
     let dtype = match &model.dtype {
         DtypeSource::Element(elem) => {
             let span = syn::spanned::Spanned::span(elem);
-            quote_spanned! {span=> <#elem as ::dlbind::element::DLPackElement>::DTYPE }
+            quote_spanned! {span=> <#elem as ::dlbind::__private::DLPackElement>::DTYPE }
         }
         DtypeSource::Field(f) => {
             let a = access(f);
-            quote_spanned! {f.span=> { let d: ::dlbind::ffi::DLDataType = #a; d } }
+            quote_spanned! {f.span=> { let d: ::dlbind::__private::DLDataType = #a; d } }
         }
         DtypeSource::Fixed { entry, span } => {
             let (code, bits, lanes) = (entry.code, entry.bits, entry.lanes);
             quote_spanned! {*span=>
-                ::dlbind::ffi::DLDataType { code: #code, bits: #bits, lanes: #lanes }
+                ::dlbind::__private::DLDataType { code: #code, bits: #bits, lanes: #lanes }
             }
         }
     };
@@ -154,9 +154,9 @@ fn source_impl(model: &Model) -> TokenStream {
     let device = match &model.device {
         Some(f) => {
             let a = access(f);
-            quote_spanned! {f.span=> { let d: ::dlbind::device::Device = #a; d } }
+            quote_spanned! {f.span=> { let d: ::dlbind::__private::Device = #a; d } }
         }
-        None => quote! { ::dlbind::device::Device::CPU },
+        None => quote! { ::dlbind::__private::Device::CPU },
     };
 
     let readonly = match &model.readonly {
@@ -174,8 +174,8 @@ fn source_impl(model: &Model) -> TokenStream {
             let body = quote_spanned! {f.span=> { let s: ::core::option::Option<u64> = #a; s } };
             quote! {
                 #[inline]
-                fn dlpack_stream(&self) -> ::core::option::Option<::dlbind::gpu::StreamHandle> {
-                    #body.map(::dlbind::gpu::StreamHandle)
+                fn dlpack_stream(&self) -> ::core::option::Option<::dlbind::__private::StreamHandle> {
+                    #body.map(::dlbind::__private::StreamHandle)
                 }
             }
         }
@@ -192,11 +192,11 @@ fn source_impl(model: &Model) -> TokenStream {
     // method or setter fails with PyO3's borrow error until the last export is released.
     quote! {
         #[automatically_derived]
-        unsafe impl ::dlbind::export::DLPackSource for #ident {
+        unsafe impl ::dlbind::__private::DLPackSource for #ident {
             #[inline]
             fn dlpack_data_ptr(&self) -> *mut ::core::ffi::c_void { #data_ptr }
             #[inline]
-            fn dlpack_dtype(&self) -> ::dlbind::ffi::DLDataType { #dtype }
+            fn dlpack_dtype(&self) -> ::dlbind::__private::DLDataType { #dtype }
             #[inline]
             fn dlpack_ndim(&self) -> usize { #ndim }
             #[inline]
@@ -204,30 +204,30 @@ fn source_impl(model: &Model) -> TokenStream {
             #[inline]
             fn dlpack_fill_strides(&self, out: &mut [i64]) -> bool { #fill_strides }
             #[inline]
-            fn dlpack_device(&self) -> ::dlbind::device::Device { #device }
+            fn dlpack_device(&self) -> ::dlbind::__private::Device { #device }
             #[inline]
             fn dlpack_readonly(&self) -> bool { #readonly }
             #[inline]
             fn dlpack_data_bytes(&self) -> ::core::option::Option<usize> {
-                use ::dlbind::exchange::probe::{ExtentOfData as _, ExtentTrusted as _};
-                (&&&::dlbind::exchange::probe::Probe::<Self>::new()).dlbind_extent(|| #data_bytes)
+                use ::dlbind::__private::probe::{ExtentOfData as _, ExtentTrusted as _};
+                (&&&::dlbind::__private::probe::Probe::<Self>::new()).dlbind_extent(|| #data_bytes)
             }
             #stream
         }
     }
 }
 
-/// `unsafe impl dlbind::exchange::ExchangeSource`: what the C exchange table needs beyond
+/// `unsafe impl dlbind::__private::ExchangeSource`: what the C exchange table needs beyond
 /// `DLPackSource`. Both answers are found by autoref specialization
-/// (`dlbind::exchange::probe`), since a derive cannot see trait impls or deref targets:
-/// * the constructor: `Some` when the type implements `dlbind::exchange::FromManagedTensor`;
+/// (`dlbind::__private::probe`), since a derive cannot see trait impls or deref targets:
+/// * the constructor: `Some` when the type implements `dlbind::FromDLPack`;
 /// * borrowed dims for the non-owning `dltensor_from_py_object_no_sync`: when both the shape
 ///   and strides field types deref to `[i64]` (or are `[i64; N]`). Types without a strides
 ///   field, or `#[dlpack(array)]` types, get a NULL entry (the spec allows it), and so do
 ///   non-frozen classes (decided by the runtime's table builder: the fill cannot hold a borrow).
 fn exchange_impl(model: &Model) -> TokenStream {
     let ident = &model.ident;
-    let probe = quote!(::dlbind::exchange::probe::Probe);
+    let probe = quote!(::dlbind::__private::probe::Probe);
     let dims = match (&model.data.kind, &model.shape, &model.strides) {
         (DataKind::Array { .. }, _, _) | (_, None, _) | (_, _, None) => None,
         (_, Some(shape), Some(strides)) => Some((shape, strides)),
@@ -239,12 +239,12 @@ fn exchange_impl(model: &Model) -> TokenStream {
             let (sa, ta) = (access(shape), access(strides));
             (
                 quote! {
-                    use ::dlbind::exchange::probe::{DimsViaArray as _, DimsViaDeref as _, NoDims as _};
+                    use ::dlbind::__private::probe::{DimsViaArray as _, DimsViaDeref as _, NoDims as _};
                     (&&&#probe::<#sty>::new()).dlbind_dims().is_some()
                         && (&&&#probe::<#tty>::new()).dlbind_dims().is_some()
                 },
                 quote! {
-                    use ::dlbind::exchange::probe::{DimsViaArray as _, DimsViaDeref as _, NoDims as _};
+                    use ::dlbind::__private::probe::{DimsViaArray as _, DimsViaDeref as _, NoDims as _};
                     let fs = (&&&#probe::<#sty>::new()).dlbind_dims()?;
                     let ft = (&&&#probe::<#tty>::new()).dlbind_dims()?;
                     ::core::option::Option::Some((fs(&#sa), ft(&#ta)))
@@ -256,10 +256,10 @@ fn exchange_impl(model: &Model) -> TokenStream {
         // SAFETY: the borrowed dims are the very fields `dlpack_fill_shape` / `dlpack_fill_strides`
         // copy from (converted by identity: they are `i64` already).
         #[automatically_derived]
-        unsafe impl ::dlbind::exchange::ExchangeSource for #ident {
+        unsafe impl ::dlbind::__private::ExchangeSource for #ident {
             #[inline]
-            fn exchange_constructor() -> ::core::option::Option<::dlbind::exchange::Constructor> {
-                use ::dlbind::exchange::probe::{NoConstructor as _, ViaConstructor as _};
+            fn exchange_constructor() -> ::core::option::Option<::dlbind::__private::Constructor> {
+                use ::dlbind::__private::probe::{NoConstructor as _, ViaConstructor as _};
                 (&&&#probe::<Self>::new()).dlbind_constructor()
             }
             #[inline]
@@ -272,7 +272,7 @@ fn exchange_impl(model: &Model) -> TokenStream {
 
 /// `type(x).__dlpack_c_exchange_api__` (name from the spec IR): a class attribute holding the
 /// capsule that points at the type's static `DLPackExchangeAPI`
-/// (`dlbind::exchange::exchange_api_capsule`). Nothing for specs without the attribute.
+/// (`dlbind::__private::exchange_api_capsule`). Nothing for specs without the attribute.
 fn exchange_api_attr(model: &Model, spec: &SpecView) -> syn::Result<TokenStream> {
     let Some(name) = &spec.exchange_attr else {
         return Ok(TokenStream::new());
@@ -289,13 +289,13 @@ fn exchange_api_attr(model: &Model, spec: &SpecView) -> syn::Result<TokenStream>
             fn #f(
                 py: ::dlbind::__private::pyo3::Python<'_>,
             ) -> ::dlbind::__private::pyo3::PyResult<::dlbind::__private::pyo3::Py<::dlbind::__private::pyo3::PyAny>> {
-                ::dlbind::exchange::exchange_api_capsule::<Self>(py)
+                ::dlbind::__private::exchange_api_capsule::<Self>(py)
             }
         }
     })
 }
 
-/// The bridges to the older array protocols (`dlbind::bridges`), one `#[pymethods]` block with
+/// The bridges to the older array protocols (`dlbind::__private::bridges`), one `#[pymethods]` block with
 /// one method per item below. The names are fixed Python dunders (not in the DLPack spec).
 fn bridges(model: &Model) -> TokenStream {
     let ident = &model.ident;
@@ -324,7 +324,7 @@ fn getbuffer() -> TokenStream {
             flags: ::core::ffi::c_int,
         ) -> ::dlbind::__private::pyo3::PyResult<()> {
             // SAFETY: called by CPython's bf_getbuffer slot with a valid `view`.
-            unsafe { ::dlbind::bridges::getbuffer(&slf, view, flags) }
+            unsafe { ::dlbind::__private::bridges::getbuffer(&slf, view, flags) }
         }
     }
 }
@@ -337,12 +337,12 @@ fn releasebuffer() -> TokenStream {
             view: *mut ::dlbind::__private::pyo3::ffi::Py_buffer,
         ) {
             // SAFETY: `view` was filled by `getbuffer` above (CPython's bf_releasebuffer contract).
-            unsafe { ::dlbind::bridges::releasebuffer(view) }
+            unsafe { ::dlbind::__private::bridges::releasebuffer(view) }
         }
     }
 }
 
-/// A `#[getter]` named `name` returning `::dlbind::bridges::<func>(slf)`.
+/// A `#[getter]` named `name` returning `::dlbind::__private::bridges::<func>(slf)`.
 fn bridge_getter(name: &str, func: &str) -> TokenStream {
     let name = format_ident!("{name}");
     let func = format_ident!("{func}");
@@ -351,7 +351,7 @@ fn bridge_getter(name: &str, func: &str) -> TokenStream {
         fn #name(
             slf: &::dlbind::__private::pyo3::Bound<'_, Self>,
         ) -> ::dlbind::__private::pyo3::PyResult<::dlbind::__private::pyo3::Py<::dlbind::__private::pyo3::PyAny>> {
-            ::dlbind::bridges::#func(slf)
+            ::dlbind::__private::bridges::#func(slf)
         }
     }
 }
@@ -391,9 +391,9 @@ fn py_ident(name: &str, what: &str) -> syn::Result<Ident> {
 /// The `#[pymethods]` block: `__dlpack__` and `__dlpack_device__`, names from the spec.
 ///
 /// `__dlpack__` is emitted as a class attribute holding the runtime's raw
-/// `METH_FASTCALL | METH_KEYWORDS` descriptor (`dlbind::python::dlpack_descriptor`): it parses
+/// `METH_FASTCALL | METH_KEYWORDS` descriptor (`dlbind::__private::dlpack_descriptor`): it parses
 /// the keyword-only arguments itself, matching the interned keyword names of the generated
-/// `dlbind::protocol` module by identity. PyO3's generic argument parser costs ~20 ns per call,
+/// `dlbind::spec::protocol` module by identity. PyO3's generic argument parser costs ~20 ns per call,
 /// which alone misses the "≤ 0.9× numpy" export target. The method name comes from the spec IR;
 /// the keyword names are checked here against the IR so a spec whose names are not identifiers
 /// fails at compile time, and the runtime reads the same names from the generated code.
@@ -416,14 +416,14 @@ fn pymethods(model: &Model, spec: &SpecView) -> syn::Result<TokenStream> {
             fn #dlpack_fn(
                 py: ::dlbind::__private::pyo3::Python<'_>,
             ) -> ::dlbind::__private::pyo3::PyResult<::dlbind::__private::pyo3::Py<::dlbind::__private::pyo3::PyAny>> {
-                ::dlbind::python::dlpack_descriptor::<Self>(py)
+                ::dlbind::__private::dlpack_descriptor::<Self>(py)
             }
 
             #[pyo3(name = #device_name)]
             fn #device_fn(
                 slf: &::dlbind::__private::pyo3::Bound<'_, Self>,
             ) -> ::dlbind::__private::pyo3::PyResult<(i32, i32)> {
-                ::dlbind::python::dlpack_device_method(slf)
+                ::dlbind::__private::dlpack_device_method(slf)
             }
         }
     })
@@ -443,6 +443,34 @@ mod tests {
         ts.to_string()
     }
 
+    /// Every path the expansion names into dlbind goes through `::dlbind::__private` (serde's
+    /// rule): the runtime's other modules can change without breaking derived code.
+    #[test]
+    fn expansion_names_only_the_private_module() {
+        let cases: Vec<syn::DeriveInput> = vec![
+            parse_quote! { struct A { #[dlpack(data)] v: Vec<f32>, #[dlpack(shape)] s: Vec<usize> } },
+            parse_quote! {
+                struct B {
+                    #[dlpack(data)] buf: Buffer,
+                    #[dlpack(dtype)] dt: DLDataType,
+                    #[dlpack(shape)] s: Vec<i64>,
+                    #[dlpack(strides)] st: Vec<i64>,
+                    #[dlpack(device)] dev: Device,
+                    #[dlpack(readonly)] ro: bool,
+                    #[dlpack(stream)] stream: Option<u64>,
+                }
+            },
+            parse_quote! { struct C { #[dlpack(array)] a: ndarray::ArrayD<f64> } },
+        ];
+        for input in cases {
+            let s = expand_str(input);
+            let total = s.matches(":: dlbind ::").count();
+            let private = s.matches(":: dlbind :: __private ::").count();
+            assert!(total > 10, "{s}");
+            assert_eq!(total, private, "a path outside `::dlbind::__private`: {s}");
+        }
+    }
+
     #[test]
     fn expands_vec_struct() {
         let s = expand_str(parse_quote! {
@@ -452,20 +480,20 @@ mod tests {
             }
         });
         assert!(
-            s.contains("unsafe impl :: dlbind :: export :: DLPackSource for Image"),
+            s.contains("unsafe impl :: dlbind :: __private :: DLPackSource for Image"),
             "{s}"
         );
         assert!(
-            s.contains("< u8 as :: dlbind :: element :: DLPackElement > :: DTYPE"),
+            s.contains("< u8 as :: dlbind :: __private :: DLPackElement > :: DTYPE"),
             "{s}"
         );
         assert!(s.contains("dlpack_descriptor :: < Self >"), "{s}");
         assert!(s.contains("name = \"__dlpack__\""), "{s}");
         assert!(s.contains("let _ = out ; false"), "{s}");
-        assert!(s.contains(":: dlbind :: device :: Device :: CPU"), "{s}");
+        assert!(s.contains(":: dlbind :: __private :: Device :: CPU"), "{s}");
         assert!(s.contains("assert_pyclass :: < Image >"), "{s}");
         assert!(
-            s.contains("unsafe impl :: dlbind :: exchange :: ExchangeSource for Image"),
+            s.contains("unsafe impl :: dlbind :: __private :: ExchangeSource for Image"),
             "{s}"
         );
         assert!(s.contains("name = \"__dlpack_c_exchange_api__\""), "{s}");
@@ -553,7 +581,7 @@ mod tests {
             }
         });
         assert!(
-            s.contains(":: dlbind :: export :: DataSource :: data_ptr (& self . buf)"),
+            s.contains(":: dlbind :: __private :: DataSource :: data_ptr (& self . buf)"),
             "{s}"
         );
         assert!(s.contains("self . dt"), "{s}");

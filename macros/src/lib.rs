@@ -4,7 +4,7 @@
 //! A thin proc-macro crate: `attr` parses `#[dlpack(...)]` with syn, `model` validates the
 //! struct into a small model (against the spec's dtype table, read from the generated table
 //! `src/generated/derive_table.rs` by `spec_source`), and `expand` turns the model into code with quote. Use it through `dlbind`,
-//! which re-exports it (`use dlbind::prelude::*;`): the expansion refers to `::dlbind::…` paths.
+//! which re-exports it (`use dlbind::prelude::*;`): the expansion names only `::dlbind::__private::…` (serde's `_serde::__private` pattern).
 //!
 //! ```ignore
 //! use dlbind::prelude::*;
@@ -20,13 +20,13 @@
 //!
 //! | key | where | field type | meaning |
 //! |---|---|---|---|
-//! | `data` | field | `Vec<T>`, `Box<[T]>`, `Arc<[T]>` (`T: DLPackElement`), or any `dlbind::export::DataSource` (e.g. `dlbind::storage::Buffer`) | element 0; dtype from `T` unless given |
+//! | `data` | field | `Vec<T>`, `Box<[T]>`, `Arc<[T]>` (`T: DLPackElement`), or any `dlbind::DataSource` (e.g. `dlbind::Buffer`) | element 0; dtype from `T` unless given |
 //! | `array` | field | owned `ndarray` array (`ArrayD<T>`, `Array<T, D>`, `Array1<T>`…) | data, shape, strides and dtype (runtime feature `ndarray`) |
 //! | `shape` | field | `Vec<I>`, `Box<[I]>`, `[I; N]` (any integer `I`) or a type that derefs to `[I]` | required unless `array` |
 //! | `strides` | field | as `shape`, in elements | optional; absent = C-contiguous |
-//! | `dtype` | field | `dlbind::ffi::DLDataType` | dynamic dtype |
+//! | `dtype` | field | `dlbind::spec::types::DLDataType` | dynamic dtype |
 //! | `dtype = "bfloat16"` | struct | — | a dtype name from the spec's table (raw storage) |
-//! | `device` | field | `dlbind::device::Device` | default CPU |
+//! | `device` | field | `dlbind::Device` | default CPU |
 //! | `readonly` | field (`bool`) or struct | — | default writable |
 //! | `stream` | field | `Option<u64>` | CUDA/ROCm stream with pending work on the data (default: the device's default stream) |
 //! | `custom_traverse` | struct | — | the type writes `__traverse__` itself (see below) |
@@ -55,8 +55,8 @@
 //!
 //! Every export checks the dtype and that the shape and strides stay inside the data field
 //! (`DLPackSource::dlpack_data_bytes`, emitted from the field's length); a type whose
-//! constructors guarantee that may `unsafe impl dlbind::export::UncheckedExtent` to skip the
-//! span check (detected like `FromManagedTensor`, by autoref specialization).
+//! constructors guarantee that may `unsafe impl dlbind::tuning::UncheckedExtent` to skip the
+//! span check (detected like `FromDLPack`, by autoref specialization).
 //!
 //! Misuse is a compile error pointing at the offending span; see `tests/ui/cases/`.
 //! The emitted `__dlpack__` takes its method and keyword names from the generated table, so
@@ -65,7 +65,7 @@
 //! The C exchange API (DLPack 1.3): every derived type also gets
 //! `type(x).__dlpack_c_exchange_api__` (name from the spec), a `"dlpack_exchange_api"`
 //! capsule pointing at a static `DLPackExchangeAPI` (see `dlbind::exchange`). Its allocator and
-//! `to_py_object` entries build the type through `dlbind::exchange::FromManagedTensor` when the
+//! `to_py_object` entries build the type through `dlbind::FromDLPack` when the
 //! type implements it (detected by autoref specialization, no attribute needed; otherwise they
 //! set a `TypeError`); the non-owning `dltensor_from_py_object_no_sync` entry is present when
 //! the class is frozen and its shape and strides fields deref to `[i64]` (or are `[i64; N]`),
@@ -83,7 +83,7 @@ mod model;
 mod spec;
 mod spec_source;
 
-/// Derives `dlbind::export::DLPackSource` and a `#[pymethods]` block with `__dlpack__` and
+/// Derives `dlbind::DLPackSource` and a `#[pymethods]` block with `__dlpack__` and
 /// `__dlpack_device__` (names and keyword names from the DLPack spec) for a `#[pyclass]` struct
 /// (`frozen` for borrow-free exports). See the crate docs.
 #[proc_macro_derive(DLPackExport, attributes(dlpack))]

@@ -37,7 +37,7 @@ impl FieldRef {
 pub enum DataKind {
     /// `Vec<T>`, `Box<[T]>`, `Arc<[T]>`: a contiguous slice of `T`.
     Slice { elem: Type },
-    /// Any other type implementing `::dlbind::export::DataSource` (e.g. `dlbind::storage::Buffer`).
+    /// Any other type implementing `::dlbind::DataSource` (e.g. `dlbind::Buffer`).
     Source,
     /// `#[dlpack(array)]`: an owned `ndarray` array giving pointer, shape and strides.
     Array { elem: Type },
@@ -54,7 +54,7 @@ pub struct DataField {
 pub enum DtypeSource {
     /// `<T as DLPackElement>::DTYPE` of the element type.
     Element(Type),
-    /// A `#[dlpack(dtype)]` field of type `dlbind::ffi::DLDataType`.
+    /// A `#[dlpack(dtype)]` field of type `dlbind::spec::types::DLDataType`.
     Field(FieldRef),
     /// Struct-level `#[dlpack(dtype = "name")]`, resolved against the spec's table.
     Fixed { entry: DtypeEntry, span: Span },
@@ -339,7 +339,7 @@ fn finish(
             syn::Error::new(
                 input.ident.span(),
                 "DLPackExport needs a `#[dlpack(data)]` field (Vec<T>, Box<[T]>, Arc<[T]> or a \
-                 DataSource such as dlbind::storage::Buffer) or a `#[dlpack(array)]` ndarray field",
+                 DataSource such as dlbind::Buffer) or a `#[dlpack(array)]` ndarray field",
             ),
         );
         return None;
@@ -536,7 +536,7 @@ fn dtype_source(
                         data_field.span,
                         format!(
                             "the data field `{}` of type `{}` has no static element type: add a \
-                             `#[dlpack(dtype)]` field of type `dlbind::ffi::DLDataType` or \
+                             `#[dlpack(dtype)]` field of type `dlbind::spec::types::DLDataType` or \
                              `#[dlpack(dtype = \"…\")]` on the struct",
                             data_field.name(),
                             type_text(&data_field.ty)
@@ -784,7 +784,7 @@ mod tests {
     fn buffer_with_dtype_field_device_readonly() {
         let m = model(parse_quote! {
             struct Tensor {
-                #[dlpack(data)] buf: dlbind::storage::Buffer,
+                #[dlpack(data)] buf: dlbind::Buffer,
                 #[dlpack(dtype)] dtype: DLDataType,
                 #[dlpack(shape)] shape: Vec<i64>,
                 #[dlpack(strides)] strides: Vec<i64>,

@@ -19,10 +19,10 @@ use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use dlbind::exchange::{import_via_exchange_api, lookup_exchange_api};
-use dlbind::ffi::{DLDataType, DLTensor};
 use dlbind::prelude::*;
-use dlbind::pyo3::types::{PyDict, PyTuple};
+use dlbind::spec::types::{DLDataType, DLTensor};
 use dlbind::{Device, ImportedTensor};
+use pyo3::types::{PyDict, PyTuple};
 
 /// A derived array type (exchange table included) over immutable host memory.
 #[pyclass(frozen)]

@@ -111,6 +111,13 @@ impl Device {
         }
     }
 
+    /// Reads a device argument as `from_dlpack(x, device=…)` does: Python `None` (or no
+    /// argument) → `None`, the string `"cpu"`, or a `(device_type, device_id)` tuple of ints.
+    /// Another type → TypeError; an unknown string → ValueError (the spec's mapping).
+    pub fn from_py_arg(arg: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Device>> {
+        crate::args::parse_device_arg(arg)
+    }
+
     /// A Python `(device_type, device_id)` tuple of ints.
     pub fn to_py_tuple<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, [self.device_type.0, self.device_id])

@@ -12,7 +12,7 @@ use pyo3::types::PyType;
 
 use crate::alloc::AllocError;
 use crate::copy::CopyError;
-use crate::failure::{FailureKind, PyExceptionKind};
+use crate::spec::errors::{FailureKind, PyExceptionKind};
 
 /// An error from dlbind: what went wrong ([`FailureKind`], from the spec) and a message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -105,9 +105,9 @@ impl From<CopyError> for DlpackError {
 /// `Result<T, DlpackError>`.
 pub type Result<T, E = DlpackError> = std::result::Result<T, E>;
 
-impl From<crate::stream_rules::StreamRuleViolation> for DlpackError {
+impl From<crate::spec::streams::StreamRuleViolation> for DlpackError {
     /// A stream value the spec's rules reject for a device (InvalidStream).
-    fn from(v: crate::stream_rules::StreamRuleViolation) -> Self {
+    fn from(v: crate::spec::streams::StreamRuleViolation) -> Self {
         let shown = v
             .stream
             .map_or_else(|| "None".to_string(), |s| s.to_string());

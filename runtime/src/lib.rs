@@ -1,10 +1,10 @@
 //! # dlbind — DLPack for Rust/PyO3
 //!
-//! Zero-copy export (`#[derive(DLPackExport)]` → `__dlpack__` / `__dlpack_device__`) and
-//! import ([`from_dlpack`] → [`ImportedTensor`]) of DLPack 1.3 tensors. Every protocol
-//! constant, capsule name, keyword name, stream rule and exception choice comes from the code
-//! generated from `spec/dlpack.yaml` (modules [`ffi`], [`dtype_table`], [`element`],
-//! [`stream_rules`], [`failure`], [`protocol`]).
+//! Zero-copy export (`#[derive(DLPackExport)]` → `__dlpack__`, `__dlpack_device__`, the C
+//! exchange table, the older array protocols) and import ([`from_dlpack`] → [`ImportedTensor`],
+//! or straight into your own type with [`FromDLPack`] + [`add_from_dlpack`]) of DLPack 1.3
+//! tensors. Every protocol constant, capsule name, keyword name, stream rule and exception
+//! choice comes from the code generated from `spec/dlpack.yaml` ([`spec`]).
 //!
 //! ```ignore
 //! use dlbind::prelude::*;
@@ -16,56 +16,70 @@
 //! }
 //! ```
 //!
-//! ## Map
-//! * Producer: [`export::DLPackSource`] (what the derive implements), [`export::DataSource`]
-//!   (data fields), [`export::request`] (pure negotiation: `ExportRequest` → `ExportPlan`),
-//!   [`export::managed`] (one `PyMem_Malloc` block per export, capsule with the generated
-//!   static name, GIL-safe deleter, [`live_exports`]), [`python::dlpack_method`] /
-//!   [`python::dlpack_device_method`] (the method bodies) and the optional raw-fastcall
-//!   `__dlpack__` ([`python::dlpack_descriptor`], [`python::install_fast_dlpack`]).
-//! * Consumer: [`from_dlpack`] / [`python::from_dlpack_py`] → [`ImportedTensor`] (owning
-//!   handle: shape/strides/dtype/device/readonly, slices, `ndarray` views, copies).
-//! * Storage for array types: [`storage::Buffer`]; what it reports to the garbage collector
-//!   ([`export::DataSource::visit_python_refs`], the derived `__traverse__`) is in `gc`.
-//! * Errors: [`DlpackError`] = generated [`failure::FailureKind`] + message; the Python exception
-//!   comes from the generated mapping.
+//! ## Public modules
+//! | module | for |
+//! |---|---|
+//! | [`prelude`] | `use dlbind::prelude::*;`: the derive, the traits, the common types, PyO3's prelude |
+//! | [`spec`] | the generated, read-only tables: ABI types, dtypes, element types, stream rules, errors, protocol names |
+//! | [`layout`] | C strides, contiguity, byte spans, element sizes, the strided host copy |
+//! | [`gpu`] | bring your own device runtime ([`gpu::DeviceRuntime`]); CUDA through `cudarc` with feature `cuda` |
+//! | [`tuning`] | performance knobs: free lists, the copy pool, the same-type shortcut, `UncheckedExtent` |
+//! | [`stats`] | process-wide counters: live exports, borrows, spare blocks, imports by path |
+//!
+//! ## How the crate reads (private modules)
+//! * **Producer** (`export/`): the traits a type implements (`DLPackSource`, `DataSource`),
+//!   negotiation (`request`: an `ExportRequest` → an `ExportPlan`), the managed tensor (`block`,
+//!   `fill`, `capsule`, `device`), and the `__dlpack__` / `__dlpack_device__` methods (`method`).
+//! * **Consumer** (`import/`): [`ImportedTensor`] (`tensor`, `validate`, `nd`), the import order
+//!   written once (`order`: same type → numpy header → exchange table → `__dlpack__` → bridges),
+//!   and the typed entry point (`typed`: [`FromDLPack`], [`add_from_dlpack`]).
+//! * **Leaves** the pipelines call, which import neither pipeline's entry points: `bridges`
+//!   (`__array_interface__`, CUDA/SYCL interfaces, the buffer protocol, numpy's header),
+//!   `exchange` (the C exchange table, both directions), [`gpu`] (device plans and runtimes).
+//! * **Base**: [`spec`], [`layout`], `copy` (kernels), `alloc`, `dtype`, `error`, `device`,
+//!   `storage` ([`Buffer`]), `args` (Python argument parsing) and `cpython` (every CPython
+//!   internal: private symbols, interpreter state, C boundary, interned names, GC, free lists).
+//!
+//! The derive's expansion names only `dlbind::__private`.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_debug_implementations)]
 
-pub mod dtype_table;
-pub mod element;
-pub mod failure;
-pub mod ffi;
-pub mod protocol;
-pub mod stream_rules;
-
-pub mod alloc;
-pub mod bridges;
-pub mod copy;
-mod cpython;
-pub mod device;
-pub mod error;
-pub mod exchange;
-pub mod export;
-pub mod freelist;
-mod gc;
 pub mod gpu;
-pub mod import;
-mod interp;
+pub mod layout;
 pub mod prelude;
-pub mod python;
-pub mod storage;
+pub mod spec;
+pub mod stats;
+pub mod tuning;
+
+/// Declares the internal modules: private, and public under the `test-util` feature, for
+/// dlbind's own integration tests only (hidden from the docs, not covered by semver).
+macro_rules! internal_modules {
+    ($($m:ident),* $(,)?) => {$(
+        #[cfg(feature = "test-util")]
+        #[doc(hidden)]
+        pub mod $m;
+        #[cfg(not(feature = "test-util"))]
+        mod $m;
+    )*};
+}
+
+internal_modules!(
+    alloc, args, bridges, copy, cpython, device, dtype, error, exchange, export, import, storage,
+);
+
+/// The generated ABI types under the name the generated code uses (`crate::ffi::…`).
+pub(crate) use spec::types as ffi;
 
 #[doc(hidden)]
 #[path = "private.rs"]
 pub mod __private;
 
 pub use dlbind_macros::DLPackExport;
-pub use pyo3;
 
+pub use bridges::PythonView;
 pub use device::Device;
 pub use error::DlpackError;
-pub use export::live_exports;
-pub use import::ImportedTensor;
-pub use python::from_dlpack;
+pub use export::{DLPackSource, DataSource};
+pub use import::{FromDLPack, ImportedTensor, add_from_dlpack, from_dlpack};
+pub use spec::elements::DLPackElement;
 pub use storage::Buffer;

@@ -1,14 +1,31 @@
-//! Items the derive macro's expansion refers to (`::dlbind::__private::…`). Not a public API.
+//! Everything the derive's expansion names (`::dlbind::__private::…`), and nothing a user should
+//! call: not a public API, exempt from semver. Keeping the expansion to this one module lets
+//! every other module change without breaking derived code (serde's `_serde::__private`,
+//! thiserror's `private.rs`).
 
 pub use core::ffi::c_void;
 
 pub use pyo3;
 
 pub use crate::device::Device;
-pub use crate::element::DLPackElement;
-pub use crate::export::{DLPackSource, DataSource, c_contiguous_strides};
+pub use crate::exchange::probe;
+pub use crate::exchange::{Constructor, ExchangeSource, exchange_api_capsule};
+pub use crate::export::access::SourceAccess;
+pub use crate::export::method::{
+    dlpack_descriptor, dlpack_device_method, dlpack_fastcall, dlpack_method, install_fast_dlpack,
+};
+pub use crate::export::{DLPackSource, DataSource};
 pub use crate::ffi::{DLDataType, DLDeviceType};
-pub use crate::python::{SourceAccess, dlpack_device_method, dlpack_method};
+pub use crate::gpu::StreamHandle;
+pub use crate::layout::c_strides_into;
+pub use crate::spec::elements::DLPackElement;
+
+/// The older array protocols' entry points, as the derive's `#[pymethods]` call them.
+pub mod bridges {
+    pub use crate::bridges::{
+        array_interface, cuda_array_interface, getbuffer, releasebuffer, sycl_usm_array_interface,
+    };
+}
 
 /// Converts one shape/stride value of any integer type to the ABI's `i64`.
 pub trait DimValue: Copy {
@@ -65,8 +82,8 @@ pub mod nd {
     use ndarray::{ArrayBase, Data, Dimension};
 
     use super::c_void;
-    use crate::element::DLPackElement;
     use crate::ffi::DLDataType;
+    use crate::spec::elements::DLPackElement;
 
     /// Address of element 0.
     #[inline(always)]

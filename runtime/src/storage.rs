@@ -25,6 +25,34 @@ pub enum Buffer {
     /// Memory owned by another Python object (e.g. the array a view or a same-type import was
     /// taken from), kept alive by a strong reference to it: no allocation, no DLPack round trip.
     View(PyView),
+    /// Memory kept valid by a Rust value the buffer owns (a device allocation, a memory map, an
+    /// arena handle, …), dropped when the buffer drops: see [`Buffer::from_owner`].
+    Kept(KeptView),
+}
+
+/// The [`Buffer::Kept`] payload: element 0 of memory that a Rust value keeps valid.
+pub struct KeptView {
+    owner: Box<dyn std::any::Any + Send + Sync>,
+    data: *mut c_void,
+    device: Device,
+    readonly: bool,
+}
+
+// SAFETY: `data` is only an address (never dereferenced through `&self` here); the memory it
+// points to is kept valid by `owner`, which is `Send + Sync`.
+unsafe impl Send for KeptView {}
+// SAFETY: as above; `&KeptView` gives out the address only.
+unsafe impl Sync for KeptView {}
+
+impl std::fmt::Debug for KeptView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeptView")
+            .field("owner", &(*self.owner).type_id())
+            .field("data", &self.data)
+            .field("device", &self.device)
+            .field("readonly", &self.readonly)
+            .finish()
+    }
 }
 
 /// The [`Buffer::View`] payload: element 0 of memory that `owner` keeps alive.
@@ -100,6 +128,38 @@ impl Buffer {
         })
     }
 
+    /// Memory owned by a Rust value: element 0 is `data`, on `device`, writable unless
+    /// `readonly`; `owner` (a GPU allocation, a memory map, an arena handle, …) is dropped when
+    /// the buffer drops, and not before. No allocation beyond boxing `owner`, no managed tensor.
+    ///
+    /// # Safety
+    /// Every byte the buffer's user will address from `data` must stay valid (and unmoved) while
+    /// `owner` is alive.
+    #[inline]
+    pub unsafe fn from_owner<O: Send + Sync + 'static>(
+        owner: O,
+        data: *mut c_void,
+        device: Device,
+        readonly: bool,
+    ) -> Buffer {
+        Buffer::Kept(KeptView {
+            owner: Box::new(owner),
+            data,
+            device,
+            readonly,
+        })
+    }
+
+    /// The bytes of owned host memory ([`Buffer::zeroed`], [`Buffer::from_aligned`]) to fill;
+    /// `None` for imported memory and views, which this buffer does not own.
+    #[inline]
+    pub fn owned_bytes_mut(&mut self) -> Option<&mut [u8]> {
+        match self {
+            Buffer::Owned(b) => Some(b.as_mut_slice()),
+            _ => None,
+        }
+    }
+
     /// A view of this buffer's memory with element 0 at `data`, kept alive by `holder` — the
     /// Python object that owns `self` — or, when `self` is itself a view, by that view's owner
     /// (so chains of views do not chain owners). `readonly` is or-ed with this buffer's own.
@@ -136,6 +196,7 @@ impl Buffer {
             Buffer::Imported(t) => t.data_ptr(),
             Buffer::Shared(t) => t.data_ptr(),
             Buffer::View(v) => v.data,
+            Buffer::Kept(k) => k.data,
         }
     }
 
@@ -143,7 +204,7 @@ impl Buffer {
     #[inline]
     pub fn imported(&self) -> Option<&ImportedTensor> {
         match self {
-            Buffer::Owned(_) | Buffer::View(_) => None,
+            Buffer::Owned(_) | Buffer::View(_) | Buffer::Kept(_) => None,
             Buffer::Imported(t) => Some(t),
             Buffer::Shared(t) => Some(t),
         }
@@ -154,6 +215,7 @@ impl Buffer {
     pub fn device(&self) -> Device {
         match self {
             Buffer::View(v) => v.device,
+            Buffer::Kept(k) => k.device,
             _ => self.imported().map_or(Device::CPU, ImportedTensor::device),
         }
     }
@@ -163,6 +225,7 @@ impl Buffer {
     pub fn readonly(&self) -> bool {
         match self {
             Buffer::View(v) => v.readonly,
+            Buffer::Kept(k) => k.readonly,
             _ => self.imported().is_some_and(ImportedTensor::readonly),
         }
     }
@@ -204,6 +267,7 @@ impl std::fmt::Debug for Buffer {
             Buffer::Imported(t) => f.debug_tuple("Buffer::Imported").field(t).finish(),
             Buffer::Shared(t) => f.debug_tuple("Buffer::Shared").field(t).finish(),
             Buffer::View(v) => f.debug_tuple("Buffer::View").field(v).finish(),
+            Buffer::Kept(k) => f.debug_tuple("Buffer::Kept").field(k).finish(),
         }
     }
 }
@@ -236,7 +300,7 @@ unsafe impl DataSource for Buffer {
         match self {
             Buffer::View(v) => visit.call(&v.owner),
             Buffer::Imported(t) => t.visit_python_owner(visit),
-            Buffer::Owned(_) | Buffer::Shared(_) => Ok(()),
+            Buffer::Owned(_) | Buffer::Shared(_) | Buffer::Kept(_) => Ok(()),
         }
     }
 }

@@ -7,8 +7,8 @@ use std::ffi::c_void;
 
 use dlbind::export::DLPackSource;
 use dlbind::prelude::*;
-use dlbind::pyo3::types::PyDict;
-use dlbind::pyo3::wrap_pyfunction;
+use pyo3::types::PyDict;
+use pyo3::wrap_pyfunction;
 
 #[pyclass(frozen)]
 struct T {
@@ -46,10 +46,10 @@ impl T {
         dl_device: Option<&Bound<'_, PyAny>>,
         copy: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
-        dlbind::python::dlpack_method(slf, stream, max_version, dl_device, copy)
+        dlbind::__private::dlpack_method(slf, stream, max_version, dl_device, copy)
     }
     fn __dlpack_device__(slf: &Bound<'_, Self>) -> PyResult<(i32, i32)> {
-        dlbind::python::dlpack_device_method(slf)
+        dlbind::__private::dlpack_device_method(slf)
     }
 }
 
@@ -67,8 +67,8 @@ fn from_dlpack(
     device: Option<&Bound<'_, PyAny>>,
     copy: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<View> {
-    let device = dlbind::python::parse_device_arg(device)?;
-    let copy = dlbind::python::parse_copy_arg(copy)?;
+    let device = dlbind::args::parse_device_arg(device)?;
+    let copy = dlbind::args::parse_copy_arg(copy)?;
     Ok(View {
         buf: Buffer::Imported(dlbind::from_dlpack(x, device, copy)?),
     })
@@ -124,7 +124,7 @@ print("\n".join(rows))
             None,
         )
         .unwrap();
-        dlbind::python::install_fast_dlpack::<T>(py).unwrap();
+        dlbind::__private::install_fast_dlpack::<T>(py).unwrap();
         py.run(
             cr#"
 rows = []
@@ -172,7 +172,7 @@ fn profile() {
         g.set_item("from_dlpack", wrap_pyfunction!(from_dlpack, py).unwrap())
             .unwrap();
         if std::env::var_os("DLBIND_PROFILE_FAST").is_some() {
-            dlbind::python::install_fast_dlpack::<T>(py).unwrap();
+            dlbind::__private::install_fast_dlpack::<T>(py).unwrap();
         }
         let n: usize = std::env::var("DLBIND_PROFILE_N")
             .ok()

@@ -5,8 +5,9 @@
 mod common;
 
 use dlbind::__private::nd::ndarray::{ArrayD, Axis, IxDyn};
+use dlbind::from_dlpack;
 use dlbind::prelude::*;
-use dlbind::{from_dlpack, live_exports};
+use dlbind::stats::live_exports;
 
 #[pyclass(frozen)]
 #[derive(DLPackExport)]

@@ -8,12 +8,13 @@ mod common;
 use std::ffi::{CString, c_void};
 
 use dlbind::export::DLPackSource;
+use dlbind::from_dlpack;
 use dlbind::gpu::StreamHandle;
 use dlbind::prelude::*;
-use dlbind::pyo3::exceptions::{PyAttributeError, PyBufferError, PyValueError};
-use dlbind::pyo3::ffi as pyffi;
-use dlbind::pyo3::types::{IntoPyDict, PyDict};
-use dlbind::{from_dlpack, live_exports};
+use dlbind::stats::live_exports;
+use pyo3::exceptions::{PyAttributeError, PyBufferError, PyValueError};
+use pyo3::ffi as pyffi;
+use pyo3::types::{IntoPyDict, PyDict};
 
 #[pyclass(frozen)]
 struct Arr {
@@ -38,7 +39,7 @@ unsafe impl DLPackSource for Arr {
     }
     fn dlpack_dtype(&self) -> DLDataType {
         if self.bf16 {
-            dlbind::dtype_table::dtype_by_name("bfloat16")
+            dlbind::spec::dtypes::dtype_by_name("bfloat16")
                 .unwrap()
                 .dtype
         } else {
@@ -645,10 +646,10 @@ fn numpy_header_fast_path_matches_the_capsule() {
         );
         for name in ["a", "r"] {
             let arr = eval(py, name, &g);
-            let before = dlbind::bridges::numpy_fast_imports();
+            let before = dlbind::stats::numpy_fast_imports();
             let fast = from_dlpack(&arr, None, None).unwrap();
             assert_eq!(
-                dlbind::bridges::numpy_fast_imports(),
+                dlbind::stats::numpy_fast_imports(),
                 before + 1,
                 "{name}: fast path not taken"
             );
@@ -673,10 +674,10 @@ fn numpy_header_fast_path_matches_the_capsule() {
             "class S(np.ndarray): pass\ns = np.arange(3.0).view(S)",
             &g,
         );
-        let before = dlbind::bridges::numpy_fast_imports();
+        let before = dlbind::stats::numpy_fast_imports();
         let t = from_dlpack(&eval(py, "s", &g), None, None).unwrap();
         assert_eq!(t.shape(), &[3]);
-        assert_eq!(dlbind::bridges::numpy_fast_imports(), before);
+        assert_eq!(dlbind::stats::numpy_fast_imports(), before);
     });
 }
 
@@ -786,7 +787,7 @@ fn non_frozen_bridges_hold_a_borrow() {
     let _g = common::serial();
     Python::attach(|py| {
         let np = common::numpy(py);
-        let borrows = dlbind::python::live_export_borrows();
+        let borrows = dlbind::stats::live_export_borrows();
         let g = PyDict::new(py);
         let held = |a: &Bound<'_, MutArr>| a.try_borrow_mut().is_err();
 
@@ -805,7 +806,7 @@ fn non_frozen_bridges_hold_a_borrow() {
         assert!(e.to_string().contains("Already borrowed"), "{e}");
         run(py, "mv.release()", &g);
         assert!(!held(&a), "released with the view");
-        assert_eq!(dlbind::python::live_export_borrows(), borrows);
+        assert_eq!(dlbind::stats::live_export_borrows(), borrows);
         run(py, "a.grow()", &g);
 
         // __array_interface__: `data` is the guard (a byte buffer), `offset` locates element 0.
@@ -909,6 +910,6 @@ fn non_frozen_bridges_hold_a_borrow() {
             assert!(!held(&c));
         }
         run(py, "del a, r, mv", &g);
-        assert_eq!(dlbind::python::live_export_borrows(), borrows);
+        assert_eq!(dlbind::stats::live_export_borrows(), borrows);
     });
 }

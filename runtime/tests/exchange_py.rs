@@ -1,5 +1,5 @@
 //! The C exchange API from Rust with an embedded interpreter: the derived table, every entry
-//! (success and error paths), types with and without `FromManagedTensor`, NULL
+//! (success and error paths), types with and without `FromDLPack`, NULL
 //! `dltensor_from_py_object_no_sync` for non-`i64` dims, panics kept inside, and the consumer's
 //! lookup (`prev_api` walk, foreign capsules ignored).
 
@@ -8,22 +8,22 @@ mod common;
 use std::ffi::{CStr, c_char, c_void};
 use std::ptr::{self, NonNull};
 
+use dlbind::FromDLPack;
 use dlbind::error::py_exception;
-use dlbind::exchange::{
-    ExchangeSource, FromManagedTensor, exchange_api, exchange_imports, lookup_exchange_api,
-    same_type_views,
-};
+use dlbind::exchange::{ExchangeSource, exchange_api, lookup_exchange_api};
 use dlbind::export::DLPackSource;
-use dlbind::failure::FailureKind;
-use dlbind::ffi::{
+use dlbind::prelude::*;
+use dlbind::spec::errors::FailureKind;
+use dlbind::spec::types::{
     DLDataType, DLDevice, DLDeviceType, DLManagedTensorVersioned, DLPACK_EXCHANGE_API_CAPSULE_NAME,
     DLPackExchangeAPI, DLPackExchangeAPIHeader, DLPackVersion, DLTensor,
 };
-use dlbind::prelude::*;
-use dlbind::pyo3::exceptions::PyTypeError;
-use dlbind::pyo3::ffi as pyffi;
-use dlbind::pyo3::types::PyCapsule;
-use dlbind::{ImportedTensor, from_dlpack, live_exports};
+use dlbind::stats::live_exports;
+use dlbind::stats::{exchange_imports, same_type_views};
+use dlbind::{ImportedTensor, from_dlpack};
+use pyo3::exceptions::PyTypeError;
+use pyo3::ffi as pyffi;
+use pyo3::types::PyCapsule;
 
 /// Whether `err` is the exception the spec maps `kind` to.
 fn is_failure(py: Python<'_>, err: &PyErr, kind: FailureKind) -> bool {
@@ -67,8 +67,8 @@ struct Owned {
     strides: [i64; 2],
 }
 
-impl FromManagedTensor for Owned {
-    fn from_managed(_py: Python<'_>, t: ImportedTensor) -> PyResult<Self> {
+impl FromDLPack for Owned {
+    fn from_imported(_py: Python<'_>, t: ImportedTensor) -> PyResult<Self> {
         let (s, st) = (t.shape(), t.strides());
         if s.len() != 2 {
             return Err(PyTypeError::new_err("Owned is 2-d"));
@@ -159,7 +159,7 @@ unsafe impl ExchangeSource for PanicsEverywhere {
 fn table_of(obj: &Bound<'_, PyAny>) -> &'static DLPackExchangeAPI {
     let cap = obj
         .get_type()
-        .getattr(dlbind::ffi::DLPACK_EXCHANGE_API_ATTR)
+        .getattr(dlbind::spec::types::DLPACK_EXCHANGE_API_ATTR)
         .unwrap();
     let cap = cap.cast::<PyCapsule>().unwrap();
     assert_eq!(
@@ -260,7 +260,7 @@ fn derived_table_entries() {
         let e = take_err(py);
         assert!(
             is_failure(py, &e, FailureKind::BadArgumentType)
-                && e.to_string().contains("FromManagedTensor"),
+                && e.to_string().contains("FromDLPack"),
             "{e}"
         );
         assert_eq!(live_exports(), base);
@@ -505,8 +505,8 @@ fn consumer_uses_the_table_and_walks_prev_api() {
                     pyffi::PyCapsule_New(h.cast(), DLPACK_EXCHANGE_API_CAPSULE_NAME.as_ptr(), None),
                 )
             };
-            let ns = dlbind::pyo3::types::PyDict::new(py);
-            ns.set_item(dlbind::ffi::DLPACK_EXCHANGE_API_ATTR, cap)
+            let ns = pyo3::types::PyDict::new(py);
+            ns.set_item(dlbind::spec::types::DLPACK_EXCHANGE_API_ATTR, cap)
                 .unwrap();
             let ty = py
                 .import("builtins")
@@ -527,9 +527,9 @@ fn consumer_uses_the_table_and_walks_prev_api() {
         // SAFETY: as above.
         assert!(unsafe { lookup_exchange_api(py, y.as_ptr()) }.is_null());
         // A capsule with another name is ignored.
-        let ns = dlbind::pyo3::types::PyDict::new(py);
+        let ns = pyo3::types::PyDict::new(py);
         let foreign = p.call_method("__dlpack__", (), None).unwrap();
-        ns.set_item(dlbind::ffi::DLPACK_EXCHANGE_API_ATTR, foreign)
+        ns.set_item(dlbind::spec::types::DLPACK_EXCHANGE_API_ATTR, foreign)
             .unwrap();
         let ty = py
             .import("builtins")
@@ -549,7 +549,7 @@ fn consumer_uses_the_table_and_walks_prev_api() {
 
 /// An instance of a fresh Python class whose namespace is `items`.
 fn instance_of<'py>(py: Python<'py>, items: &[(&str, Bound<'py, PyAny>)]) -> Bound<'py, PyAny> {
-    let ns = dlbind::pyo3::types::PyDict::new(py);
+    let ns = pyo3::types::PyDict::new(py);
     for (k, v) in items {
         ns.set_item(*k, v).unwrap();
     }
@@ -563,7 +563,7 @@ fn instance_of<'py>(py: Python<'py>, items: &[(&str, Bound<'py, PyAny>)]) -> Bou
     ty.call0().unwrap()
 }
 
-const LEGACY: &str = dlbind::ffi::DLPACK_EXCHANGE_API_ATTR_LEGACY;
+const LEGACY: &str = dlbind::spec::types::DLPACK_EXCHANGE_API_ATTR_LEGACY;
 
 #[test]
 fn legacy_attribute_name_is_looked_up_after_the_standard_one() {
@@ -582,7 +582,7 @@ fn legacy_attribute_name_is_looked_up_after_the_standard_one() {
         let ours = exchange_api::<Plain>();
         let cap = p
             .get_type()
-            .getattr(dlbind::ffi::DLPACK_EXCHANGE_API_ATTR)
+            .getattr(dlbind::spec::types::DLPACK_EXCHANGE_API_ATTR)
             .unwrap();
         let addr = (ours as *const DLPackExchangeAPI as usize)
             .into_pyobject(py)
@@ -607,7 +607,10 @@ fn legacy_attribute_name_is_looked_up_after_the_standard_one() {
         let both = instance_of(
             py,
             &[
-                (dlbind::ffi::DLPACK_EXCHANGE_API_ATTR, foreign.clone()),
+                (
+                    dlbind::spec::types::DLPACK_EXCHANGE_API_ATTR,
+                    foreign.clone(),
+                ),
                 (LEGACY, cap.clone()),
             ],
         );
@@ -616,7 +619,7 @@ fn legacy_attribute_name_is_looked_up_after_the_standard_one() {
         let std_first = instance_of(
             py,
             &[
-                (dlbind::ffi::DLPACK_EXCHANGE_API_ATTR, cap.clone()),
+                (dlbind::spec::types::DLPACK_EXCHANGE_API_ATTR, cap.clone()),
                 (LEGACY, foreign.clone()),
             ],
         );
@@ -667,8 +670,8 @@ struct Viewed {
     readonly: bool,
 }
 
-impl FromManagedTensor for Viewed {
-    fn from_managed(_py: Python<'_>, t: ImportedTensor) -> PyResult<Self> {
+impl FromDLPack for Viewed {
+    fn from_imported(_py: Python<'_>, t: ImportedTensor) -> PyResult<Self> {
         let (shape, strides, dtype, readonly) = (
             t.shape().to_vec(),
             t.strides().to_vec(),
@@ -712,7 +715,7 @@ fn viewed(py: Python<'_>, n: usize, readonly: bool) -> Bound<'_, Viewed> {
         &[n as i64],
         <f32 as DLPackElement>::DTYPE,
     );
-    let v = Viewed::from_managed(py, t).unwrap();
+    let v = Viewed::from_imported(py, t).unwrap();
     Bound::new(py, Viewed { readonly, ..v }).unwrap()
 }
 
@@ -724,8 +727,8 @@ fn refcnt(o: &Bound<'_, Viewed>) -> isize {
 fn fast_module<'py>(py: Python<'py>) -> Bound<'py, PyModule> {
     let m = PyModule::new(py, "fastmod").unwrap();
     let sub = PyModule::new(py, "owned").unwrap();
-    dlbind::python::add_from_dlpack_function::<Viewed>(&m, "Viewed import").unwrap();
-    dlbind::python::add_from_dlpack_function::<Owned>(&sub, "Owned import").unwrap();
+    dlbind::add_from_dlpack::<Viewed>(&m).unwrap();
+    dlbind::add_from_dlpack::<Owned>(&sub).unwrap();
     m.add("owned", sub).unwrap();
     m
 }
@@ -789,8 +792,8 @@ struct GrowView {
     strides: Vec<i64>,
 }
 
-impl FromManagedTensor for GrowView {
-    fn from_managed(_py: Python<'_>, t: ImportedTensor) -> PyResult<Self> {
+impl FromDLPack for GrowView {
+    fn from_imported(_py: Python<'_>, t: ImportedTensor) -> PyResult<Self> {
         let (shape, strides, dtype) = (t.shape().to_vec(), t.strides().to_vec(), t.dtype());
         Ok(GrowView {
             buf: Buffer::from(t),
@@ -829,15 +832,15 @@ fn fastcall_from_dlpack_of_a_non_frozen_type_holds_a_borrow() {
     let _g = common::serial();
     Python::attach(|py| {
         let m = PyModule::new(py, "growmod").unwrap();
-        dlbind::python::add_from_dlpack_function::<GrowView>(&m, "GrowView import").unwrap();
+        dlbind::add_from_dlpack::<GrowView>(&m).unwrap();
         let f = m.getattr("from_dlpack").unwrap();
-        let base = (live_exports(), dlbind::python::live_export_borrows());
+        let base = (live_exports(), dlbind::stats::live_export_borrows());
         let t = ImportedTensor::from_buffer(
             dlbind::alloc::AlignedBuffer::zeroed(16).unwrap(),
             &[4],
             <f32 as DLPackElement>::DTYPE,
         );
-        let src = Bound::new(py, GrowView::from_managed(py, t).unwrap()).unwrap();
+        let src = Bound::new(py, GrowView::from_imported(py, t).unwrap()).unwrap();
         assert!(
             exchange_api::<GrowView>()
                 .dltensor_from_py_object_no_sync
@@ -856,16 +859,13 @@ fn fastcall_from_dlpack_of_a_non_frozen_type_holds_a_borrow() {
             src.borrow().buf.data_ptr()
         );
         assert_eq!(
-            (live_exports(), dlbind::python::live_export_borrows()),
+            (live_exports(), dlbind::stats::live_export_borrows()),
             (base.0 + 1, base.1 + 1)
         );
         assert!(src.try_borrow_mut().is_err(), "the import holds a borrow");
         drop(out);
         assert!(src.try_borrow_mut().is_ok(), "released with the import");
-        assert_eq!(
-            (live_exports(), dlbind::python::live_export_borrows()),
-            base
-        );
+        assert_eq!((live_exports(), dlbind::stats::live_export_borrows()), base);
     });
 }
 
@@ -876,8 +876,8 @@ fn fastcall_from_dlpack_of_a_non_frozen_type_holds_a_borrow() {
 fn non_frozen_traverse_runs_under_export_borrows() {
     let _g = common::serial();
     Python::attach(|py| {
-        let borrows = dlbind::python::live_export_borrows();
-        let ns = dlbind::pyo3::types::PyDict::new(py);
+        let borrows = dlbind::stats::live_export_borrows();
+        let ns = pyo3::types::PyDict::new(py);
         py.run(
             c"import gc, weakref\nclass H:\n    pass\nh = H()\nh.mem = bytearray(16)\nalive = weakref.ref(h)\n",
             Some(&ns),
@@ -913,7 +913,7 @@ fn non_frozen_traverse_runs_under_export_borrows() {
         )
         .unwrap();
         assert!(g.try_borrow_mut().is_err(), "the memoryview holds a borrow");
-        assert_eq!(dlbind::python::live_export_borrows(), borrows + 1);
+        assert_eq!(dlbind::stats::live_export_borrows(), borrows + 1);
         drop((h, g, mem));
         ns.del_item("h").unwrap();
         py.run(c"gc.collect()", Some(&ns), None).unwrap();
@@ -924,7 +924,7 @@ fn non_frozen_traverse_runs_under_export_borrows() {
                 .unwrap(),
             "the cycle was collected"
         );
-        assert_eq!(dlbind::python::live_export_borrows(), borrows);
+        assert_eq!(dlbind::stats::live_export_borrows(), borrows);
     });
 }
 
@@ -951,11 +951,11 @@ fn fastcall_from_dlpack_other_paths_and_arguments() {
             .to_string();
         assert_eq!(sig, "(x, /, *, device=None, copy=None)");
 
-        // A type without `share_from`: its own table (counted), then `from_managed`.
+        // A type without `share_from`: its own table (counted), then `from_imported`.
         let g = m.getattr("owned").unwrap().getattr("from_dlpack").unwrap();
         let o = Bound::new(
             py,
-            Owned::from_managed(
+            Owned::from_imported(
                 py,
                 ImportedTensor::from_buffer(
                     dlbind::alloc::AlignedBuffer::zeroed(24).unwrap(),
@@ -981,7 +981,7 @@ fn fastcall_from_dlpack_other_paths_and_arguments() {
 
         // Keywords take the full path; copy=True copies.
         let src = viewed(py, 3, false);
-        let kw = dlbind::pyo3::types::PyDict::new(py);
+        let kw = pyo3::types::PyDict::new(py);
         kw.set_item("copy", true).unwrap();
         let c = f.call((&src,), Some(&kw)).unwrap();
         assert_ne!(
@@ -997,11 +997,11 @@ fn fastcall_from_dlpack_other_paths_and_arguments() {
         );
 
         // Argument errors (TypeError) and value errors, as a Python `(x, /, *, device, copy)`.
-        let call = |args: Bound<'_, dlbind::pyo3::types::PyTuple>,
-                    kw: Option<&Bound<'_, dlbind::pyo3::types::PyDict>>| {
+        let call = |args: Bound<'_, pyo3::types::PyTuple>,
+                    kw: Option<&Bound<'_, pyo3::types::PyDict>>| {
             f.call(args, kw).unwrap_err()
         };
-        let empty = dlbind::pyo3::types::PyTuple::empty(py);
+        let empty = pyo3::types::PyTuple::empty(py);
         let e = call(empty.clone(), None);
         assert!(
             e.is_instance_of::<PyTypeError>(py)
@@ -1015,35 +1015,35 @@ fn fastcall_from_dlpack_other_paths_and_arguments() {
                 && e.to_string().contains("takes 1 positional argument"),
             "{e}"
         );
-        let kw = dlbind::pyo3::types::PyDict::new(py);
+        let kw = pyo3::types::PyDict::new(py);
         kw.set_item("x", &src).unwrap();
         let e = call(empty.clone(), Some(&kw));
         assert!(
             e.is_instance_of::<PyTypeError>(py) && e.to_string().contains("positional-only"),
             "{e}"
         );
-        let kw = dlbind::pyo3::types::PyDict::new(py);
+        let kw = pyo3::types::PyDict::new(py);
         kw.set_item("bogus", 1).unwrap();
         let e = call((&src,).into_pyobject(py).unwrap(), Some(&kw));
         assert!(
             e.is_instance_of::<PyTypeError>(py) && e.to_string().contains("'bogus'"),
             "{e}"
         );
-        let kw = dlbind::pyo3::types::PyDict::new(py);
+        let kw = pyo3::types::PyDict::new(py);
         kw.set_item("copy", 1).unwrap();
         let e = call((&src,).into_pyobject(py).unwrap(), Some(&kw));
         assert!(e.is_instance_of::<PyTypeError>(py), "{e}");
-        let kw = dlbind::pyo3::types::PyDict::new(py);
+        let kw = pyo3::types::PyDict::new(py);
         kw.set_item("device", "tpu").unwrap();
         let e = call((&src,).into_pyobject(py).unwrap(), Some(&kw));
         assert!(
-            e.is_instance_of::<dlbind::pyo3::exceptions::PyValueError>(py),
+            e.is_instance_of::<pyo3::exceptions::PyValueError>(py),
             "{e}"
         );
         // Nothing importable: the spec's NoProtocol (AttributeError).
         let e = f.call1((py.None(),)).unwrap_err();
         assert!(
-            e.is_instance_of::<dlbind::pyo3::exceptions::PyAttributeError>(py),
+            e.is_instance_of::<pyo3::exceptions::PyAttributeError>(py),
             "{e}"
         );
         assert!(PyErr::take(py).is_none());
@@ -1058,7 +1058,7 @@ fn fastcall_table_import_frees_the_export_when_the_target_refuses_it() {
         let g = m.getattr("owned").unwrap().getattr("from_dlpack").unwrap();
         let base = live_exports();
         // A 1-d `UsizeDims` (no non-owning fill: the table's owning export) into `Owned` (2-d
-        // only): the export succeeds, then `Owned::from_managed` refuses it; the producer's
+        // only): the export succeeds, then `Owned::from_imported` refuses it; the producer's
         // deleter must run exactly once.
         let p = Bound::new(
             py,
@@ -1338,7 +1338,7 @@ fn non_frozen_table_has_no_fill_and_its_exports_hold_a_borrow() {
     let _g = common::serial();
     Python::attach(|py| {
         let base = live_exports();
-        let borrows = dlbind::python::live_export_borrows();
+        let borrows = dlbind::stats::live_export_borrows();
         let api = exchange_api::<Unfrozen>();
         assert!(
             api.dltensor_from_py_object_no_sync.is_none(),
@@ -1376,7 +1376,7 @@ fn non_frozen_table_has_no_fill_and_its_exports_hold_a_borrow() {
         assert_eq!(unsafe { from_py(src.as_ptr().cast(), &mut out) }, 0);
         assert!(src.try_borrow_mut().is_err(), "borrowed by the export");
         assert!(src.try_borrow().is_ok(), "shared borrows stay possible");
-        assert_eq!(dlbind::python::live_export_borrows(), borrows + 1);
+        assert_eq!(dlbind::stats::live_export_borrows(), borrows + 1);
         // SAFETY: we own `out`.
         let t =
             unsafe { ImportedTensor::from_managed_versioned(NonNull::new(out).unwrap()) }.unwrap();
@@ -1385,7 +1385,7 @@ fn non_frozen_table_has_no_fill_and_its_exports_hold_a_borrow() {
         drop(t);
         assert!(src.try_borrow_mut().is_ok(), "released by the deleter");
         assert_eq!(
-            (live_exports(), dlbind::python::live_export_borrows()),
+            (live_exports(), dlbind::stats::live_export_borrows()),
             (base, borrows)
         );
 
@@ -1395,7 +1395,7 @@ fn non_frozen_table_has_no_fill_and_its_exports_hold_a_borrow() {
         assert_eq!(unsafe { from_py(src.as_ptr().cast(), &mut out) }, -1);
         let e = take_err(py);
         assert!(
-            e.is_instance_of::<dlbind::pyo3::exceptions::PyRuntimeError>(py),
+            e.is_instance_of::<pyo3::exceptions::PyRuntimeError>(py),
             "{e}"
         );
         drop(guard);
@@ -1412,7 +1412,7 @@ fn only_writable_host_objects_of_frozen_types_with_a_fill_lend() {
     // `#[pyo3(name = ...)]` needs a literal: it must be the spec's attribute name.
     assert_eq!(
         "__dlpack_c_exchange_api__",
-        dlbind::ffi::DLPACK_EXCHANGE_API_ATTR
+        dlbind::spec::types::DLPACK_EXCHANGE_API_ATTR
     );
     Python::attach(|py| {
         // SAFETY: live objects.
@@ -1515,13 +1515,13 @@ fn only_writable_host_objects_of_frozen_types_with_a_fill_lend() {
         }
         // Another class carrying `Plain`'s table: the probe's type check refuses it, and the
         // owning export refuses it with the spec's error (never a lent view of a foreign object).
-        let ns = dlbind::pyo3::types::PyDict::new(py);
+        let ns = pyo3::types::PyDict::new(py);
         ns.set_item(
-            dlbind::ffi::DLPACK_EXCHANGE_API_ATTR,
+            dlbind::spec::types::DLPACK_EXCHANGE_API_ATTR,
             sources[0]
                 .0
                 .get_type()
-                .getattr(dlbind::ffi::DLPACK_EXCHANGE_API_ATTR)
+                .getattr(dlbind::spec::types::DLPACK_EXCHANGE_API_ATTR)
                 .unwrap(),
         )
         .unwrap();
@@ -1551,7 +1551,7 @@ fn only_writable_host_objects_of_frozen_types_with_a_fill_lend() {
 fn floors() {
     Python::attach(|py| {
         let m = fast_module(py);
-        let g = dlbind::pyo3::types::PyDict::new(py);
+        let g = pyo3::types::PyDict::new(py);
         g.set_item("f", m.getattr("from_dlpack").unwrap()).unwrap();
         g.set_item("v", viewed(py, 16, false)).unwrap();
         g.set_item("timeit", py.import("timeit").unwrap()).unwrap();

@@ -1,8 +1,8 @@
-//! `dlbind::freelist`: at most `MAX_TYPES` types get a list (its own test binary, so the
+//! `dlbind::cpython::freelist`: at most `MAX_TYPES` types get a list (its own test binary, so the
 //! process-wide registry starts empty).
 
-use dlbind::freelist::{MAX_TYPES, enable_freelist, freelist_len};
-use dlbind::pyo3::prelude::*;
+use dlbind::cpython::freelist::{MAX_TYPES, enable_freelist, freelist_len};
+use pyo3::prelude::*;
 
 macro_rules! many_classes {
     ($($name:ident),*) => {$(

@@ -1,14 +1,14 @@
-//! `dlbind::freelist`: per-type free lists in `tp_alloc` / `tp_free` and the probe-verified
+//! `dlbind::cpython::freelist`: per-type free lists in `tp_alloc` / `tp_free` and the probe-verified
 //! direct construction of frozen instances (`new_instance`), on classes defined here.
 
 mod common;
 
-use dlbind::freelist::{
+use dlbind::cpython::freelist::{
     MAX_CAPACITY, builds_directly, enable_freelist, freelist_len, new_instance,
 };
-use dlbind::pyo3::exceptions::PyValueError;
-use dlbind::pyo3::prelude::*;
-use dlbind::pyo3::types::PyDict;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 /// A frozen class with a weak-reference slot and a Python object inside (like the demo's views).
 #[pyclass(frozen, weakref)]
@@ -53,7 +53,7 @@ trait RefCnt {
 impl<T> RefCnt for Bound<'_, T> {
     fn refcnt(&self) -> isize {
         // SAFETY: reading the reference count of a live object with the GIL held.
-        unsafe { dlbind::pyo3::ffi::Py_REFCNT(self.as_ptr()) }
+        unsafe { pyo3::ffi::Py_REFCNT(self.as_ptr()) }
     }
 }
 
@@ -267,7 +267,7 @@ fn types_with_their_own_allocator_are_refused() {
     Python::attach(|py| {
         let err = enable_freelist::<PyO3FreeList>(py, 4).unwrap_err();
         assert!(
-            err.is_instance_of::<dlbind::pyo3::exceptions::PyRuntimeError>(py),
+            err.is_instance_of::<pyo3::exceptions::PyRuntimeError>(py),
             "{err}"
         );
         assert!(err.to_string().contains("default GC allocator"), "{err}");

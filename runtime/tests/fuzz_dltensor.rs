@@ -33,10 +33,10 @@ use std::fmt;
 use std::ptr;
 
 use dlbind::copy::ElemSize;
-use dlbind::dtype_table::validate_dtype;
-use dlbind::failure::FailureKind;
-use dlbind::ffi::{DLDataType, DLDevice, DLDeviceType, DLTensor};
 use dlbind::import::{MAX_NDIM, validate_dltensor};
+use dlbind::layout::validate_dtype;
+use dlbind::spec::errors::FailureKind;
+use dlbind::spec::types::{DLDataType, DLDevice, DLDeviceType, DLTensor};
 use fuzz_common::{ArbResult, Target, Unstructured, chance, edgy_i64, pick};
 
 const FIELDS: [&str; 7] = [

@@ -7,13 +7,13 @@
 use std::sync::Arc;
 
 use dlbind::Device;
-use dlbind::failure::{FailureKind, PyExceptionKind};
 use dlbind::gpu::cuda::CudaRuntime;
 use dlbind::gpu::kernels::reference_strided_copy;
 use dlbind::gpu::{
-    AllocKind, CopyKind, DeviceAllocation, DeviceRuntime, ExportRequest, PlanKind, StreamHandle,
-    TensorLayout, default_runtime, execute_export, plan_export, zeros,
+    AllocKind, CopyKind, DeviceAllocation, DeviceRuntime, StreamHandle, TensorLayout, TransferKind,
+    TransferRequest, default_runtime, execute_transfer, plan_transfer, zeros,
 };
+use dlbind::spec::errors::{FailureKind, PyExceptionKind};
 
 /// The runtime, or `None` after printing why the GPU tests are skipped.
 fn runtime(test: &str) -> Option<Arc<CudaRuntime>> {
@@ -269,7 +269,7 @@ fn export_plans_run_on_the_gpu() {
         reference_strided_copy(&pool, 0, &shape, &strides, 4, &mut expect);
 
         // dl_device=(kDLCPU, 0), stream=None
-        let req = ExportRequest {
+        let req = TransferRequest {
             device: dev,
             producer_stream: Some(producer),
             dl_device: Some(Device::CPU),
@@ -278,9 +278,9 @@ fn export_plans_run_on_the_gpu() {
             contiguous,
             bytes: layout.nbytes(),
         };
-        let plan = plan_export(&req).unwrap();
-        assert_eq!(plan.kind, PlanKind::DeviceToHost);
-        let out = execute_export(&rt_dyn, &plan, src.ptr, &layout).unwrap();
+        let plan = plan_transfer(&req).unwrap();
+        assert_eq!(plan.kind, TransferKind::DeviceToHost);
+        let out = execute_transfer(&rt_dyn, &plan, src.ptr, &layout).unwrap();
         let host = out.allocation.as_ref().unwrap();
         assert_eq!(out.target, Device::CPU);
         // SAFETY: pinned host buffer of nbytes, its D2H copy synchronised by the plan.
@@ -290,15 +290,15 @@ fn export_plans_run_on_the_gpu() {
         assert_eq!(got, &expect[..]);
 
         // copy=True on the same device, consumer stream
-        let req = ExportRequest {
+        let req = TransferRequest {
             dl_device: None,
             stream: Some(consumer.0 as i64),
             copy: Some(true),
             ..req
         };
-        let plan = plan_export(&req).unwrap();
-        assert_eq!(plan.kind, PlanKind::SameDevice);
-        let out = execute_export(&rt_dyn, &plan, src.ptr, &layout).unwrap();
+        let plan = plan_transfer(&req).unwrap();
+        assert_eq!(plan.kind, TransferKind::SameDevice);
+        let out = execute_transfer(&rt_dyn, &plan, src.ptr, &layout).unwrap();
         rt.synchronize_stream(dev, consumer).unwrap();
         assert_eq!(
             download(

@@ -10,17 +10,17 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 use dlbind::export::{DLPackSource, ExportRequest, export_to_capsule, export_to_capsule_on};
-use dlbind::failure::FailureKind;
-use dlbind::ffi::{
+use dlbind::gpu::fake::{Call, FakeRuntime, Op};
+use dlbind::gpu::{AllocKind, CopyKind, DeviceRuntime, StreamHandle};
+use dlbind::prelude::*;
+use dlbind::spec::errors::FailureKind;
+use dlbind::spec::types::{
     DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY,
     DLPACK_VERSIONED_CAPSULE_NAME,
 };
-use dlbind::gpu::fake::{Call, FakeRuntime, Op};
-use dlbind::gpu::{AllocKind, CopyKind, DeviceRuntime, StreamHandle};
-use dlbind::live_exports;
-use dlbind::prelude::*;
-use dlbind::pyo3::exceptions::{PyBufferError, PyValueError};
-use dlbind::pyo3::ffi as pyffi;
+use dlbind::stats::live_exports;
+use pyo3::exceptions::{PyBufferError, PyValueError};
+use pyo3::ffi as pyffi;
 
 /// A tensor that claims to live on `device` at `ptr` (never dereferenced by the fake runtime;
 /// real host memory in `host` when a test needs the CPU kernels to read it).
@@ -574,7 +574,7 @@ fn runtime_failures_raise_and_free_everything() {
         );
         let e = cap.unwrap_err();
         assert!(
-            e.is_instance_of::<dlbind::pyo3::exceptions::PyMemoryError>(py)
+            e.is_instance_of::<pyo3::exceptions::PyMemoryError>(py)
                 || e.is_instance_of::<PyBufferError>(py),
             "{e}"
         );

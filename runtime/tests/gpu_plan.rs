@@ -4,12 +4,12 @@
 use std::sync::Arc;
 
 use dlbind::Device;
-use dlbind::failure::{FailureKind, PyExceptionKind};
 use dlbind::gpu::fake::{Call, FakeRuntime};
 use dlbind::gpu::{
-    AllocKind, CopyKind, DeviceRuntime, ExportRequest, StreamHandle, TensorLayout,
-    consumer_stream_for, default_runtime, execute_export, plan_export, zeros,
+    AllocKind, CopyKind, DeviceRuntime, StreamHandle, TensorLayout, TransferRequest,
+    consumer_stream_for, default_runtime, execute_transfer, plan_transfer, zeros,
 };
+use dlbind::spec::errors::{FailureKind, PyExceptionKind};
 
 /// What `__dlpack__(stream=s, dl_device=..., copy=...)` does for a CUDA tensor produced on
 /// stream `producer`.
@@ -19,7 +19,7 @@ fn dlpack(
     dl_device: Option<Device>,
     stream: Option<i64>,
     copy: Option<bool>,
-) -> dlbind::error::Result<dlbind::gpu::ExportOutcome> {
+) -> dlbind::error::Result<dlbind::gpu::TransferOutcome> {
     let shape = [4i64, 8];
     let strides = [8i64, 1];
     let layout = TensorLayout {
@@ -27,7 +27,7 @@ fn dlpack(
         strides: Some(&strides),
         elem_bytes: 4,
     };
-    let plan = plan_export(&ExportRequest {
+    let plan = plan_transfer(&TransferRequest {
         device: Device::cuda(0),
         producer_stream: producer,
         dl_device,
@@ -36,7 +36,7 @@ fn dlpack(
         contiguous: layout.is_contiguous(),
         bytes: layout.nbytes(),
     })?;
-    execute_export(rt, &plan, 0x1000, &layout)
+    execute_transfer(rt, &plan, 0x1000, &layout)
 }
 
 #[test]

@@ -7,12 +7,12 @@ use std::ffi::c_void;
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use dlbind::failure::{FailureKind, PyExceptionKind};
-use dlbind::ffi::*;
-use dlbind::pyo3::exceptions::PyBufferError;
-use dlbind::pyo3::ffi as pyffi;
-use dlbind::pyo3::prelude::*;
+use dlbind::spec::errors::{FailureKind, PyExceptionKind};
+use dlbind::spec::types::*;
 use dlbind::{Device, ImportedTensor};
+use pyo3::exceptions::PyBufferError;
+use pyo3::ffi as pyffi;
+use pyo3::prelude::*;
 
 /// A producer-side allocation: the managed struct first, then what it points to. `manager_ctx`
 /// points to the counter the deleter bumps (each test has its own, so tests may run in parallel).

@@ -7,12 +7,12 @@ use std::ffi::c_void;
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use dlbind::failure::{FailureKind, PyExceptionKind};
-use dlbind::ffi::*;
-use dlbind::pyo3::exceptions::{PyBufferError, PyValueError};
-use dlbind::pyo3::ffi as pyffi;
-use dlbind::pyo3::prelude::*;
+use dlbind::spec::errors::{FailureKind, PyExceptionKind};
+use dlbind::spec::types::*;
 use dlbind::{Device, DlpackError, ImportedTensor};
+use pyo3::exceptions::{PyBufferError, PyValueError};
+use pyo3::ffi as pyffi;
+use pyo3::prelude::*;
 
 static LEGACY_DELETES: AtomicUsize = AtomicUsize::new(0);
 static VERSIONED_DELETES: AtomicUsize = AtomicUsize::new(0);
@@ -412,7 +412,7 @@ fn deleter_runs_on_the_dropping_thread_once() {
 }
 
 /// Whether `kind` raises exactly `E`.
-fn err_is<E: dlbind::pyo3::PyTypeInfo>(py: Python<'_>, kind: FailureKind) -> bool {
+fn err_is<E: pyo3::PyTypeInfo>(py: Python<'_>, kind: FailureKind) -> bool {
     let err: PyErr = DlpackError::new(kind, "msg").into();
     err.get_type(py).is(py.get_type::<E>())
 }
@@ -464,11 +464,11 @@ fn every_failure_kind_maps_to_its_generated_exception() {
             FailureKind::OutOfMemory.exception(),
             PyExceptionKind::MemoryError
         );
-        assert!(err_is::<dlbind::pyo3::exceptions::PySystemError>(
+        assert!(err_is::<pyo3::exceptions::PySystemError>(
             py,
             FailureKind::InternalError
         ));
-        assert!(err_is::<dlbind::pyo3::exceptions::PyRuntimeError>(
+        assert!(err_is::<pyo3::exceptions::PyRuntimeError>(
             py,
             FailureKind::InterpreterNotRunning
         ));
@@ -491,7 +491,7 @@ fn bool_views_check_their_bytes() {
     let _g = common::serial();
     let mk = |bytes: [u8; 4]| {
         let mut sp = spec(&[4], None, 0);
-        sp.dtype = <bool as dlbind::element::DLPackElement>::DTYPE;
+        sp.dtype = <bool as dlbind::spec::elements::DLPackElement>::DTYPE;
         let mut words = [0f64; 32];
         // SAFETY: f64 storage reinterpreted as bytes for the first 4 bytes.
         unsafe {

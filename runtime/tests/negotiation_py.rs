@@ -7,16 +7,17 @@ mod common;
 use std::ffi::c_void;
 
 use dlbind::export::DLPackSource;
-use dlbind::ffi::{
+use dlbind::prelude::*;
+use dlbind::spec::types::{
     DLManagedTensor, DLManagedTensorVersioned, DLPACK_CAPSULE_NAME, DLPACK_FLAG_BITMASK_IS_COPIED,
     DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION,
     DLPACK_VERSIONED_CAPSULE_NAME,
 };
-use dlbind::prelude::*;
-use dlbind::pyo3::exceptions::{PyAttributeError, PyBufferError, PyTypeError, PyValueError};
-use dlbind::pyo3::ffi as pyffi;
-use dlbind::pyo3::types::{PyDict, PyTuple};
-use dlbind::{ImportedTensor, from_dlpack, live_exports};
+use dlbind::stats::live_exports;
+use dlbind::{ImportedTensor, from_dlpack};
+use pyo3::exceptions::{PyAttributeError, PyBufferError, PyTypeError, PyValueError};
+use pyo3::ffi as pyffi;
+use pyo3::types::{PyDict, PyTuple};
 
 /// A frozen array class with a hand-written DLPackSource (independent of the derive).
 #[pyclass(frozen)]
@@ -69,10 +70,10 @@ impl Arr {
         dl_device: Option<&Bound<'_, PyAny>>,
         copy: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
-        dlbind::python::dlpack_method(slf, stream, max_version, dl_device, copy)
+        dlbind::__private::dlpack_method(slf, stream, max_version, dl_device, copy)
     }
     fn __dlpack_device__(slf: &Bound<'_, Self>) -> PyResult<(i32, i32)> {
-        dlbind::python::dlpack_device_method(slf)
+        dlbind::__private::dlpack_device_method(slf)
     }
 }
 
@@ -110,10 +111,10 @@ impl MutArr {
         dl_device: Option<&Bound<'_, PyAny>>,
         copy: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
-        dlbind::python::dlpack_method(slf, stream, max_version, dl_device, copy)
+        dlbind::__private::dlpack_method(slf, stream, max_version, dl_device, copy)
     }
     fn __dlpack_device__(slf: &Bound<'_, Self>) -> PyResult<(i32, i32)> {
-        dlbind::python::dlpack_device_method(slf)
+        dlbind::__private::dlpack_device_method(slf)
     }
 }
 
@@ -520,24 +521,24 @@ fn from_dlpack_round_trip_and_errors() {
             ("{'max_version': (1, 3)}", true),
             ("{'max_version': (1, 3), 'copy': True}", false),
         ] {
-            let borrows = dlbind::python::live_export_borrows();
+            let borrows = dlbind::stats::live_export_borrows();
             let cap = call_dlpack(&m, kwargs).unwrap();
             assert_eq!(mc.try_borrow_mut().is_err(), holds, "{kwargs}");
             assert_eq!(
-                dlbind::python::live_export_borrows(),
+                dlbind::stats::live_export_borrows(),
                 borrows + usize::from(holds),
                 "{kwargs}"
             );
             drop(cap);
             assert!(mc.try_borrow_mut().is_ok(), "{kwargs}: released");
-            assert_eq!(dlbind::python::live_export_borrows(), borrows, "{kwargs}");
+            assert_eq!(dlbind::stats::live_export_borrows(), borrows, "{kwargs}");
         }
         // While mutably borrowed (a `&mut self` call in progress), exports fail with PyO3's
         // borrow error instead of reading the data.
         let guard = mc.try_borrow_mut().unwrap();
         let e = call_dlpack(&m, "{}").unwrap_err();
         assert!(
-            e.is_instance_of::<dlbind::pyo3::exceptions::PyRuntimeError>(py),
+            e.is_instance_of::<pyo3::exceptions::PyRuntimeError>(py),
             "{e}"
         );
         drop(guard);
@@ -829,7 +830,7 @@ impl FastArr {
         copy: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let _ = (slf, stream, max_version, dl_device, copy);
-        Err(dlbind::pyo3::exceptions::PyRuntimeError::new_err(
+        Err(pyo3::exceptions::PyRuntimeError::new_err(
             "the PyO3 method must have been replaced",
         ))
     }
@@ -839,8 +840,8 @@ impl FastArr {
 fn fast_dlpack_path() {
     let _g = common::serial();
     Python::attach(|py| {
-        dlbind::python::install_fast_dlpack::<FastArr>(py).unwrap();
-        dlbind::python::install_fast_dlpack::<FastArr>(py).unwrap();
+        dlbind::__private::install_fast_dlpack::<FastArr>(py).unwrap();
+        dlbind::__private::install_fast_dlpack::<FastArr>(py).unwrap();
         let base = live_exports();
         let mk = |ro: bool| {
             Bound::new(
@@ -941,7 +942,7 @@ impl DescArr {
     #[classattr]
     #[pyo3(name = "__dlpack__")]
     fn dlpack_attr(py: Python<'_>) -> PyResult<Py<PyAny>> {
-        dlbind::python::dlpack_descriptor::<Self>(py)
+        dlbind::__private::dlpack_descriptor::<Self>(py)
     }
 }
 
@@ -1017,7 +1018,7 @@ p = P()
         py.run(c"del P.__dlpack__", Some(&g), None).unwrap();
         let e = from_dlpack(&p, None, None).unwrap_err();
         assert!(
-            e.is_instance_of::<dlbind::pyo3::exceptions::PyAttributeError>(py),
+            e.is_instance_of::<pyo3::exceptions::PyAttributeError>(py),
             "{e}"
         );
     });

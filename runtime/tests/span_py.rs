@@ -9,11 +9,11 @@ use std::ffi::c_void;
 use dlbind::error::py_exception;
 use dlbind::exchange::lookup_exchange_api;
 use dlbind::export::DLPackSource;
-use dlbind::failure::FailureKind;
-use dlbind::ffi::{DLDataType, DLManagedTensorVersioned, DLTensor};
-use dlbind::live_exports;
 use dlbind::prelude::*;
-use dlbind::pyo3::types::IntoPyDict;
+use dlbind::spec::errors::FailureKind;
+use dlbind::spec::types::{DLDataType, DLManagedTensorVersioned, DLTensor};
+use dlbind::stats::live_exports;
+use pyo3::types::IntoPyDict;
 
 #[pyclass(frozen)]
 #[derive(DLPackExport)]
@@ -49,7 +49,7 @@ struct Trusted {
 }
 
 // SAFETY: the test builds `Trusted` only with a shape that fits its buffer.
-unsafe impl dlbind::export::UncheckedExtent for Trusted {}
+unsafe impl dlbind::tuning::UncheckedExtent for Trusted {}
 
 /// Derived with a runtime dtype over a boxed slice.
 #[pyclass(frozen)]

@@ -5,12 +5,12 @@
 
 mod common;
 
-use dlbind::pyo3::prelude::*;
 use dlbind::{ImportedTensor, from_dlpack};
+use pyo3::prelude::*;
 
 fn refcount(obj: &Bound<'_, PyAny>) -> isize {
     // SAFETY: `obj` is a live object and the caller is attached (it holds a `Bound`).
-    unsafe { dlbind::pyo3::ffi::Py_REFCNT(obj.as_ptr()) }
+    unsafe { pyo3::ffi::Py_REFCNT(obj.as_ptr()) }
 }
 
 #[test]

@@ -95,7 +95,7 @@ if m is not None:
 else:
     OURS, RO = [], None
 REFS0 = [sys.getrefcount(x) for x in NP + OURS]
-LIVE0 = m.live_exports() if m else 0
+LIVE0 = m._testing.live_exports() if m else 0
 
 
 def paths_numpy_only():
@@ -115,11 +115,11 @@ def paths_demo():
         npok = t.dtype != "bfloat16"  # numpy has no bfloat16
         x = np.from_dlpack(t) if npok else None
         y = m.from_dlpack(t)
-        m.set_same_type_views(False)
+        m._testing.set_same_type_views(False)
         try:
             y2 = m.from_dlpack(t)
         finally:
-            m.set_same_type_views(True)
+            m._testing.set_same_type_views(True)
         del y2
         z = m.from_dlpack(W(t.__dlpack__(max_version=(1, 3))))
         if not t.readonly:
@@ -255,7 +255,7 @@ def plain_pyclass_borrows():
     if tvm_ffi is not None:
         held.append(tvm_ffi.from_dlpack(g))
     expect(RuntimeError, g.push, 1.0)
-    assert m.live_export_borrows() > 0
+    assert m._testing.live_export_borrows() > 0
     del held
     gc.collect()
     g.resize(64, 0.5)  # released: the Vec may move now
@@ -267,7 +267,7 @@ def plain_pyclass_borrows():
     w = weakref.ref(o)
     del o, c, g
     gc.collect()
-    assert w() is None and m.live_export_borrows() == 0, "a plain #[pyclass] export leaked its borrow"
+    assert w() is None and m._testing.live_export_borrows() == 0, "a plain #[pyclass] export leaked its borrow"
     ok("plain pyclass")
 
 
@@ -298,7 +298,7 @@ def paths_mutable():
     expect(BufferError, g.__dlpack__)
     expect((BufferError, TypeError), ctypes.c_char.from_buffer, g)
     g.set_readonly(False)
-    assert m.live_export_borrows() == 0, m.live_export_borrows()
+    assert m._testing.live_export_borrows() == 0, m._testing.live_export_borrows()
     ok("mutable pyclass")
 
 
@@ -352,10 +352,10 @@ def main() -> int:
     gc.collect()
     bad = []
     if m is not None:
-        if m.live_exports() != LIVE0:
-            bad.append(f"live_exports() {LIVE0} -> {m.live_exports()}")
-        if hasattr(m, "live_export_borrows") and m.live_export_borrows() != 0:
-            bad.append(f"live_export_borrows() {m.live_export_borrows()} (want 0)")
+        if m._testing.live_exports() != LIVE0:
+            bad.append(f"live_exports() {LIVE0} -> {m._testing.live_exports()}")
+        if hasattr(m, "live_export_borrows") and m._testing.live_export_borrows() != 0:
+            bad.append(f"live_export_borrows() {m._testing.live_export_borrows()} (want 0)")
         refs = [sys.getrefcount(x) for x in NP + OURS]
         if refs != REFS0:
             bad.append(f"source refcounts {REFS0} -> {refs}")

@@ -50,10 +50,10 @@ def Tensor():
 def _no_leaked_exports():
     """Every test must leave live_exports() where it found it (deleters ran exactly once)."""
     gc.collect()
-    before = demo.live_exports()
+    before = demo._testing.live_exports()
     yield
     gc.collect()
-    after = demo.live_exports()
+    after = demo._testing.live_exports()
     assert after == before, f"live_exports() {before} -> {after}: an exported tensor's deleter did not run"
 
 

@@ -85,7 +85,7 @@ def main(seed, rounds):
                 pass
         del keep
     gc.collect()
-    print("ok", m.live_exports(), flush=True)
+    print("ok", m._testing.live_exports(), flush=True)
 
 
 if __name__ == "__main__":

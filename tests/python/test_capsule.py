@@ -55,27 +55,27 @@ def test_shape_strides_storage_not_shared_with_tensor(Tensor):
 
 def test_capsule_refcount_and_live_exports(m, Tensor):
     t = Tensor.zeros((2,))
-    base, live = sys.getrefcount(t), m.live_exports()
+    base, live = sys.getrefcount(t), m._testing.live_exports()
     cap = t.__dlpack__(max_version=(1, 3))
-    assert m.live_exports() == live + 1
+    assert m._testing.live_exports() == live + 1
     assert sys.getrefcount(t) == base + 1, "the manager holds exactly one reference to the owner"
     del cap
-    assert m.live_exports() == live
+    assert m._testing.live_exports() == live
     assert sys.getrefcount(t) == base
 
 
 def test_renamed_capsule_not_freed_by_destructor(m, Tensor):
     """After a consumer renames the capsule the destructor must not call the deleter."""
     t = Tensor.arange(3)
-    live = m.live_exports()
+    live = m._testing.live_exports()
     cap = t.__dlpack__(max_version=(1, 3))
     a = np.from_dlpack(H.W(cap))
     assert H.capsule_name(cap) == H.VERSIONED_USED
     del cap
-    assert m.live_exports() == live + 1  # still owned by numpy
+    assert m._testing.live_exports() == live + 1  # still owned by numpy
     np.testing.assert_array_equal(a, [0, 1, 2])
     del a
-    assert m.live_exports() == live
+    assert m._testing.live_exports() == live
 
 
 def test_numpy_sees_used_capsule_legacy(Tensor):

@@ -78,10 +78,10 @@ def test_torch_cuda_to_dlbind_zero_copy(torch):
 
 def test_torch_cuda_import_uses_the_table_when_torch_has_one(torch):
     x = torch.ones(5, dtype=torch.int64, device="cuda")
-    n = m.exchange_imports()
+    n = m._testing.exchange_imports()
     u = m.from_dlpack(x)
     has_table = hasattr(torch.Tensor, "__dlpack_c_exchange_api__")
-    assert m.exchange_imports() == n + int(has_table)
+    assert m._testing.exchange_imports() == n + int(has_table)
     np.testing.assert_array_equal(to_host(u), np.ones(5, np.int64))
 
 
@@ -96,12 +96,12 @@ def test_torch_side_stream_work_is_ordered_before_dlbind_reads(torch, table):
     torch.cuda.synchronize()
     obj = x if table else H.Forward(x)
     side = torch.cuda.Stream()
-    before = m.exchange_imports()
+    before = m._testing.exchange_imports()
     with torch.cuda.stream(side):
         torch.cuda._sleep(200_000_000)
         x.fill_(3.0)
         u = m.from_dlpack(obj)
-    through_table = m.exchange_imports() - before
+    through_table = m._testing.exchange_imports() - before
     assert through_table == int(table and hasattr(torch.Tensor, "__dlpack_c_exchange_api__"))
     host = to_host(u)
     assert host.shape == (n,)

@@ -132,10 +132,10 @@ def dims(ptr, n):
 @pytest.fixture(autouse=True)
 def no_leaks():
     gc.collect()
-    before = m.live_exports()
+    before = m._testing.live_exports()
     yield
     gc.collect()
-    assert m.live_exports() == before
+    assert m._testing.live_exports() == before
 
 
 # --- the table ---------------------------------------------------------------------------------
@@ -171,7 +171,7 @@ def test_owning_export_fields_and_lifetime():
     assert (dl.dtype.code, dl.dtype.bits, dl.dtype.lanes) == (2, 32, 1)
     assert dl.ndim == 1 and dims(dl.shape, 1) == (5,) and dims(dl.strides, 1) == (2,)
     assert mt.flags == 0
-    assert m.live_exports() >= 1
+    assert m._testing.live_exports() >= 1
     assert sys.getrefcount(t) == rc + 1  # the managed tensor keeps the producer alive
     mt.deleter(out)
     assert sys.getrefcount(t) == rc
@@ -253,13 +253,13 @@ def test_non_owning_fill():
     t = Tensor.arange(24).slice(0, 0, 24, 1)
     t = Tensor.from_bytes(t.tobytes(), (2, 3, 4), "float32").reversed(1)
     rc = sys.getrefcount(t)
-    live = m.live_exports()
+    live = m._testing.live_exports()
     dl = DLTensor()
     assert f["fill"](t, ctypes.byref(dl)) == 0
     assert dl.data == t.data_ptr and dl.byte_offset == 0
     assert dl.ndim == 3 and dims(dl.shape, 3) == t.shape and dims(dl.strides, 3) == t.strides
     assert (dl.dtype.code, dl.dtype.bits) == (2, 32)
-    assert m.live_exports() == live  # nothing allocated, no reference taken
+    assert m._testing.live_exports() == live  # nothing allocated, no reference taken
     assert sys.getrefcount(t) == rc
     # Shape/strides point into the object: a second fill gives the same addresses.
     dl2 = DLTensor()
@@ -353,11 +353,11 @@ def test_current_work_stream():
 @pytest.fixture
 def through_the_table():
     """`from_dlpack(t)` of a Tensor calls Tensor's table (the same-type shortcut off)."""
-    m.set_same_type_views(False)
+    m._testing.set_same_type_views(False)
     try:
         yield
     finally:
-        m.set_same_type_views(True)
+        m._testing.set_same_type_views(True)
 
 
 @pytest.mark.parametrize("make", [
@@ -369,23 +369,23 @@ def through_the_table():
 ], ids=["1d", "reversed", "strided", "0d", "readonly"])
 def test_from_dlpack_uses_the_table(through_the_table, make):
     t = make()
-    n, v, live = m.exchange_imports(), m.same_type_views(), m.live_exports()
+    n, v, live = m._testing.exchange_imports(), m._testing.same_type_views(), m._testing.live_exports()
     rc = sys.getrefcount(t)
     u = m.from_dlpack(t)
-    assert (m.exchange_imports(), m.same_type_views()) == (n + 1, v), "the table was called"
+    assert (m._testing.exchange_imports(), m._testing.same_type_views()) == (n + 1, v), "the table was called"
     assert (u.data_ptr, u.shape, u.strides, u.dtype, u.readonly) == (t.data_ptr, t.shape, t.strides, t.dtype, t.readonly)
     if t.readonly:
         # The non-owning fill refuses read-only data (a bare DLTensor has no flag): the owning export.
-        assert m.live_exports() == live + 1, "a managed tensor from the table backs the view"
+        assert m._testing.live_exports() == live + 1, "a managed tensor from the table backs the view"
     else:
         # Tensor's own, frozen type: its table lends (the non-owning fill, the view holds t).
-        assert m.live_exports() == live, "no managed tensor: the table's non-owning fill"
+        assert m._testing.live_exports() == live, "no managed tensor: the table's non-owning fill"
     assert sys.getrefcount(t) == rc + 1, "it holds the source"
     del u
-    assert m.live_exports() == live and sys.getrefcount(t) == rc, "the view released the source"
+    assert m._testing.live_exports() == live and sys.getrefcount(t) == rc, "the view released the source"
     # numpy has no table: the __dlpack__ path, counter unchanged.
     m.from_dlpack(np.arange(3.0))
-    assert m.exchange_imports() == n + 1
+    assert m._testing.exchange_imports() == n + 1
 
 
 @pytest.mark.parametrize("kw", [{}, {"device": "cpu"}, {"device": (1, 0), "copy": False}, {"copy": None}],
@@ -397,20 +397,20 @@ def test_every_entry_point_takes_the_table(through_the_table, f, kw):
     read-only data). copy=True of host memory takes the table's view too and copies it in
     dlbind (the source is released as soon as the copy is made)."""
     t = Tensor.arange(6, dtype="int32").reversed()
-    n, live, rc = m.exchange_imports(), m.live_exports(), sys.getrefcount(t)
+    n, live, rc = m._testing.exchange_imports(), m._testing.live_exports(), sys.getrefcount(t)
     u = f(t, **kw)
-    assert m.exchange_imports() == n + 1 and m.live_exports() == live and sys.getrefcount(t) == rc + 1
+    assert m._testing.exchange_imports() == n + 1 and m._testing.live_exports() == live and sys.getrefcount(t) == rc + 1
     assert (u.data_ptr, u.shape, u.strides) == (t.data_ptr, t.shape, t.strides)
     del u
-    assert m.live_exports() == live and sys.getrefcount(t) == rc
+    assert m._testing.live_exports() == live and sys.getrefcount(t) == rc
     r = t.set_readonly()
     u = f(r, **kw)
-    assert m.exchange_imports() == n + 2 and m.live_exports() == live + 1 and u.readonly
+    assert m._testing.exchange_imports() == n + 2 and m._testing.live_exports() == live + 1 and u.readonly
     del u
-    assert m.live_exports() == live
-    n, rc = m.exchange_imports(), sys.getrefcount(t)
+    assert m._testing.live_exports() == live
+    n, rc = m._testing.exchange_imports(), sys.getrefcount(t)
     c = f(t, copy=True)
-    assert m.exchange_imports() == n + 1 and m.live_exports() == live and sys.getrefcount(t) == rc
+    assert m._testing.exchange_imports() == n + 1 and m._testing.live_exports() == live and sys.getrefcount(t) == rc
     assert c.data_ptr != t.data_ptr and c.tobytes() == t.tobytes() and not c.readonly
 
 
@@ -423,13 +423,13 @@ def test_table_import_of_cuda_memory_is_ordered_or_falls_back(through_the_table)
     t = m.from_dlpack(H.OnlyCAI(a))  # host memory tagged CUDA (no driver reads it)
     cuda = (H.SPEC.device_type("kDLCUDA"), 0)
     assert tuple(t.device) == cuda
-    n, live = m.exchange_imports(), m.live_exports()
+    n, live = m._testing.exchange_imports(), m._testing.live_exports()
     u = m.from_dlpack(t)
     assert tuple(u.device) == cuda and u.data_ptr == a.ctypes.data
     # The lending fill is not used for memory on a device with streams (nothing orders a lent
     # view): with a driver, the owning export backs the view; without one, the capsule does.
-    assert m.live_exports() == live + 1
-    assert m.exchange_imports() == n + (1 if H.HAS_CUDA else 0)
+    assert m._testing.live_exports() == live + 1
+    assert m._testing.exchange_imports() == n + (1 if H.HAS_CUDA else 0)
     del u
 
 
@@ -437,10 +437,10 @@ def test_same_type_shortcut_gives_what_the_table_gives(through_the_table):
     srcs = [Tensor.arange(6, dtype="float64"), Tensor.arange(6, dtype="int8").reversed().set_readonly(),
             Tensor.from_bytes(bytes(range(24)), (2, 3, 4), "uint8").transpose()]
     via_table = [m.from_dlpack(t) for t in srcs]
-    m.set_same_type_views(True)
-    v = m.same_type_views()
+    m._testing.set_same_type_views(True)
+    v = m._testing.same_type_views()
     direct = [m.from_dlpack(t) for t in srcs]
-    assert m.same_type_views() == v + len(srcs)
+    assert m._testing.same_type_views() == v + len(srcs)
     for a, b in zip(via_table, direct):
         assert (a.data_ptr, a.shape, a.strides, a.dtype, a.device, a.readonly) == \
                (b.data_ptr, b.shape, b.strides, b.dtype, b.device, b.readonly)
@@ -478,10 +478,10 @@ def test_table_without_usable_version_falls_back():
         def __dlpack_device__(self):
             return (1, 0)
 
-    n = m.exchange_imports()
+    n = m._testing.exchange_imports()
     o = Other()
     u = m.from_dlpack(o)
-    assert m.exchange_imports() == n and u.shape == (4,)
+    assert m._testing.exchange_imports() == n and u.shape == (4,)
 
 
 def test_from_dlpack_device_and_copy_with_table():
@@ -540,11 +540,11 @@ def test_torch_when_installed():
     t = Tensor.arange(6)
     x = torch.from_dlpack(t)
     assert x.data_ptr() == t.data_ptr
-    n = m.exchange_imports()
+    n = m._testing.exchange_imports()
     u = m.from_dlpack(x)
     assert u.data_ptr == x.data_ptr()
     if hasattr(type(x), ATTR) and type(getattr(type(x), ATTR)).__name__ == "PyCapsule":
-        assert m.exchange_imports() == n + 1
+        assert m._testing.exchange_imports() == n + 1
 
 
 class _Header(ctypes.Structure):
@@ -604,10 +604,10 @@ def test_table_of_an_unknown_major_falls_back_to_dunder_dlpack(major, prev_major
         def __dlpack_device__(self):
             return (1, 0)
 
-    n = m.exchange_imports()
+    n = m._testing.exchange_imports()
     o = Newer()
     u = m.from_dlpack(o)
-    assert m.exchange_imports() == n and not called, "no entry of the table was called"
+    assert m._testing.exchange_imports() == n and not called, "no entry of the table was called"
     assert len(calls) == 1, "__dlpack__ was"
     assert u.data_ptr == o.a.ctypes.data and u.shape == (5,)
 
@@ -617,16 +617,16 @@ def test_table_cache_follows_class_changes_and_alternating_types(through_the_tab
         pass
 
     p, t, a = P(np.arange(3.0)), Tensor.arange(3), np.arange(4.0)
-    n = m.exchange_imports()
+    n = m._testing.exchange_imports()
     for _ in range(3):  # alternating producer types: each keeps its own answer
         m.from_dlpack(p)
         m.from_dlpack(t)
         m.from_dlpack(a)
-    assert m.exchange_imports() == n + 3, "only the Tensor imports used a table"
+    assert m._testing.exchange_imports() == n + 3, "only the Tensor imports used a table"
     # The cache follows changes to the class (CPython bumps the type's version tag).
     P.__dlpack_c_exchange_api__ = Tensor.__dlpack_c_exchange_api__
     with pytest.raises(EXC("BadArgumentType"), match="expected a 'Tensor' object"):
         m.from_dlpack(p)  # Tensor's table refuses a P: proof the table was used
     del P.__dlpack_c_exchange_api__
     assert m.from_dlpack(p).shape == (3,)
-    assert m.exchange_imports() == n + 3
+    assert m._testing.exchange_imports() == n + 3

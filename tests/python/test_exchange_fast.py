@@ -44,10 +44,10 @@ def layout(t):
 ], ids=["1d", "reversed", "transposed", "sliced", "0d", "empty", "8d", "readonly"])
 def test_same_type_import_is_a_view(f, make):
     t = make()
-    n, v = m.exchange_imports(), m.same_type_views()
+    n, v = m._testing.exchange_imports(), m._testing.same_type_views()
     u = f(t)
     # What the type's own table gives, without calling it.
-    assert (m.exchange_imports(), m.same_type_views()) == (n, v + 1)
+    assert (m._testing.exchange_imports(), m._testing.same_type_views()) == (n, v + 1)
     assert type(u) is Tensor and u is not t
     assert layout(u) == layout(t)
     assert u.tobytes() == t.tobytes()
@@ -85,11 +85,11 @@ def test_source_kept_alive(f):
 
 def test_no_managed_tensor_left_behind():
     gc.collect()
-    before = m.live_exports()
+    before = m._testing.live_exports()
     for _ in range(100):
         m.from_dlpack(Tensor.arange(3))
     gc.collect()
-    assert m.live_exports() == before
+    assert m._testing.live_exports() == before
 
 
 @pytest.mark.parametrize("f", FUNCS)
@@ -177,9 +177,9 @@ def _assert_falls_back(attrs):
     """A numpy-backed producer whose class carries `attrs` imports through its `__dlpack__`:
     the same data, no exchange table used."""
     cls = type("Stray", (H.Forward,), attrs)
-    n = m.exchange_imports()
+    n = m._testing.exchange_imports()
     assert m.from_dlpack(cls(np.arange(3.0))).shape == (3,), attrs
-    assert m.exchange_imports() == n, attrs
+    assert m._testing.exchange_imports() == n, attrs
 
 
 def test_unusable_legacy_value_falls_back_to_dunder():

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(
 
 
 def stats():
-    length, direct, capacity = m.tensor_freelist_stats()
+    length, direct, capacity = m._testing.tensor_freelist_stats()
     return length, direct, capacity
 
 

@@ -152,7 +152,7 @@ def test_random_views_round_trip_through_peers(m, a, readonly, same_type, via):
     held = _peer_source(via, a)
     assume(held is not None)
     src, ref = held
-    m.set_same_type_views(same_type)
+    m._testing.set_same_type_views(same_type)
     try:
         t = m.from_dlpack(src)
         assert tuple(t.shape) == ref.shape and t.tobytes() == ref.tobytes()
@@ -160,10 +160,10 @@ def test_random_views_round_trip_through_peers(m, a, readonly, same_type, via):
             assert t.readonly == (not a.flags.writeable)  # broadcast views are read-only too
             if a.size:
                 assert t.data_ptr == a.ctypes.data
-        before = (m.same_type_views(), m.exchange_imports())
+        before = (m._testing.same_type_views(), m._testing.exchange_imports())
         again = m.from_dlpack(t)
         # The switch picked the path: the same-type view, or a call of Tensor's table.
-        assert (m.same_type_views() - before[0], m.exchange_imports() - before[1]) == (
+        assert (m._testing.same_type_views() - before[0], m._testing.exchange_imports() - before[1]) == (
             (1, 0) if same_type else (0, 1)
         )
         assert tuple(again.shape) == ref.shape and again.tobytes() == ref.tobytes()
@@ -182,4 +182,4 @@ def test_random_views_round_trip_through_peers(m, a, readonly, same_type, via):
         if ref.size:
             assert copied.data_ptr != t.data_ptr
     finally:
-        m.set_same_type_views(True)
+        m._testing.set_same_type_views(True)

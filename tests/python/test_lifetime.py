@@ -17,24 +17,24 @@ from conftest import tensor_from_np
 @pytest.mark.parametrize("mv", [(0, 0), None, (1, 0), (1, 3), (100, 3)])
 def test_export_refcount(m, Tensor, mv):
     t = Tensor.zeros((3,))
-    base, live = sys.getrefcount(t), m.live_exports()
+    base, live = sys.getrefcount(t), m._testing.live_exports()
     cap = t.__dlpack__(max_version=mv)
     assert sys.getrefcount(t) == base + 1
-    assert m.live_exports() == live + 1
+    assert m._testing.live_exports() == live + 1
     del cap
     assert sys.getrefcount(t) == base
-    assert m.live_exports() == live
+    assert m._testing.live_exports() == live
 
 
 @pytest.mark.parametrize("legacy", [False, True])
 def test_numpy_import_refcount(m, Tensor, legacy):
     t = Tensor.arange(4)
-    base, live = sys.getrefcount(t), m.live_exports()
+    base, live = sys.getrefcount(t), m._testing.live_exports()
     a = np.from_dlpack(H.W(t.__dlpack__()) if legacy else t)
     assert sys.getrefcount(t) == base + 1
-    assert m.live_exports() == live + 1
+    assert m._testing.live_exports() == live + 1
     del a
-    assert sys.getrefcount(t) == base and m.live_exports() == live
+    assert sys.getrefcount(t) == base and m._testing.live_exports() == live
 
 
 @pytest.mark.parametrize("legacy", [False, True])
@@ -66,16 +66,16 @@ def test_view_of_view_keeps_base(m):
 @pytest.mark.parametrize("mv", [None, (1, 3)])
 def test_unconsumed_capsule_freed_once(m, Tensor, mv):
     t = Tensor.zeros((5,))
-    base, live = sys.getrefcount(t), m.live_exports()
+    base, live = sys.getrefcount(t), m._testing.live_exports()
     for _ in range(3):
         cap = t.__dlpack__(max_version=mv)
         del cap
-    assert m.live_exports() == live and sys.getrefcount(t) == base
+    assert m._testing.live_exports() == live and sys.getrefcount(t) == base
 
 
 def test_consume_twice_no_double_free(m, Tensor):
     t = Tensor.arange(3)
-    base, live = sys.getrefcount(t), m.live_exports()
+    base, live = sys.getrefcount(t), m._testing.live_exports()
     cap = t.__dlpack__(max_version=(1, 3))
     w = H.W(cap)
     u = m.from_dlpack(w)
@@ -84,24 +84,24 @@ def test_consume_twice_no_double_free(m, Tensor):
     with pytest.raises(ValueError):
         np.from_dlpack(w)
     del w, cap
-    assert m.live_exports() == live + 1
+    assert m._testing.live_exports() == live + 1
     del u
     gc.collect()
-    assert m.live_exports() == live and sys.getrefcount(t) == base
+    assert m._testing.live_exports() == live and sys.getrefcount(t) == base
 
 
 def test_producer_deleted_while_numpy_view_lives(m, Tensor):
     t = Tensor.arange(1000, "float64")
-    live = m.live_exports()
+    live = m._testing.live_exports()
     y = np.from_dlpack(t)
     del t
     gc.collect()
     assert y.sum() == sum(range(1000))
     y[0] = 5.0  # memory still valid and writable
-    assert m.live_exports() == live + 1
+    assert m._testing.live_exports() == live + 1
     del y
     gc.collect()
-    assert m.live_exports() == live
+    assert m._testing.live_exports() == live
 
 
 def test_numpy_producer_deleted_while_our_view_lives(m):
@@ -119,7 +119,7 @@ def test_numpy_producer_deleted_while_our_view_lives(m):
 
 def test_our_tensor_deleted_while_our_view_lives(m, Tensor):
     t = Tensor.arange(50, "int32")
-    live = m.live_exports()
+    live = m._testing.live_exports()
     ref = weakref.ref(t) if hasattr(Tensor, "__weakref__") else None
     u = m.from_dlpack(t)
     del t
@@ -127,7 +127,7 @@ def test_our_tensor_deleted_while_our_view_lives(m, Tensor):
     assert u.tobytes() == np.arange(50, dtype=np.int32).tobytes()
     del u
     gc.collect()
-    assert m.live_exports() == live
+    assert m._testing.live_exports() == live
     if ref is not None:
         assert ref() is None
 
@@ -152,12 +152,12 @@ def test_our_view_dropped_in_other_thread(m):
 
 
 def test_numpy_view_of_our_export_dropped_in_other_thread(m, Tensor):
-    live = m.live_exports()
+    live = m._testing.live_exports()
     holder = [np.from_dlpack(Tensor.arange(100)), Tensor.zeros((3,)).__dlpack__()]
-    assert m.live_exports() == live + 2
+    assert m._testing.live_exports() == live + 2
     _drop_in_thread(holder)
     gc.collect()
-    assert m.live_exports() == live
+    assert m._testing.live_exports() == live
 
 
 def test_our_deleter_called_without_the_gil(m, Tensor):
@@ -168,14 +168,14 @@ def test_our_deleter_called_without_the_gil(m, Tensor):
     set_name = ctypes.pythonapi.PyCapsule_SetName
     set_name.restype, set_name.argtypes = ctypes.c_int, [ctypes.py_object, ctypes.c_char_p]
     t = Tensor.arange(100)
-    rc, live = sys.getrefcount(t), m.live_exports()
+    rc, live = sys.getrefcount(t), m._testing.live_exports()
     ptrs = []
     for _ in range(32):
         cap = t.__dlpack__(max_version=(1, 3))
         ptrs.append(H.inspect_capsule(cap).struct_addr)
         assert set_name(cap, b"used_dltensor_versioned") == 0  # consumed: its destructor frees nothing
         del cap
-    assert m.live_exports() == live + 32 and sys.getrefcount(t) == rc + 32
+    assert m._testing.live_exports() == live + 32 and sys.getrefcount(t) == rc + 32
 
     def worker(chunk):
         for p in chunk:
@@ -186,7 +186,7 @@ def test_our_deleter_called_without_the_gil(m, Tensor):
         th.start()
     for th in ths:
         th.join()
-    assert m.live_exports() == live
+    assert m._testing.live_exports() == live
     assert sys.getrefcount(t) == rc
 
 
@@ -249,7 +249,7 @@ def test_leak_loop_10k(m, Tensor):
     az = np.zeros((0, 4))
     srcs = (t, tz, ro, a, az)
     base = [sys.getrefcount(x) for x in srcs]
-    live = m.live_exports()
+    live = m._testing.live_exports()
     for i in range(10_000):
         x = np.from_dlpack(t)
         y = np.from_dlpack(tz)
@@ -269,7 +269,7 @@ def test_leak_loop_10k(m, Tensor):
             pass
         del x, y, c1, c2, u, v, w, q
     gc.collect()
-    assert m.live_exports() == live
+    assert m._testing.live_exports() == live
     assert [sys.getrefcount(x) for x in srcs] == base
 
 

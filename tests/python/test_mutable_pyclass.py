@@ -37,10 +37,10 @@ MUTATORS = {
 def _borrows_return_to_baseline():
     """Each test leaves no borrow and no export behind."""
     gc.collect()
-    borrows, exports = m.live_export_borrows(), m.live_exports()
+    borrows, exports = m._testing.live_export_borrows(), m._testing.live_exports()
     yield
     gc.collect()
-    assert (m.live_export_borrows(), m.live_exports()) == (borrows, exports)
+    assert (m._testing.live_export_borrows(), m._testing.live_exports()) == (borrows, exports)
 
 
 def g12():
@@ -70,20 +70,20 @@ def test_plain_pyclass_has_the_derived_protocol():
     for name in ("__dlpack__", "__dlpack_device__", "__dlpack_c_exchange_api__", "__array_interface__"):
         assert hasattr(Growable, name), name
     g.push(3.0)  # an unexported object mutates freely
-    assert len(g) == 13 and m.live_export_borrows() == 0
+    assert len(g) == 13 and m._testing.live_export_borrows() == 0
 
 
 def test_export_then_mutate_raises_and_the_data_stays_intact():
     g = g12()
     a = np.from_dlpack(g)
     assert a.ctypes.data == g.data_ptr
-    assert m.live_export_borrows() == 1
+    assert m._testing.live_export_borrows() == 1
     assert_borrowed(g)
     np.testing.assert_array_equal(a, np.arange(12, dtype=np.float32))
     a[3] = 42.0  # writes through the export are fine: `&self` access
     assert g.tolist()[3] == 42.0
     del a
-    assert m.live_export_borrows() == 0
+    assert m._testing.live_export_borrows() == 0
     for f in MUTATORS.values():
         f(g)
     assert g.shape == [len(g), 1] and g.tolist()[:12] == [7.0] * 12
@@ -113,9 +113,9 @@ def _tvm(g):
 
 
 def _demo_from_dlpack(g):
-    n = m.exchange_imports()
+    n = m._testing.exchange_imports()
     t = m.from_dlpack(g)
-    assert m.exchange_imports() == n + 1, "dlbind's consumer took Growable's exchange table"
+    assert m._testing.exchange_imports() == n + 1, "dlbind's consumer took Growable's exchange table"
     assert t.data_ptr == g.data_ptr
     return t
 
@@ -155,17 +155,17 @@ EXPORTS = {
 def test_every_export_kind_holds_the_borrow_until_released(kind):
     g = g12()
     held = EXPORTS[kind](g)
-    assert m.live_export_borrows() == 1
+    assert m._testing.live_export_borrows() == 1
     assert_borrowed(g)
     del held
-    assert m.live_export_borrows() == 0
+    assert m._testing.live_export_borrows() == 0
     assert_free(g)
 
 
 def test_a_second_export_keeps_the_borrow_after_the_first_goes():
     g = g12()
     a, mv, cap = np.from_dlpack(g), memoryview(g), g.__dlpack__()
-    assert m.live_export_borrows() == 3
+    assert m._testing.live_export_borrows() == 3
     del a
     assert_borrowed(g)
     mv.release()
@@ -182,14 +182,14 @@ def test_jax_holds_the_borrow_when_it_aliases():
     x = jnp.from_dlpack(g)
     np.testing.assert_array_equal(np.asarray(x), np.arange(12, dtype=np.float32))
     aliased = x.unsafe_buffer_pointer() == g.data_ptr
-    assert m.live_export_borrows() == int(aliased)
+    assert m._testing.live_export_borrows() == int(aliased)
     if aliased:
         assert_borrowed(g)
     else:
         assert_free(g)
     del x
     gc.collect()
-    assert m.live_export_borrows() == 0
+    assert m._testing.live_export_borrows() == 0
     assert_free(g)
 
 
@@ -207,9 +207,9 @@ def test_an_unconsumed_capsule_releases_the_borrow():
     g = g12()
     for kw in ({}, {"max_version": (1, 3)}):
         cap = g.__dlpack__(**kw)
-        assert m.live_export_borrows() == 1
+        assert m._testing.live_export_borrows() == 1
         del cap
-        assert m.live_export_borrows() == 0
+        assert m._testing.live_export_borrows() == 0
         g.push(1.0)
 
 
@@ -224,7 +224,7 @@ def test_a_copy_holds_no_borrow(kw):
     assert info.data != g.data_ptr
     if info.versioned:
         assert info.flags & H.FLAG_IS_COPIED
-    assert m.live_export_borrows() == 0
+    assert m._testing.live_export_borrows() == 0
     g.resize(1000)
     g.fill(-1.0)
     np.testing.assert_array_equal(np.from_dlpack(H.W(cap)), np.arange(12, dtype=np.float32))
@@ -234,7 +234,7 @@ def test_copying_consumers_hold_no_borrow():
     g = g12()
     a = np.from_dlpack(g, copy=True)
     t = m.from_dlpack(g, copy=True)
-    assert m.live_export_borrows() == 0
+    assert m._testing.live_export_borrows() == 0
     g.fill(5.0)
     np.testing.assert_array_equal(a, np.arange(12, dtype=np.float32))
     np.testing.assert_array_equal(np.from_dlpack(t), np.arange(12, dtype=np.float32))
@@ -252,7 +252,7 @@ def test_a_failed_export_leaves_no_borrow():
     for f in failing:
         with pytest.raises((BufferError, TypeError)):
             f()
-        assert m.live_export_borrows() == 0
+        assert m._testing.live_export_borrows() == 0
         g.set_readonly(True)  # a `&mut self` call: works, nothing is borrowed
     g.set_readonly(False)
 
@@ -267,7 +267,7 @@ def test_read_only_exports_and_2d_layout():
     assert b.shape == (3, 4) and not b.flags.writeable
     mv = memoryview(g)
     assert mv.readonly and mv.shape == (3, 4)
-    assert m.live_export_borrows() == 3
+    assert m._testing.live_export_borrows() == 3
     assert_borrowed(g)
     del a, b
     mv.release()
@@ -294,14 +294,14 @@ def test_mutation_in_progress_blocks_exports():
     g.fill(Evil())
     assert len(seen) == 3 and all("borrowed" in s for s in seen), seen
     assert g.tolist() == [2.0] * 12
-    assert m.live_export_borrows() == 0
+    assert m._testing.live_export_borrows() == 0
 
 
 def test_cuda_and_sycl_interfaces_are_not_offered():
     g = g12()
     for attr in ("__cuda_array_interface__", "__sycl_usm_array_interface__"):
         assert not hasattr(g, attr)
-    assert m.live_export_borrows() == 0
+    assert m._testing.live_export_borrows() == 0
 
 
 def test_exchange_table_has_no_non_owning_fill():
@@ -321,11 +321,11 @@ def test_dlbind_from_dlpack_never_lends_a_non_frozen_object():
     """dlbind's consumer imports a `Growable` through its table's owning export (a managed
     tensor holding the borrow), never as a lent view."""
     g = g12()
-    n = m.live_exports()
+    n = m._testing.live_exports()
     t = m.from_dlpack(g)
-    assert m.live_exports() == n + 1, "the owning export's managed tensor"
+    assert m._testing.live_exports() == n + 1, "the owning export's managed tensor"
     del t
-    assert m.live_exports() == n
+    assert m._testing.live_exports() == n
 
 
 def test_a_capsule_in_a_garbage_cycle_releases_the_borrow_when_collected():
@@ -337,10 +337,10 @@ def test_a_capsule_in_a_garbage_cycle_releases_the_borrow_when_collected():
     b = Box()
     b.cap, b.arr, b.me = g.__dlpack__(), np.from_dlpack(g), b
     del b
-    assert m.live_export_borrows() == 2
+    assert m._testing.live_export_borrows() == 2
     assert_borrowed(g)
     gc.collect()
-    assert m.live_export_borrows() == 0
+    assert m._testing.live_export_borrows() == 0
     assert_free(g)
 
 
@@ -427,5 +427,5 @@ def test_threads_export_and_mutate():
     assert not errors, errors
     assert done["mut"] > 0 and done["refused"] > 0 and done["exports"] > 0, done
     assert g.tolist() == expected
-    assert m.live_export_borrows() == 0
+    assert m._testing.live_export_borrows() == 0
     assert_free(g)

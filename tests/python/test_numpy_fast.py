@@ -34,17 +34,17 @@ def via_capsule(m, a):
 
 def fast(m, a, **kw):
     """`m.from_dlpack(a)`, asserting it took the fast path."""
-    n0 = m.numpy_fast_imports()
+    n0 = m._testing.numpy_fast_imports()
     t = m.from_dlpack(a, **kw)
-    assert m.numpy_fast_imports() == n0 + 1, "expected the numpy header fast path"
+    assert m._testing.numpy_fast_imports() == n0 + 1, "expected the numpy header fast path"
     return t
 
 
 def not_fast(m, fn):
     """Runs `fn()`, asserting the fast path was not taken; returns its result."""
-    n0 = m.numpy_fast_imports()
+    n0 = m._testing.numpy_fast_imports()
     r = fn()
-    assert m.numpy_fast_imports() == n0, "the numpy fast path ran where it must step aside"
+    assert m._testing.numpy_fast_imports() == n0, "the numpy fast path ran where it must step aside"
     return r
 
 
@@ -183,9 +183,9 @@ def test_non_contiguous_strides_in_elements(m):
 
 def test_tensor_from_dlpack_staticmethod_takes_it_too(m, Tensor):
     a = np.arange(3, dtype=np.uint16)
-    n0 = m.numpy_fast_imports()
+    n0 = m._testing.numpy_fast_imports()
     t = Tensor.from_dlpack(a)
-    assert m.numpy_fast_imports() == n0 + 1
+    assert m._testing.numpy_fast_imports() == n0 + 1
     assert describe(t) == describe(via_capsule(m, a))
 
 
@@ -196,7 +196,7 @@ def test_environment_switch_turns_it_off(m):
         a = np.arange(6.0).reshape(2, 3)
         t = m.from_dlpack(a)
         assert t.shape == (2, 3) and t.data_ptr == a.__array_interface__["data"][0]
-        print(m.numpy_fast_imports())
+        print(m._testing.numpy_fast_imports())
     """)
     for value, expect in (("0", "0"), ("1", "1")):
         env = dict(os.environ, DLBIND_NUMPY_FAST_PATH=value)

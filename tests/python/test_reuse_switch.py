@@ -17,7 +17,7 @@ def test_DLBIND_FREELIST_0_turns_every_reuse_off_and_everything_still_works():
         "assert all(np.array_equal(np.from_dlpack(v), np.arange(6, dtype=np.float32)) for v in vs)\n"
         "del vs\n"
         "c = t.__dlpack__(); v = t.__dlpack__(max_version=(1, 3)); del c, v\n"
-        "print(m.tensor_freelist_stats()[0], m.spare_blocks_held(), m.live_exports())\n"
+        "print(m._testing.tensor_freelist_stats()[0], m._testing.spare_blocks_held(), m._testing.live_exports())\n"
     )
     for value in ("0", "1"):
         env = dict(os.environ, DLBIND_FREELIST=value)

@@ -49,18 +49,18 @@ def soak(m, sources, body, *, expect_live: int | None = None, expect_exchange: i
     """
     assert CYCLES >= 10, f"DLBIND_SOAK_CYCLES={CYCLES} is too small to measure anything"
     gc.collect()
-    live0 = m.live_exports()
+    live0 = m._testing.live_exports()
     refs0 = [sys.getrefcount(s) for s in sources]
-    xch0 = m.exchange_imports()
+    xch0 = m._testing.exchange_imports()
 
     held = body(sources)
     assert held, "the cycle body produced nothing"
     if expect_live is not None:
-        assert m.live_exports() - live0 == expect_live, (
-            f"first cycle: live_exports() {live0} -> {m.live_exports()}, expected +{expect_live}")
+        assert m._testing.live_exports() - live0 == expect_live, (
+            f"first cycle: live_exports() {live0} -> {m._testing.live_exports()}, expected +{expect_live}")
     if expect_exchange is not None:
-        assert m.exchange_imports() - xch0 == expect_exchange, (
-            f"first cycle: exchange_imports() {xch0} -> {m.exchange_imports()}, expected +{expect_exchange}")
+        assert m._testing.exchange_imports() - xch0 == expect_exchange, (
+            f"first cycle: exchange_imports() {xch0} -> {m._testing.exchange_imports()}, expected +{expect_exchange}")
     if expect_refs_held:
         now = [sys.getrefcount(s) for s in sources]
         assert all(b > a for a, b in zip(refs0, now)), f"imports do not hold their producers: {refs0} -> {now}"
@@ -79,18 +79,18 @@ def soak(m, sources, body, *, expect_live: int | None = None, expect_exchange: i
     rss_end = rss()
 
     stats = dict(cycles=ran, warmup=WARMUP, rss_warm=rss_warm, rss_end=rss_end, growth=rss_end - rss_warm,
-                 live=(live0, m.live_exports()), exchange=m.exchange_imports() - xch0)
+                 live=(live0, m._testing.live_exports()), exchange=m._testing.exchange_imports() - xch0)
     print(f"soak {body.__name__}: {stats}")
     assert ran == CYCLES, f"ran {ran} of {CYCLES} cycles"
     assert rss_end - rss_warm < RSS_LIMIT, (
         f"RSS grew {(rss_end - rss_warm) / 1024:.0f} KiB over {CYCLES - WARMUP} cycles "
         f"({rss_warm} -> {rss_end} bytes): {stats}")
-    assert m.live_exports() == live0, f"live_exports() {live0} -> {m.live_exports()}: a deleter did not run"
+    assert m._testing.live_exports() == live0, f"live_exports() {live0} -> {m._testing.live_exports()}: a deleter did not run"
     refs1 = [sys.getrefcount(s) for s in sources]
     assert refs1 == refs0, f"source refcounts drifted {refs0} -> {refs1}"
     if expect_exchange is not None:
-        assert m.exchange_imports() - xch0 == expect_exchange * CYCLES, (
-            f"exchange_imports() grew {m.exchange_imports() - xch0}, expected {expect_exchange * CYCLES}")
+        assert m._testing.exchange_imports() - xch0 == expect_exchange * CYCLES, (
+            f"exchange_imports() grew {m._testing.exchange_imports() - xch0}, expected {expect_exchange * CYCLES}")
     return stats
 
 
@@ -145,10 +145,10 @@ def test_soak_ours_to_ours_same_type_view(m, Tensor):
     def ours_to_ours(ss):
         return [m.from_dlpack(s) for s in ss]
 
-    views0 = m.same_type_views()
+    views0 = m._testing.same_type_views()
     # (Views of views hold the root storage's owner, not the view: no per-source refcount check.)
     stats = soak(m, srcs, ours_to_ours, expect_live=0, expect_exchange=0)
-    assert m.same_type_views() - views0 == len(srcs) * stats["cycles"]
+    assert m._testing.same_type_views() - views0 == len(srcs) * stats["cycles"]
 
 
 def test_soak_ours_to_ours_through_the_table(m, Tensor):
@@ -163,11 +163,11 @@ def test_soak_ours_to_ours_through_the_table(m, Tensor):
     def ours_to_ours(ss):
         return [m.from_dlpack(s) for s in ss]
 
-    m.set_same_type_views(False)
+    m._testing.set_same_type_views(False)
     try:
         soak(m, srcs, ours_to_ours, expect_live=readonly, expect_exchange=len(srcs), expect_refs_held=True)
     finally:
-        m.set_same_type_views(True)
+        m._testing.set_same_type_views(True)
 
 
 def test_soak_ours_to_ours_capsule(m, Tensor):

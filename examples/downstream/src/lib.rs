@@ -3,7 +3,6 @@
 //! dtype), and `Samples`, a plain `#[pyclass]` with `&mut self` methods; plus C code compiled
 //! against the header dlbind publishes (`DEP_DLBIND_INCLUDE`), reading tensors dlbind exported.
 
-use dlbind::exchange::FromManagedTensor;
 use dlbind::prelude::*;
 use pyo3::types::PyCapsule;
 
@@ -27,8 +26,8 @@ pub struct Frame {
     readonly: bool,
 }
 
-impl FromManagedTensor for Frame {
-    fn from_managed(_py: Python<'_>, t: ImportedTensor) -> PyResult<Self> {
+impl FromDLPack for Frame {
+    fn from_imported(_py: Python<'_>, t: ImportedTensor) -> PyResult<Self> {
         Ok(Frame {
             shape: t.shape().to_vec(),
             strides: t.strides().to_vec(),
@@ -76,14 +75,14 @@ impl Frame {
 
 unsafe extern "C" {
     fn downstream_c_layout(out: *mut u64);
-    fn downstream_c_sum_f32(m: *const dlbind::ffi::DLManagedTensorVersioned, ok: *mut i32) -> f64;
+    fn downstream_c_sum_f32(m: *const dlbind::spec::types::DLManagedTensorVersioned, ok: *mut i32) -> f64;
 }
 
 /// `(c, rust)`: the DLPack struct layout as csrc/abi.c (compiled against dlbind's published
 /// header) sees it, and as dlbind's Rust types have it.
 #[pyfunction]
 fn abi_layouts() -> ([u64; 8], [u64; 8]) {
-    use dlbind::ffi::{DLDataType, DLManagedTensorVersioned, DLTensor};
+    use dlbind::spec::types::{DLDataType, DLManagedTensorVersioned, DLTensor};
     use std::mem::{offset_of, size_of};
     let mut c = [0u64; 8];
     // SAFETY: writes exactly 8 values into `c`.
@@ -110,7 +109,7 @@ fn c_sum_f32(x: &Bound<'_, PyAny>) -> PyResult<f64> {
     kwargs.set_item("max_version", (1, 3))?;
     let cap = x.call_method("__dlpack__", (), Some(&kwargs))?;
     let cap = cap.cast::<PyCapsule>()?;
-    let name = dlbind::ffi::DLPACK_VERSIONED_CAPSULE_NAME;
+    let name = dlbind::spec::types::DLPACK_VERSIONED_CAPSULE_NAME;
     let ptr = cap
         .pointer_checked(Some(name))
         .map_err(|_| pyo3::exceptions::PyTypeError::new_err("not a versioned DLPack capsule"))?;
@@ -130,10 +129,7 @@ fn c_sum_f32(x: &Bound<'_, PyAny>) -> PyResult<f64> {
 fn dlbind_downstream(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Frame>()?;
     m.add_class::<samples::Samples>()?;
-    dlbind::python::add_from_dlpack_function::<Frame>(
-        m,
-        "from_dlpack(x, /, *, device=None, copy=None)\n--\n\nImport x as a Frame (zero-copy).",
-    )?;
+    dlbind::add_from_dlpack::<Frame>(m)?;
     m.add_function(wrap_pyfunction!(abi_layouts, m)?)?;
     m.add_function(wrap_pyfunction!(c_sum_f32, m)?)?;
     m.add_function(wrap_pyfunction!(live_exports, m)?)?;
@@ -143,5 +139,5 @@ fn dlbind_downstream(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// dlbind's count of exports not yet released (0 when every deleter ran).
 #[pyfunction]
 fn live_exports() -> usize {
-    dlbind::live_exports()
+    dlbind::stats::live_exports()
 }

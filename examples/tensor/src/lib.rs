@@ -6,22 +6,16 @@
 //! storage, so the Python tests can build every layout case. `Growable` (in `growable.rs`) is a
 //! plain, non-frozen `#[pyclass]` with `&mut self` methods, exported through the same derive.
 
-use dlbind::alloc::AlignedBuffer;
-use dlbind::bridges::PythonView;
-use dlbind::device::Device;
-use dlbind::dtype_table::{self, DTypeInfo};
-use dlbind::exchange::FromManagedTensor;
-use dlbind::export::DataSource;
-use dlbind::ffi::{DLDataType, DLDeviceType};
-use dlbind::import::ImportedTensor;
+use dlbind::layout::{ElemSize, c_strides};
 use dlbind::prelude::*;
-use dlbind::storage::Buffer;
+use dlbind::spec::dtypes::{self, DTypeInfo};
+use dlbind::{PythonView, tuning};
 use pyo3::exceptions::{PyBufferError, PyIndexError, PyMemoryError, PyTypeError, PyValueError};
 use pyo3::types::{PyBytes, PyInt, PyTuple};
 
 mod dims;
 mod growable;
-mod view;
+mod testing;
 
 use dims::Dims;
 
@@ -48,14 +42,14 @@ pub struct Tensor {
 // byte count, copies allocate `contiguous_nbytes`), views take in-bounds offsets and strides of
 // their source, and imports take the producer's tensor as validated on import. So exports skip
 // the per-call span check on the `t.__dlpack__()` hot path (the dtype is still checked).
-unsafe impl dlbind::export::UncheckedExtent for Tensor {}
+unsafe impl tuning::UncheckedExtent for Tensor {}
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
 fn lookup_dtype(name: &str) -> PyResult<&'static DTypeInfo> {
-    dtype_table::dtype_by_name(name).ok_or_else(|| {
-        let names: Vec<&str> = dtype_table::DTYPES.iter().map(|d| d.name).collect();
+    dtypes::dtype_by_name(name).ok_or_else(|| {
+        let names: Vec<&str> = dtypes::DTYPES.iter().map(|d| d.name).collect();
         PyValueError::new_err(format!(
             "unknown dtype {name:?}; valid: {}",
             names.join(", ")
@@ -93,16 +87,6 @@ fn packed_nbytes(shape: &[i64], dtype: DLDataType) -> PyResult<usize> {
     usize::try_from(bits.div_ceil(8)).map_err(|_| PyValueError::new_err("shape overflows"))
 }
 
-fn c_strides(shape: &[i64]) -> Vec<i64> {
-    let mut strides = vec![0i64; shape.len()];
-    let mut acc = 1i64;
-    for i in (0..shape.len()).rev() {
-        strides[i] = acc;
-        acc = acc.saturating_mul(shape[i].max(1));
-    }
-    strides
-}
-
 /// `shape` as an int or a sequence of ints (checked without raising and catching).
 fn parse_shape(shape: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
     let dims: Vec<i64> = if shape.is_instance_of::<PyInt>() {
@@ -124,8 +108,14 @@ fn parse_shape(shape: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
     Ok(dims)
 }
 
-fn alloc_zeroed(nbytes: usize) -> PyResult<AlignedBuffer> {
-    AlignedBuffer::zeroed(nbytes).map_err(|e| PyMemoryError::new_err(e.to_string()))
+fn alloc_zeroed(nbytes: usize) -> PyResult<Buffer> {
+    Buffer::zeroed(nbytes).map_err(|e| PyMemoryError::new_err(e.to_string()))
+}
+
+/// The bytes of a buffer [`alloc_zeroed`] made (owned host memory, so never `None`).
+fn owned_bytes(buf: &mut Buffer) -> &mut [u8] {
+    buf.owned_bytes_mut()
+        .expect("alloc_zeroed returns owned host memory")
 }
 
 fn normalize_axis(axis: i64, ndim: usize) -> PyResult<usize> {
@@ -180,7 +170,7 @@ fn slice_indices(
 
 impl Tensor {
     fn info(&self) -> Option<&'static DTypeInfo> {
-        dtype_table::dtype_by_dl(self.dtype)
+        dtypes::dtype_by_dl(self.dtype)
     }
 
     fn dtype_name(&self) -> String {
@@ -193,9 +183,9 @@ impl Tensor {
         }
     }
 
-    fn owned(buf: AlignedBuffer, shape: Vec<i64>, dtype: DLDataType, readonly: bool) -> Tensor {
+    fn owned(buf: Buffer, shape: Vec<i64>, dtype: DLDataType, readonly: bool) -> Tensor {
         Tensor {
-            buf: Buffer::from(buf),
+            buf,
             dtype,
             strides: Dims::from(c_strides(&shape)),
             shape: Dims::from(shape),
@@ -267,7 +257,7 @@ impl Tensor {
         let strides = c_strides(&shape);
         // SAFETY: the allocation holds `nbytes` (packed C-contiguous) bytes and lives as long
         // as the buffer that owns it.
-        let buf = unsafe { view::share(alloc, data, dtype, &shape, &strides, dl_device, false) }?;
+        let buf = unsafe { Buffer::from_owner(alloc, data, dl_device, false) };
         Ok(Tensor {
             buf,
             dtype,
@@ -353,7 +343,7 @@ impl Tensor {
         let shape = parse_shape(shape)?;
         let info = lookup_dtype(dtype)?;
         let nbytes = packed_nbytes(&shape, info.dtype)?;
-        match dlbind::python::parse_device_arg(device)? {
+        match Device::from_py_arg(device)? {
             None => {}
             Some(d) if d == Device::CPU => {}
             Some(d) => return Tensor::zeros_on_device(d, shape, info.dtype, nbytes),
@@ -372,7 +362,7 @@ impl Tensor {
         let info = lookup_dtype(dtype)?;
         let shape = vec![n];
         let mut buf = alloc_zeroed(packed_nbytes(&shape, info.dtype)?)?;
-        fill_arange(info.name, n as usize, buf.as_mut_slice())?;
+        fill_arange(info.name, n as usize, owned_bytes(&mut buf))?;
         Ok(Tensor::owned(buf, shape, info.dtype, false))
     }
 
@@ -396,7 +386,7 @@ impl Tensor {
             )));
         }
         let mut buf = alloc_zeroed(nbytes)?;
-        buf.as_mut_slice().copy_from_slice(data);
+        owned_bytes(&mut buf).copy_from_slice(data);
         Ok(Tensor::owned(buf, shape, info.dtype, readonly))
     }
 
@@ -481,8 +471,8 @@ impl Tensor {
         }
         let nbytes = packed_nbytes(&self.shape, self.dtype)?;
         let elem = match elem_bytes(self.dtype) {
-            Some(b) => dlbind::copy::ElemSize::Bytes(b),
-            None => dlbind::copy::ElemSize::SubByte {
+            Some(b) => ElemSize::Bytes(b),
+            None => ElemSize::SubByte {
                 bits: elem_bits(self.dtype) as u32,
             },
         };
@@ -494,7 +484,7 @@ impl Tensor {
             // SAFETY: `src` addresses this tensor's elements under `shape`/`strides` (kept alive
             // by `self.buf`); `dst` has `nbytes` writable bytes.
             unsafe {
-                dlbind::copy::copy_to_contiguous(
+                dlbind::layout::copy_to_contiguous(
                     src,
                     &self.shape,
                     &self.strides,
@@ -581,9 +571,9 @@ impl Tensor {
 /// `managed_tensor_allocator` and `managed_tensor_to_py_object_no_sync` entries use this.
 /// `dlbind_demo.from_dlpack` and `Tensor.from_dlpack` are dlbind's raw fastcall
 /// `from_dlpack_fastcall::<Tensor>` (installed in the module init below), built on this impl.
-impl FromManagedTensor for Tensor {
+impl FromDLPack for Tensor {
     #[inline(always)]
-    fn from_managed(_py: Python<'_>, tensor: ImportedTensor) -> PyResult<Self> {
+    fn from_imported(_py: Python<'_>, tensor: ImportedTensor) -> PyResult<Self> {
         Ok(Tensor::from_imported(tensor))
     }
 
@@ -624,85 +614,13 @@ impl FromManagedTensor for Tensor {
     /// `Tensor` is frozen and has a free list: instances are built without `object.__new__`.
     #[inline]
     fn into_instance(py: Python<'_>, value: Self) -> PyResult<Bound<'_, Self>> {
-        dlbind::freelist::new_instance(py, value)
+        tuning::new_instance(py, value)
     }
 }
 
-/// Released `Tensor`s whose memory is kept for the next one (`dlbind::freelist`): imports and
+/// Released `Tensor`s whose memory is kept for the next one (`dlbind::tuning::enable_freelist`): imports and
 /// views create a `Tensor` per call, and most of such a call is the object's allocation.
-const TENSOR_FREELIST: usize = 64;
-
-const FROM_DLPACK_DOC: &str =
-    "Import any DLPack producer as a zero-copy `Tensor` view where possible.";
-
-/// How many `from_dlpack(t)` calls took a `Tensor` as a direct view of its storage (the
-/// same-type shortcut: what `Tensor`'s own exchange table gives, without calling it).
-#[pyfunction]
-fn same_type_views() -> u64 {
-    dlbind::exchange::same_type_views()
-}
-
-/// Turns the same-type shortcut off (`False`: `from_dlpack(t)` of a `Tensor` calls
-/// `Tensor.__dlpack_c_exchange_api__` like any producer's table) or back on.
-#[pyfunction]
-fn set_same_type_views(on: bool) {
-    dlbind::exchange::set_same_type_views(on)
-}
-
-/// How many released `Tensor`s wait in the free list (`dlbind::freelist`), and whether new ones
-/// are built directly (the layout probe passed): diagnostics for the tests.
-#[pyfunction]
-fn tensor_freelist_stats(py: Python<'_>) -> (Option<usize>, bool, usize) {
-    (
-        dlbind::freelist::freelist_len::<Tensor>(py),
-        dlbind::freelist::builds_directly::<Tensor>(py),
-        TENSOR_FREELIST,
-    )
-}
-
-/// How many managed tensors this module exported whose deleter has not run yet.
-#[pyfunction]
-fn live_exports() -> usize {
-    dlbind::export::live_exports()
-}
-
-/// How many shared borrows of non-frozen objects (`Growable`) dlbind's live exports hold now.
-#[pyfunction]
-fn live_export_borrows() -> usize {
-    dlbind::python::live_export_borrows()
-}
-
-/// How many freed manager blocks the export path keeps for reuse now (0 to 2; always 0 with
-/// `DLBIND_FREELIST=0`): diagnostics for the tests.
-#[pyfunction]
-fn spare_blocks_held() -> usize {
-    dlbind::export::spare_blocks_held()
-}
-
-/// Sets the byte limit of dlbind's reuse pool for freed huge host buffers and returns the old
-/// limit (0 disables the pool and releases what it holds). Used by the benchmark to time copies
-/// into freshly mapped memory.
-#[pyfunction]
-fn set_copy_pool_limit(bytes: usize) -> usize {
-    let old = dlbind::alloc::pool_limit();
-    dlbind::alloc::set_pool_limit(bytes);
-    old
-}
-
-/// How many tensors this process imported by calling a producer's C exchange table
-/// (`type(x).__dlpack_c_exchange_api__`) instead of `__dlpack__`. A `Tensor` imported as a
-/// direct view of another `Tensor` does not call it and is counted by `same_type_views`.
-#[pyfunction]
-fn exchange_imports() -> u64 {
-    dlbind::exchange::exchange_imports()
-}
-
-/// How many imports (this process) read a `numpy.ndarray` through numpy's array header instead of
-/// calling its `__dlpack__` (dlbind's numpy fast path; see `dlbind::bridges::with_ndarray_view`).
-#[pyfunction]
-fn numpy_fast_imports() -> u64 {
-    dlbind::bridges::numpy_fast_imports()
-}
+pub(crate) const TENSOR_FREELIST: usize = 64;
 
 /// `gil_used = true`: on a free-threaded interpreter (3.13t+) importing this module turns the GIL
 /// back on. dlbind's hot paths (the spare manager blocks, the export counter, the per-type
@@ -712,19 +630,9 @@ fn numpy_fast_imports() -> u64 {
 fn dlbind_demo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Tensor>()?;
     m.add_class::<growable::Growable>()?;
-    dlbind::freelist::enable_freelist::<Tensor>(m.py(), TENSOR_FREELIST)?;
-    dlbind::python::add_from_dlpack_function::<Tensor>(m, FROM_DLPACK_DOC)?;
-    dlbind::python::install_from_dlpack_staticmethod::<Tensor>(m.py(), FROM_DLPACK_DOC)?;
-    m.add_function(wrap_pyfunction!(live_exports, m)?)?;
-    m.add_function(wrap_pyfunction!(live_export_borrows, m)?)?;
-    m.add_function(wrap_pyfunction!(spare_blocks_held, m)?)?;
-    m.add_function(wrap_pyfunction!(tensor_freelist_stats, m)?)?;
-    m.add_function(wrap_pyfunction!(same_type_views, m)?)?;
-    m.add_function(wrap_pyfunction!(set_same_type_views, m)?)?;
-    m.add_function(wrap_pyfunction!(exchange_imports, m)?)?;
-    m.add_function(wrap_pyfunction!(numpy_fast_imports, m)?)?;
-    m.add_function(wrap_pyfunction!(set_copy_pool_limit, m)?)?;
-    Ok(())
+    tuning::enable_freelist::<Tensor>(m.py(), TENSOR_FREELIST)?;
+    dlbind::add_from_dlpack::<Tensor>(m)?;
+    testing::add_submodule(m)
 }
 
 #[cfg(test)]

@@ -18,9 +18,10 @@ use pyo3::types::{PyDict, PyTuple};
 
 use super::typestr::typestr_of;
 use super::{Snapshot, not_applicable, snapshot};
-use crate::dtype_table::itemsize;
+use crate::dtype::itemsize;
 use crate::export::DLPackSource;
-use crate::python::{SourceAccess, Window};
+use crate::export::access::SourceAccess;
+use crate::export::borrow::Window;
 
 const ATTR: &str = "__array_interface__";
 
@@ -100,7 +101,7 @@ where
         len,
         readonly: s.readonly,
     };
-    let guard = crate::python::hold_borrow(r, Some(window))?;
+    let guard = crate::export::borrow::hold(r, Some(window))?;
     d.set_item("data", guard)?;
     d.set_item("offset", below)?;
     Ok(d.into_any().unbind())

@@ -22,11 +22,11 @@ use pyo3::prelude::*;
 use super::typestr::buffer_format_of;
 use super::{Snapshot, snapshot};
 use crate::copy::is_c_contiguous;
-use crate::dtype_table::{describe, itemsize};
+use crate::dtype::{describe, itemsize};
 use crate::error::DlpackError;
 use crate::export::DLPackSource;
-use crate::failure::FailureKind;
-use crate::python::SourceAccess;
+use crate::spec::errors::FailureKind;
+use crate::export::access::SourceAccess;
 
 /// What `view.internal` owns.
 struct BufMeta {

@@ -35,15 +35,15 @@ use pyo3::types::{PyDict, PyString};
 
 use super::typestr::{dtype_from_buffer_format, dtype_from_typestr};
 use crate::device::Device;
-use crate::dtype_table::{describe, itemsize};
+use crate::dtype::{describe, itemsize};
 use crate::error::DlpackError;
-use crate::failure::FailureKind;
+use crate::spec::errors::FailureKind;
 use crate::ffi::{
     DLDataType, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION,
     DLPACK_MINOR_VERSION, DLPackVersion, DLTensor,
 };
 use crate::import::ImportedTensor;
-use crate::protocol;
+use crate::spec::protocol;
 
 /// Every protocol `from_dlpack` tries, in order (named in the error when none applies).
 pub const PROTOCOLS_TRIED: &[&str] = &[
@@ -96,7 +96,7 @@ pub(crate) enum Keeper {
     Object(NonNull<ffi::PyObject>),
     /// A buffer obtained with `PyObject_GetBuffer` (boxed: exporters may point into it), and
     /// whether its `obj` may be reported to the collector
-    /// ([`crate::gc::may_report_buffer_exporter`], decided when the buffer was taken).
+    /// ([`crate::cpython::gc::may_report_buffer_exporter`], decided when the buffer was taken).
     Buffer {
         view: Box<ffi::Py_buffer>,
         report: bool,
@@ -107,7 +107,7 @@ impl Keeper {
     /// Visits the object this keeper holds a strong reference to: the exporter itself, or the
     /// buffer's `obj` (the new reference `PyObject_GetBuffer` stored, released by
     /// `PyBuffer_Release`; NULL for a buffer without an owner) when the collector may clear it
-    /// while the buffer is held ([`crate::gc::may_report_buffer_exporter`]).
+    /// while the buffer is held ([`crate::cpython::gc::may_report_buffer_exporter`]).
     pub(crate) fn visit(&self, visit: &pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
         let o = match self {
             Keeper::Object(o) => *o,
@@ -118,7 +118,7 @@ impl Keeper {
             Keeper::Buffer { report: false, .. } => return Ok(()),
         };
         // SAFETY: the keeper's own strong reference to a live object.
-        unsafe { crate::gc::visit_ptr(visit, o) }
+        unsafe { crate::cpython::gc::visit_ptr(visit, o) }
     }
 
     /// The keeper of a tensor [`wrap`] made (its deleter is `foreign_deleter`), `None` for any
@@ -152,8 +152,8 @@ impl Drop for Keeper {
             // Usually dropped by a thread holding the GIL (a Python object's dealloc): skip the
             // Ensure/Release pair then. Another thread takes it only while the interpreter is
             // not finalising (`interp`); otherwise the reference is leaked.
-            let held = crate::python::this_thread_holds_gil();
-            if !held && !crate::interp::may_take_gil() {
+            let held = crate::cpython::boundary::this_thread_holds_gil();
+            if !held && !crate::cpython::interp::may_take_gil() {
                 return;
             }
             let gil = (!held).then(|| ffi::PyGILState_Ensure());
@@ -276,7 +276,7 @@ fn element_strides(shape: &[i64], byte_strides: &[i64], item: usize) -> PyResult
 
 fn c_strides(shape: &[i64]) -> Vec<i64> {
     let mut st = vec![0; shape.len()];
-    crate::export::c_contiguous_strides(shape, &mut st);
+    crate::layout::c_strides_into(shape, &mut st);
     st
 }
 
@@ -423,7 +423,7 @@ pub fn import_interface_dict(
 /// The keeper of a buffer `PyObject_GetBuffer` filled.
 fn buffer_keeper(py: Python<'_>, view: Box<ffi::Py_buffer>) -> Keeper {
     // SAFETY: a filled buffer's `obj` is NULL or a live object it holds a reference to.
-    let report = unsafe { crate::gc::may_report_buffer_exporter(py, view.obj) };
+    let report = unsafe { crate::cpython::gc::may_report_buffer_exporter(py, view.obj) };
     Keeper::Buffer { view, report }
 }
 
@@ -596,7 +596,7 @@ pub fn import_bridges(obj: &Bound<'_, PyAny>) -> PyResult<ImportedTensor> {
         InterfaceKind::SyclUsm,
         InterfaceKind::Numpy,
     ] {
-        if let Some(iface) = crate::python::getattr_optional(obj, kind.attr_name(obj.py()))?
+        if let Some(iface) = crate::cpython::getattr_optional(obj, kind.attr_name(obj.py()))?
             && let Some(t) = import_interface_dict(obj, &iface, kind)?
         {
             return Ok(t);

@@ -22,7 +22,7 @@ use super::{not_applicable, snapshot};
 use crate::export::DLPackSource;
 use crate::ffi::DLDeviceType;
 use crate::gpu::StreamHandle;
-use crate::python::SourceAccess;
+use crate::export::access::SourceAccess;
 
 const ATTR: &str = "__cuda_array_interface__";
 

@@ -1,7 +1,7 @@
 //! Bridges to the array world's older protocols (issue 5), both directions.
 //!
 //! Export (bodies of the items `#[derive(DLPackExport)]` emits; generic over any
-//! `T: PyClass + DLPackSource`, like [`crate::python::dlpack_method`]):
+//! `T: PyClass + DLPackSource`, like [`crate::export::method::dlpack_method`]):
 //! * [`getbuffer`] / [`releasebuffer`]: the buffer protocol (PEP 3118) for host-accessible data.
 //! * [`array_interface`](fn@array_interface): numpy `__array_interface__` version 3 for host-accessible data.
 //! * [`cuda_array_interface`](fn@cuda_array_interface): `__cuda_array_interface__` version 3 for `kDLCUDA` /
@@ -18,7 +18,7 @@
 //! `hasattr(x, "__array_interface__")` is `False` and consumers fall through to the next
 //! protocol; the buffer protocol raises BufferError (what `memoryview` expects).
 //!
-//! Import ([`import_bridges`]; called by [`crate::python::from_dlpack`] when the object has no
+//! Import ([`import_bridges`]; called by [`crate::import::from_dlpack`] when the object has no
 //! `__dlpack__`): CUDA array interface → SYCL USM interface → `__array_interface__` → buffer
 //! protocol, zero-copy, keeping the exporter (or the held `Py_buffer`) alive for the view's
 //! lifetime.
@@ -42,20 +42,23 @@ use pyo3::prelude::*;
 use crate::copy::is_c_contiguous;
 use crate::device::Device;
 use crate::error::DlpackError;
-use crate::export::{DLPackSource, c_contiguous_strides, check_data_span};
-use crate::failure::FailureKind;
+use crate::export::DLPackSource;
+use crate::layout::{c_strides_into, check_data_span};
+use crate::spec::errors::FailureKind;
 use crate::ffi::DLDataType;
-use crate::python::SourceAccess;
+use crate::export::access::SourceAccess;
 
 pub use array_interface::array_interface;
 pub use buffer::{getbuffer, releasebuffer};
 pub(crate) use consume::Keeper;
+pub use consume::import_bridges;
+#[cfg(feature = "test-util")]
 pub use consume::{
     CAI_DEVICE_WITHOUT_DRIVER, InterfaceKind, PROTOCOLS_TRIED, cuda_pointer_device,
-    cuda_pointer_device_with, import_bridges, import_buffer, import_interface_dict,
+    cuda_pointer_device_with, import_buffer, import_interface_dict,
 };
 pub use cuda_array_interface::cuda_array_interface;
-pub use numpy_header::{PythonView, import_ndarray, numpy_fast_imports, with_ndarray_view};
+pub use numpy_header::{PythonView, numpy_fast_imports, with_ndarray_view};
 pub use sycl::sycl_usm_array_interface;
 
 /// A copy of what a [`DLPackSource`] says about itself (taken under one borrow).
@@ -80,7 +83,7 @@ impl Snapshot {
         src.dlpack_fill_shape(&mut shape);
         let mut strides = vec![0i64; n];
         if !src.dlpack_fill_strides(&mut strides) {
-            c_contiguous_strides(&shape, &mut strides);
+            c_strides_into(&shape, &mut strides);
         }
         let dtype = src.dlpack_dtype();
         check_data_span(&shape, &strides, dtype, src.dlpack_data_bytes())?;

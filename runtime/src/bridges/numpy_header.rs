@@ -43,7 +43,7 @@ use super::typestr::dtype_from_typestr;
 use crate::copy::ElemSize;
 use crate::device::Device;
 use crate::ffi::{DLDataType, DLTensor};
-use crate::import::{ImportedTensor, MAX_NDIM, validate_layout};
+use crate::import::{MAX_NDIM, validate_layout};
 
 /// `PyArrayObject_fields` (numpy/ndarraytypes.h): the leading fields of every ndarray.
 #[repr(C)]
@@ -314,13 +314,3 @@ pub fn with_ndarray_view<R>(
     Some(f(&view))
 }
 
-/// [`with_ndarray_view`] as an [`ImportedTensor`] (what [`crate::python::from_dlpack`] uses).
-#[inline]
-pub fn import_ndarray(obj: &Bound<'_, PyAny>) -> Option<PyResult<ImportedTensor>> {
-    with_ndarray_view(obj, |v| {
-        // SAFETY: numpy's header describes memory the array owns (or keeps alive through
-        // `base`), addressable with these strides from `data`; the handle holds a strong
-        // reference to the array for as long as it lives.
-        Ok(unsafe { ImportedTensor::from_python_view(v) })
-    })
-}

@@ -19,7 +19,7 @@ use super::typestr::typestr_of;
 use super::{not_applicable, snapshot};
 use crate::export::DLPackSource;
 use crate::ffi::DLDeviceType;
-use crate::python::SourceAccess;
+use crate::export::access::SourceAccess;
 
 const ATTR: &str = "__sycl_usm_array_interface__";
 

@@ -5,11 +5,12 @@
 
 use std::ffi::{c_long, c_ulong};
 
-use crate::dtype_table::{
-    DTypeInfo, describe, dtype_by_buffer_format, dtype_by_dl, dtype_by_typestr, itemsize,
+use crate::spec::dtypes::{DTypeInfo, dtype_by_buffer_format, dtype_by_dl, dtype_by_typestr};
+use crate::dtype::{
+    describe, itemsize,
 };
 use crate::error::DlpackError;
-use crate::failure::FailureKind;
+use crate::spec::errors::FailureKind;
 use crate::ffi::{DLDataType, DLDataTypeCode};
 
 /// The byte-order character of native data in a typestr.
@@ -161,7 +162,7 @@ pub fn dtype_from_buffer_format(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dtype_table::{DTYPES, dtype_by_name};
+    use crate::spec::dtypes::{DTYPES, dtype_by_name};
 
     #[test]
     fn every_table_typestr_round_trips() {

@@ -15,10 +15,10 @@
 //! Large copies (≥ [`PARALLEL_MIN_BYTES`]) are split into ~2 MiB destination chunks and run on
 //! the rayon pool. Strides are in elements and may be negative or zero.
 //!
-//! Depends only on `std`, `libc` and `rayon` (no other dlbind module).
+//! Depends on `std`, `libc`, `rayon` and [`crate::layout`] (the contiguity rule) only.
 
 mod kernels;
-mod layout;
+mod plan;
 mod transpose;
 
 #[cfg(test)]
@@ -26,7 +26,8 @@ mod tests;
 
 use std::fmt;
 
-pub use layout::{CopyPlan, PlanKind};
+#[cfg(any(test, feature = "test-util"))]
+pub use plan::{CopyPlan, PlanKind};
 
 /// Copies of at least this many bytes run on the rayon pool (when it has more than one thread).
 pub const PARALLEL_MIN_BYTES: usize = 1 << 20;
@@ -112,39 +113,14 @@ pub fn contiguous_nbytes(shape: &[i64], elem: ElemSize) -> Result<usize, CopyErr
     Ok(bytes)
 }
 
-/// Whether `strides` (in elements) describe a C-contiguous layout of `shape`. Strides of size-1
-/// dims are ignored; zero-size arrays are contiguous. Mismatched lengths or negative dims: false.
-pub fn is_c_contiguous(shape: &[i64], strides: &[i64]) -> bool {
-    if shape.len() != strides.len() || shape.iter().any(|&d| d < 0) {
-        return false;
-    }
-    if shape.contains(&0) {
-        return true;
-    }
-    let mut expected: i64 = 1;
-    for (&d, &s) in shape.iter().zip(strides).rev() {
-        if d == 1 {
-            continue;
-        }
-        if s != expected {
-            return false;
-        }
-        expected = match expected.checked_mul(d) {
-            Some(e) => e,
-            // Only reachable for the outermost non-trivial dim of an absurd shape; any further
-            // dim would need a stride that cannot be expressed, so not contiguous unless this
-            // was the last one checked. Be conservative.
-            None => return false,
-        };
-    }
-    true
-}
+pub use crate::layout::is_c_contiguous;
 
+#[cfg(any(test, feature = "test-util"))]
 /// The planner's decision for a copy of this layout (`elem_bytes`-byte elements), as
 /// [`copy_to_contiguous`] would run it. Invalid input gives [`PlanKind::Invalid`].
 pub fn plan(shape: &[i64], strides: &[i64], elem_bytes: usize) -> CopyPlan {
-    match layout::normalize(shape, strides, elem_bytes) {
-        Ok(norm) => layout::make_plan(&norm).0,
+    match plan::normalize(shape, strides, elem_bytes) {
+        Ok(norm) => plan::make_plan(&norm).0,
         Err(_) => CopyPlan {
             kind: PlanKind::Invalid,
             parallel: false,
@@ -195,11 +171,11 @@ pub unsafe fn copy_to_contiguous(
             Ok(())
         }
         ElemSize::Bytes(elem_bytes) => {
-            let norm = layout::normalize(shape, strides, elem_bytes)?;
+            let norm = plan::normalize(shape, strides, elem_bytes)?;
             // SAFETY: `norm` describes exactly the caller's element set (validated offsets);
             // dst is writable for `need` bytes which equals the normalised element count times
             // the element size; caller guarantees readability and no overlap.
-            unsafe { layout::execute(&norm, src, dst) };
+            unsafe { plan::execute(&norm, src, dst) };
             Ok(())
         }
     }

@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 use crate::bridges::PythonView;
 use crate::ffi::{DLManagedTensorVersioned, DLPackExchangeAPI};
 use crate::import::ImportedTensor;
-use crate::stream_rules::has_stream_rules;
+use crate::spec::streams::has_stream_rules;
 
 use super::counters::note_exchange_import;
 use super::lookup::{TableKind, lookup_table};
@@ -38,7 +38,7 @@ fn refuse_torch_lazy_bits(obj: &Bound<'_, PyAny>, complex: bool) -> PyResult<()>
         match obj.call_method0(method) {
             Ok(v) if v.is_truthy()? => {
                 return Err(crate::error::DlpackError::new(
-                    crate::failure::FailureKind::UnsupportedLayout,
+                    crate::spec::errors::FailureKind::UnsupportedLayout,
                     format!(
                         "a torch tensor with the {bit} bit set cannot be imported zero-copy (its stored \
                          values are not its values); call x.{fix}() first"
@@ -54,29 +54,7 @@ fn refuse_torch_lazy_bits(obj: &Bound<'_, PyAny>, complex: bool) -> PyResult<()>
     Ok(())
 }
 
-/// Imports `obj` through its type's C exchange table: `Ok(None)` when the type has no usable
-/// table or no `managed_tensor_from_py_object_no_sync` entry (the caller falls back to
-/// `__dlpack__`), the producer's exception when the entry fails.
-///
-/// torch's table (seen in torch 2.15) exports a tensor whose conjugate or negative bit is set
-/// as its stored values: `from_dlpack(x.conj())` through it would silently give the
-/// unconjugated numbers (tvm-ffi does), where torch's `__dlpack__` refuses the conjugate bit
-/// (BufferError) and exports the negative bit unresolved (numpy then shows the wrong sign).
-/// dlbind refuses both for torch tensors that have a table (BufferError naming the bit and the
-/// `resolve_*` call); other torch tensors take the table.
-#[inline]
-pub fn import_via_exchange_api(obj: &Bound<'_, PyAny>) -> PyResult<Option<ImportedTensor>> {
-    import_via_exchange_api_with(
-        obj,
-        // SAFETY: a lending table's view describes memory its owner keeps as it is while alive;
-        // the handle keeps a strong reference to the owner.
-        |v| Ok(unsafe { ImportedTensor::from_python_view(v) }),
-        Ok,
-    )
-    .transpose()
-}
-
-/// [`import_via_exchange_api`] handing the imported tensor to `f` (`None`: no usable table).
+/// Imports `obj` through its type's C exchange table, handing the tensor to `f` (`None`: no usable table).
 /// Inlined with `f` into the caller, so that the tensor handle is built where `f` uses it
 /// (e.g. moved into the caller's array type) instead of being returned through a chain of
 /// `Result<Option<…>>` values: those copies of a freshly written handle cost more than the
@@ -270,7 +248,7 @@ unsafe fn export_through(
     }
     NonNull::new(out).ok_or_else(|| {
         crate::error::DlpackError::new(
-            crate::failure::FailureKind::InternalError,
+            crate::spec::errors::FailureKind::InternalError,
             "managed_tensor_from_py_object_no_sync returned NULL",
         )
         .into()
@@ -282,7 +260,7 @@ unsafe fn export_through(
 fn entry_failed(py: Python<'_>, entry: &str) -> PyErr {
     PyErr::take(py).unwrap_or_else(|| {
         crate::error::DlpackError::new(
-            crate::failure::FailureKind::InternalError,
+            crate::spec::errors::FailureKind::InternalError,
             format!("{entry} failed without an exception"),
         )
         .into()

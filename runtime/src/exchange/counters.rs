@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 /// Imports through an exchange table, process-wide (see [`exchange_imports`]).
 static IMPORTS: AtomicU64 = AtomicU64::new(0);
 
-/// Same-type imports served by [`FromManagedTensor::share_from`](super::FromManagedTensor::share_from) (see [`same_type_views`]).
+/// Same-type imports served by [`FromDLPack::share_from`](crate::import::FromDLPack::share_from) (see [`same_type_views`]).
 static SAME_TYPE_VIEWS: AtomicU64 = AtomicU64::new(0);
 /// Whether `from_dlpack_fastcall::<T>` may serve an exact `T` through `share_from`.
 static SAME_TYPE_VIEWS_ON: AtomicBool = AtomicBool::new(true);
@@ -14,20 +14,20 @@ static SAME_TYPE_VIEWS_ENV: std::sync::Once = std::sync::Once::new();
 
 /// How many tensors this process imported through a producer's C exchange table (tests and
 /// diagnostics: shows whether `from_dlpack` took the table path, i.e. called the table's
-/// owning export). Same-type imports that [`FromManagedTensor::share_from`](super::FromManagedTensor::share_from) served do not call
+/// owning export). Same-type imports that [`FromDLPack::share_from`](crate::import::FromDLPack::share_from) served do not call
 /// the table and are counted by [`same_type_views`] instead.
 pub fn exchange_imports() -> u64 {
     IMPORTS.load(Ordering::Relaxed)
 }
 
 /// How many `from_dlpack(x)` calls of a `T`'s fastcall function took an exact `T` as a direct
-/// view of its storage ([`FromManagedTensor::share_from`](super::FromManagedTensor::share_from): what `T`'s own table would give,
+/// view of its storage ([`FromDLPack::share_from`](crate::import::FromDLPack::share_from): what `T`'s own table would give,
 /// without calling it).
 pub fn same_type_views() -> u64 {
     SAME_TYPE_VIEWS.load(Ordering::Relaxed)
 }
 
-/// Turns the same-type shortcut of [`crate::python::from_dlpack_fastcall`] on or off (on by
+/// Turns the same-type shortcut of [`crate::import::typed::from_dlpack_fastcall`] on or off (on by
 /// default; `DLBIND_SAME_TYPE_VIEWS=0` in the environment at first use turns it off). Off, an
 /// exact `T` is imported through `type(x).__dlpack_c_exchange_api__` like any other producer:
 /// benchmarks and tests use it to time and check that path.

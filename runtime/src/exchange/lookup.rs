@@ -42,7 +42,7 @@ thread_local! {
 pub(super) enum TableKind {
     /// Any producer's table: imported through its owning export.
     Other,
-    /// A torch tensor type's table (see [`import_via_exchange_api`](super::import_via_exchange_api)).
+    /// A torch tensor type's table (see [`import_via_exchange_api_with`](super::import_via_exchange_api_with)).
     Torch,
     /// A table of this module that lends (see [`lends`]), with its type's probe.
     Lends(LendProbe),
@@ -238,6 +238,7 @@ mod segments {
     }
 }
 
+#[cfg(any(test, feature = "test-util"))]
 /// `type(obj).__dlpack_c_exchange_api__` resolved to a table we can use — or, when the type has
 /// no usable table under that name, the legacy `__c_dlpack_exchange_api__` (a capsule, or the
 /// table's address as an exact `int`, as older producers publish it). NULL when neither gives a
@@ -261,7 +262,7 @@ pub unsafe fn lookup_exchange_api(
 const TORCH_TENSOR_BASES: [&std::ffi::CStr; 2] = [c"torch._C.TensorBase", c"torch._C._TensorBase"];
 
 /// Whether `tp` is a torch tensor type, whose exchange table exports more than its `__dlpack__`
-/// does (see [`import_via_exchange_api`](super::import_via_exchange_api)).
+/// does (see [`import_via_exchange_api_with`](super::import_via_exchange_api_with)).
 ///
 /// # Safety
 /// GIL held; `tp` is a live, ready type.

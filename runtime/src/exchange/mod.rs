@@ -6,7 +6,7 @@
 //!   and leaked (process lifetime, as the spec requires). Its version is the generated
 //!   `DLPACK_MAJOR_VERSION.DLPACK_MINOR_VERSION`, `prev_api` is NULL, and the functions are
 //!   [`producer`]'s generic `extern "C"` functions monomorphised for the type.
-//! * Consumer: [`import_via_exchange_api`] (called by [`crate::python::from_dlpack`]) looks the
+//! * Consumer: [`import_via_exchange_api_with`] (step 3 of the import order, `import::order`) looks the
 //!   table up on the type without raising (`_PyType_Lookup`) — the standard name first, then the
 //!   legacy `__c_dlpack_exchange_api__` older producers use (a capsule or an `int` address) —
 //!   caches it per type, checks `header.version.major` (walking `prev_api`), and imports through
@@ -16,19 +16,19 @@
 //!   export would. Derived types publish only the standard name: every
 //!   consumer that knows the legacy one (tvm-ffi) reads the standard one first.
 //!   [`import_via_exchange_api_with`] is the same import handing the tensor to a closure, so
-//!   that [`crate::python::from_dlpack_fastcall`] builds its result type in place.
-//! * [`crate::python::from_dlpack_fastcall`] short-cuts the table for an object whose type is
-//!   exactly the target type: [`FromManagedTensor::share_from`] builds the view directly.
+//!   that [`crate::import::typed::from_dlpack_fastcall`] builds its result type in place.
+//! * [`crate::import::typed::from_dlpack_fastcall`] short-cuts the table for an object whose type is
+//!   exactly the target type: [`FromDLPack::share_from`](crate::FromDLPack::share_from) builds the view directly.
 //!
 //! Building the user's type from a managed tensor (the allocator and `to_py_object` entries)
-//! goes through [`FromManagedTensor`]. The derive finds out whether a type implements it with
+//! goes through [`FromDLPack`](crate::FromDLPack). The derive finds out whether a type implements it with
 //! *autoref specialization* ([`probe`]): no attribute is needed; implement the trait and the
 //! table's allocator / `to_py_object` build your type, otherwise they set a clear `TypeError`.
 //! The non-owning `dltensor_from_py_object_no_sync` is provided when the type is a
 //! `#[pyclass(frozen)]` whose shape and strides fields can be borrowed as `&[i64]` (e.g.
 //! `Vec<i64>`, `Box<[i64]>`, `[i64; N]`, any `Deref<Target = [i64]>`); otherwise the entry is
 //! NULL (the spec allows it). A non-frozen class's exports must hold a shared borrow of the
-//! object for as long as they live ([`crate::python::SourceAccess::with_owner`]), which a bare
+//! object for as long as they live ([`crate::export::access::SourceAccess::with_owner`]), which a bare
 //! `DLTensor` filled into the caller's memory cannot: its consumers use the owning export, whose
 //! manager keeps the borrow guard.
 //!
@@ -56,12 +56,13 @@ mod lookup;
 pub mod probe;
 pub mod producer;
 
-pub use consumer::{import_via_exchange_api, import_via_exchange_api_with};
+pub use consumer::import_via_exchange_api_with;
+#[cfg(feature = "test-util")]
+pub use lookup::lookup_exchange_api;
 pub(crate) use counters::note_same_type_view;
 pub use counters::{
     exchange_imports, same_type_views, same_type_views_enabled, set_same_type_views,
 };
-pub use lookup::lookup_exchange_api;
 
 use std::ffi::c_void;
 use std::ptr;
@@ -77,61 +78,11 @@ use crate::ffi::{
     DLPackExchangeAPI, DLPackExchangeAPIHeader, DLPackVersion,
 };
 use crate::import::ImportedTensor;
-use crate::python::SourceAccess;
+use crate::export::access::SourceAccess;
 
 /// Builds a Python object of the user's type from an imported tensor: what the table's
 /// `managed_tensor_allocator` and `managed_tensor_to_py_object_no_sync` call.
 pub type Constructor = for<'py> fn(Python<'py>, ImportedTensor) -> PyResult<Bound<'py, PyAny>>;
-
-/// Implemented by array types that can be built from an imported DLPack tensor (the tensor owns
-/// the memory; keep it alive, e.g. in a [`crate::storage::Buffer`]). Enables the exchange API's
-/// allocator and `to_py_object` entries for `#[derive(DLPackExport)]` types; no attribute is
-/// needed (the derive detects the impl).
-pub trait FromManagedTensor: Sized {
-    /// The value wrapping `tensor` (zero-copy).
-    fn from_managed(py: Python<'_>, tensor: ImportedTensor) -> PyResult<Self>;
-
-    /// A new value sharing `source`'s memory: what importing `source` (an object of this very
-    /// type) through the type's own exchange table would give — same data pointer, shape,
-    /// strides, dtype and device, read-only when `source` is, `source`'s memory kept alive —
-    /// built directly, without the managed-tensor round trip (allocation of a manager, copies of
-    /// shape and strides, deleter). Used by [`crate::python::from_dlpack_fastcall`] when the
-    /// argument's type is exactly `Self` and `Self` is a `#[pyclass(frozen)]` (never called for
-    /// a non-frozen type: its views must hold a borrow of `source`, which the table's owning
-    /// export does). `None` (the default): go through the table.
-    #[inline]
-    fn share_from(source: &Bound<'_, Self>) -> Option<PyResult<Self>>
-    where
-        Self: PyClass,
-    {
-        let _ = source;
-        None
-    }
-
-    /// A new value viewing host memory owned by another Python object — an exact
-    /// `numpy.ndarray` read through numpy's array header ([`crate::bridges::with_ndarray_view`]),
-    /// or a writable host object of a lending exchange table (see the module docs) — keeping
-    /// `view.owner` alive (e.g. with [`crate::storage::Buffer::view`]). Used by
-    /// [`crate::python::from_dlpack_fastcall`] before any DLPack call. `None` (the default): the
-    /// view is wrapped in an [`ImportedTensor`] and given to [`Self::from_managed`] (one
-    /// allocation more).
-    #[inline]
-    fn from_python_view(view: &crate::bridges::PythonView<'_, '_>) -> Option<PyResult<Self>> {
-        let _ = view;
-        None
-    }
-
-    /// The Python object for a value [`crate::python::from_dlpack_fastcall`] made. The default
-    /// is `Bound::new`; a frozen type with a free list can return
-    /// [`crate::freelist::new_instance`] instead (the demo's `Tensor` does).
-    #[inline]
-    fn into_instance(py: Python<'_>, value: Self) -> PyResult<Bound<'_, Self>>
-    where
-        Self: PyClass + Into<pyo3::PyClassInitializer<Self>>,
-    {
-        Bound::new(py, value)
-    }
-}
 
 /// What the derive tells the exchange table about a type (implemented by
 /// `#[derive(DLPackExport)]`).
@@ -141,7 +92,7 @@ pub trait FromManagedTensor: Sized {
 /// `dlpack_fill_shape` / `dlpack_fill_strides` write (strides filled, i.e. not the C-contiguous
 /// default), stored inside `self` (valid as long as `self` is alive and not mutated).
 pub unsafe trait ExchangeSource: DLPackSource {
-    /// The constructor, when the type implements [`FromManagedTensor`].
+    /// The constructor, when the type implements [`FromDLPack`](crate::FromDLPack).
     fn exchange_constructor() -> Option<Constructor>;
     /// Whether [`Self::exchange_dims`] can return `Some` (decides whether the table has a
     /// `dltensor_from_py_object_no_sync` entry).
@@ -258,7 +209,7 @@ where
     T::Frozen: SourceAccess<T>,
 {
     // Runs once, when the type object is created: the place to refuse a GIL-less interpreter.
-    crate::interp::require_gil(py)?;
+    crate::cpython::interp::require_gil(py)?;
     let table = exchange_api::<T>();
     // SAFETY: the name is a 'static C string (PyCapsule keeps the pointer); the pointer is a
     // leaked, never-freed table, so no destructor is needed.

@@ -7,7 +7,7 @@
 //! the case in the derive's expansion (`#[pyclass]` types are never generic).
 //!
 //! * [`ViaConstructor`] / [`NoConstructor`]: `dlbind_constructor()` is
-//!   `Some(construct::<T>)` when `T: FromManagedTensor`, else `None`.
+//!   `Some(construct::<T>)` when `T: FromDLPack`, else `None`.
 //! * [`DimsViaDeref`] / [`DimsViaArray`] / [`NoDims`]: `dlbind_dims()` is a function borrowing
 //!   the field as `&[i64]` (`Deref<Target = [i64]>`, `[i64; N]`), else `None`.
 //! * [`ExtentTrusted`] / [`ExtentOfData`]: `dlbind_extent(of_data)` is `None` when
@@ -20,7 +20,8 @@ use std::ops::Deref;
 use pyo3::PyClass;
 use pyo3::prelude::*;
 
-use super::{Constructor, FromManagedTensor};
+use super::Constructor;
+use crate::import::FromDLPack;
 use crate::export::UncheckedExtent;
 use crate::import::ImportedTensor;
 
@@ -50,20 +51,20 @@ impl<X: ?Sized> std::fmt::Debug for Probe<X> {
 /// Builds the Python object of `T` (a `#[pyclass]`) from an imported tensor.
 pub fn construct<'py, T>(py: Python<'py>, t: ImportedTensor) -> PyResult<Bound<'py, PyAny>>
 where
-    T: FromManagedTensor + PyClass + Into<pyo3::PyClassInitializer<T>>,
+    T: FromDLPack + PyClass + Into<pyo3::PyClassInitializer<T>>,
 {
-    let v = T::from_managed(py, t)?;
+    let v = T::from_imported(py, t)?;
     Ok(Bound::new(py, v)?.into_any())
 }
 
-/// Level 1: `T: FromManagedTensor`.
+/// Level 1: `T: FromDLPack`.
 pub trait ViaConstructor {
     /// The constructor.
     fn dlbind_constructor(&self) -> Option<Constructor>;
 }
 impl<T> ViaConstructor for &&Probe<T>
 where
-    T: FromManagedTensor + PyClass + Into<pyo3::PyClassInitializer<T>>,
+    T: FromDLPack + PyClass + Into<pyo3::PyClassInitializer<T>>,
 {
     #[inline(always)]
     fn dlbind_constructor(&self) -> Option<Constructor> {
@@ -202,8 +203,8 @@ mod tests {
 
         #[pyclass(crate = "pyo3")]
         struct WithCtor;
-        impl FromManagedTensor for WithCtor {
-            fn from_managed(_py: Python<'_>, _t: ImportedTensor) -> PyResult<Self> {
+        impl FromDLPack for WithCtor {
+            fn from_imported(_py: Python<'_>, _t: ImportedTensor) -> PyResult<Self> {
                 Ok(WithCtor)
             }
         }

@@ -15,16 +15,17 @@ use super::ExchangeSource;
 use crate::alloc::AlignedBuffer;
 use crate::copy::contiguous_nbytes;
 use crate::device::Device;
-use crate::dtype_table::validate_dtype;
+use crate::dtype::validate_dtype;
 use crate::error::DlpackError;
-use crate::export::managed::export_versioned_managed;
+use crate::export::export_versioned_managed;
 use crate::export::request::EXPORT_VERSION;
-use crate::export::{ExportRequest, check_data_span};
-use crate::failure::FailureKind;
+use crate::export::ExportRequest;
+use crate::layout::check_data_span;
+use crate::spec::errors::FailureKind;
 use crate::ffi::{DLDeviceType, DLManagedTensorVersioned, DLTensor};
 use crate::import::ImportedTensor;
-use crate::python::SourceAccess;
-use crate::stream_rules::consumer_default_stream;
+use crate::export::access::SourceAccess;
+use crate::spec::streams::consumer_default_stream;
 
 /// What the owning export asks for: a versioned tensor of our version, on the source's own
 /// device, no copy, no stream (the "NoSync" functions never synchronise).
@@ -44,7 +45,7 @@ const OWNING_REQUEST: ExportRequest = ExportRequest {
 unsafe fn with_gil_held(what: &'static str, f: impl FnOnce(Python<'_>) -> PyResult<()>) -> c_int {
     // SAFETY: caller contract (GIL held).
     unsafe {
-        crate::python::at_c_boundary(format_args!("the DLPack exchange API ({what})"), -1, |py| {
+        crate::cpython::boundary::at_c_boundary(format_args!("the DLPack exchange API ({what})"), -1, |py| {
             f(py).map(|()| 0)
         })
     }
@@ -213,7 +214,7 @@ where
 }
 
 /// `managed_tensor_to_py_object_no_sync`: takes ownership of `tensor` and wraps it as a `T`
-/// through [`super::FromManagedTensor`] (zero-copy). Without a constructor: TypeError (the
+/// through [`crate::import::FromDLPack`] (zero-copy). Without a constructor: TypeError (the
 /// tensor is deleted, since ownership was transferred).
 ///
 /// # Safety
@@ -254,7 +255,7 @@ fn no_constructor<T: PyClass>(what: &str) -> DlpackError {
     DlpackError::new(
         FailureKind::BadArgumentType,
         format!(
-            "{what}: '{}' cannot be built from a DLPack tensor (implement dlbind::exchange::FromManagedTensor for it)",
+            "{what}: '{}' cannot be built from a DLPack tensor (implement dlbind::FromDLPack for it)",
             <T as PyClass>::NAME
         ),
     )
@@ -272,7 +273,7 @@ type SetError = Option<
 
 /// `managed_tensor_allocator`: a new, zeroed, C-contiguous, writable host tensor with the
 /// prototype's dtype/ndim/shape (device must be CPU), built as a `T` through
-/// [`super::FromManagedTensor`] and exported owning. Errors go through `SetError` (kind = the
+/// [`crate::import::FromDLPack`] and exported owning. Errors go through `SetError` (kind = the
 /// Python exception name); the GIL is taken here if needed.
 ///
 /// # Safety

@@ -1,21 +1,46 @@
-//! Producer side: the traits a exportable type implements ([`DLPackSource`], [`DataSource`]),
-//! negotiation ([`request`]) and the managed tensor + capsule ([`managed`]).
+//! The producer path, top to bottom:
+//!
+//! 1. The traits an exportable type implements: [`DLPackSource`] (what the derive implements),
+//!    [`DataSource`] (storage of a `#[dlpack(data)]` field), and `access` ([`SourceAccess`]:
+//!    `&T` from a frozen or plain `#[pyclass]`, and what an export keeps alive; `borrow`: the
+//!    borrow guard a plain class's exports hold).
+//! 2. `method`: the `__dlpack__` / `__dlpack_device__` bodies the derive installs (a raw
+//!    fastcall descriptor for `__dlpack__`).
+//! 3. `request`: negotiation, pure: an [`ExportRequest`] (the call's keywords) and the source's
+//!    facts → an [`ExportPlan`] (versioned or legacy, target device, copy, stream), or the spec's
+//!    error.
+//! 4. The managed tensor: `block` (one `PyMem_Malloc` block per export, its layout, the spare
+//!    blocks, [`live_exports`]), `fill` (the block filled from the source), `release` (the
+//!    deleter, GIL-safe, run exactly once), `device` (exports that involve a GPU: the device
+//!    plan), `capsule` (the capsule with the generated name, and the entry points).
 
-pub mod managed;
+mod block;
+mod capsule;
+mod device;
+mod fill;
+mod release;
+
+pub mod access;
+pub mod borrow;
+pub mod method;
 pub mod request;
 
 use std::ffi::c_void;
 use std::sync::Arc;
 
-pub use managed::{export_to_capsule, export_to_capsule_on, live_exports, spare_blocks_held};
-pub use request::{ExportPlan, ExportRequest, SourceInfo, plan_export};
+pub use access::SourceAccess;
+pub use block::{live_exports, spare_blocks_held};
+pub use capsule::{export_to_capsule, export_versioned_managed};
+#[cfg(feature = "test-util")]
+pub use capsule::export_to_capsule_on;
+pub(crate) use release::visit_exported_owner;
+pub use request::ExportRequest;
+#[cfg(feature = "test-util")]
+pub use request::{ExportPlan, SourceInfo, plan_export};
 
-use crate::copy::ElemSize;
 use crate::device::Device;
-use crate::element::DLPackElement;
-use crate::error::DlpackError;
-use crate::failure::FailureKind;
 use crate::ffi::DLDataType;
+use crate::spec::elements::DLPackElement;
 
 /// A type that can describe itself as one DLPack tensor. `#[derive(DLPackExport)]` implements
 /// it; a hand-written impl is fine too.
@@ -28,7 +53,7 @@ use crate::ffi::DLDataType;
 /// exports exist. For a `#[pyclass]`, dlbind's entry points (`__dlpack__`, the exchange table,
 /// the bridges) see to `&mut self`: a frozen class has none, and every export of a non-frozen
 /// one holds a shared borrow of the object
-/// ([`SourceAccess::with_owner`](crate::python::SourceAccess::with_owner)), so a `&mut self`
+/// ([`SourceAccess::with_owner`](crate::export::access::SourceAccess::with_owner)), so a `&mut self`
 /// method or setter fails with PyO3's borrow error while an export lives. What remains is
 /// mutation through `&self` (interior mutability), which must not move or free the memory, and
 /// hand-written exports ([`export_to_capsule`] and friends), which must pass such an owner.
@@ -74,86 +99,6 @@ pub unsafe trait DLPackSource {
     fn dlpack_data_bytes(&self) -> Option<usize> {
         None
     }
-}
-
-/// Checks what an export is about to hand out: the dtype is one dlbind can describe (the
-/// spec's rules, as on import: a known code, the bits it requires, `lanes == 1`; a constant
-/// dtype folds this away), and the elements `shape` and `strides` (in elements) address, at
-/// that width, lie inside `data_bytes` bytes from element 0 (no negative reach; `None` →
-/// not checked). An empty tensor addresses nothing. Cheap when it passes (one pass over the
-/// dims).
-#[inline]
-pub fn check_data_span(
-    shape: &[i64],
-    strides: &[i64],
-    dtype: DLDataType,
-    data_bytes: Option<usize>,
-) -> Result<(), DlpackError> {
-    let Some(elem) = crate::dtype_table::valid_elem_size(dtype) else {
-        return Err(bad_export_dtype(dtype));
-    };
-    let Some(avail) = data_bytes else {
-        return Ok(());
-    };
-    // u64 with checked steps (an export runs this on every call): `last` is the highest element
-    // index addressed; a negative reach (stride < 0 on a dimension > 1) or an overflow is
-    // refused unless the tensor is empty; a negative dimension always is.
-    let mut last: u64 = 0;
-    let (mut empty, mut negative_dim, mut bad) = (false, false, false);
-    for (&d, &s) in shape.iter().zip(strides) {
-        if d <= 1 {
-            empty |= d == 0;
-            negative_dim |= d < 0;
-            continue;
-        }
-        if s < 0 {
-            bad = true;
-            continue;
-        }
-        match ((d - 1) as u64)
-            .checked_mul(s as u64)
-            .and_then(|r| last.checked_add(r))
-        {
-            Some(v) => last = v,
-            None => bad = true,
-        }
-    }
-    if negative_dim {
-        return Err(span_error(shape, strides, avail));
-    }
-    if empty {
-        return Ok(());
-    }
-    // Bytes for elements 0..=last at the validated width (packed when sub-byte).
-    let need = last.checked_add(1).and_then(|n| match elem {
-        ElemSize::Bytes(b) => n.checked_mul(b as u64),
-        ElemSize::SubByte { bits } => n.checked_mul(u64::from(bits)).map(|b| b.div_ceil(8)),
-    });
-    if bad || need.is_none_or(|n| n > avail as u64) {
-        return Err(span_error(shape, strides, avail));
-    }
-    Ok(())
-}
-
-#[cold]
-#[inline(never)]
-fn bad_export_dtype(dtype: DLDataType) -> DlpackError {
-    match crate::dtype_table::validate_dtype(dtype) {
-        Err(e) => DlpackError::new(e.kind(), format!("cannot export: {}", e.message())),
-        Ok(_) => unreachable!("called for an invalid dtype"),
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn span_error(shape: &[i64], strides: &[i64], avail: usize) -> DlpackError {
-    DlpackError::new(
-        FailureKind::MalformedTensor,
-        format!(
-            "shape {shape:?} with strides {strides:?} addresses memory outside the {avail} bytes the data field holds \
-             (negative reach or past the end): fix the array's shape, strides or data"
-        ),
-    )
 }
 
 /// Opt-out of the export-side span check for a derived type whose constructors already keep
@@ -230,82 +175,3 @@ slice_data_source! {
     Arc<[T]>;
 }
 
-/// C-contiguous element strides for `shape` (written into `out`, same length).
-#[inline]
-pub fn c_contiguous_strides(shape: &[i64], out: &mut [i64]) {
-    let mut acc: i64 = 1;
-    for i in (0..shape.len()).rev() {
-        out[i] = acc;
-        acc = acc.wrapping_mul(shape[i].max(1));
-    }
-}
-
-#[cfg(test)]
-mod span_tests {
-    use super::*;
-
-    use crate::ffi::DLDataTypeCode;
-
-    const F32: DLDataType = DLDataType {
-        code: DLDataTypeCode::kDLFloat.0,
-        bits: 32,
-        lanes: 1,
-    };
-    const FP4: DLDataType = DLDataType {
-        code: DLDataTypeCode::kDLFloat4_e2m1fn.0,
-        bits: 4,
-        lanes: 1,
-    };
-
-    #[test]
-    fn spans_inside_the_data_pass_and_others_fail() {
-        let ok = |shape: &[i64], strides: &[i64], dt, n| {
-            check_data_span(shape, strides, dt, Some(n)).is_ok()
-        };
-        assert!(ok(&[3, 4], &[4, 1], F32, 48));
-        assert!(!ok(&[3, 4], &[4, 1], F32, 47), "one byte short");
-        assert!(ok(&[4, 3], &[1, 4], F32, 48), "transposed");
-        assert!(
-            !ok(&[2], &[-1], F32, 1 << 20),
-            "negative stride reaches before element 0"
-        );
-        assert!(ok(&[0, 5], &[7, 1], F32, 0), "empty addresses nothing");
-        assert!(
-            !ok(&[0, -1], &[1, 1], F32, 1 << 20),
-            "a negative dimension is never fine"
-        );
-        assert!(ok(&[], &[], F32, 4), "0-d: one element");
-        assert!(!ok(&[], &[], F32, 3));
-        assert!(
-            ok(&[5], &[1], FP4, 3),
-            "5 packed fp4 elements fit in 3 bytes"
-        );
-        assert!(!ok(&[5], &[1], FP4, 2));
-        assert!(
-            !ok(&[1 << 62, 4], &[1 << 62, 1], F32, usize::MAX),
-            "no overflow"
-        );
-        assert!(
-            check_data_span(&[1 << 40], &[1], F32, None).is_ok(),
-            "unknown extent: trusted"
-        );
-        for bad in [
-            DLDataType { lanes: 0, ..F32 },
-            DLDataType { bits: 0, ..F32 },
-            DLDataType { code: 200, ..F32 },
-            DLDataType { bits: 8, ..FP4 },
-        ] {
-            let e = check_data_span(&[4], &[1], bad, Some(1 << 20)).unwrap_err();
-            assert_eq!(e.kind(), FailureKind::UnsupportedDtype, "{bad:?}");
-            let e = check_data_span(&[4], &[1], bad, None).unwrap_err();
-            assert_eq!(
-                e.kind(),
-                FailureKind::UnsupportedDtype,
-                "unknown extent too: {bad:?}"
-            );
-        }
-        let e = check_data_span(&[2, 2], &[2, 1], F32, Some(8)).unwrap_err();
-        assert_eq!(e.kind(), FailureKind::MalformedTensor);
-        assert!(e.message().contains("8 bytes"), "{}", e.message());
-    }
-}

@@ -6,7 +6,7 @@
 //!   the generated `DLPACK_MAJOR_VERSION.DLPACK_MINOR_VERSION`.
 //! * `dl_device`: the source's own device, or `(kDLCPU, 0)` for host-accessible memory
 //!   (CUDAHost / CUDAManaged / ROCMHost) without a copy; anything else needs a cross-device copy,
-//!   which the GPU planner ([`crate::gpu::plan_export`]) must be able to serve (else
+//!   which the GPU planner ([`crate::gpu::plan_transfer`]) must be able to serve (else
 //!   `UnsupportedDevice`); `export::managed` runs it.
 //! * `stream`: validated with the generated `resolve_stream` for the **target** device.
 //! * `copy=True` → a real copy (IS_COPIED when versioned; a legacy capsule carries no flags,
@@ -16,12 +16,12 @@
 
 use crate::device::Device;
 use crate::error::DlpackError;
-use crate::failure::FailureKind;
+use crate::spec::errors::FailureKind;
 use crate::ffi::{
     DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION,
     DLPACK_MINOR_VERSION, DLPackVersion,
 };
-use crate::stream_rules::{StreamAction, resolve_stream};
+use crate::spec::streams::{StreamAction, resolve_stream};
 
 /// The version dlbind writes into versioned capsules (from the generated constants).
 pub const EXPORT_VERSION: DLPackVersion = DLPackVersion {
@@ -269,7 +269,7 @@ mod tests {
             for c in [None, Some(true), Some(false)] {
                 let k = kind(plan_export(&req(Some((1, 0)), c, Some(d), None), CPU_RW));
                 assert_eq!(k, FailureKind::UnsupportedDevice, "{d:?} {c:?}");
-                assert_eq!(k.exception(), crate::failure::PyExceptionKind::BufferError);
+                assert_eq!(k.exception(), crate::spec::errors::PyExceptionKind::BufferError);
             }
         }
         // Host → CUDA is a host-to-device copy (the GPU planner serves it); copy=False refuses.
@@ -366,7 +366,7 @@ mod tests {
                     device: from,
                     readonly: false,
                 };
-                let stream = crate::stream_rules::consumer_default_stream(to.device_type);
+                let stream = crate::spec::streams::consumer_default_stream(to.device_type);
                 let ours = plan_export(&req(Some((1, 0)), Some(true), Some(to), stream), s);
                 assert_eq!(
                     ours.is_ok(),
@@ -379,7 +379,7 @@ mod tests {
 
     #[test]
     fn streams_follow_generated_rules_for_target_device() {
-        use crate::stream_rules::resolve_stream;
+        use crate::spec::streams::resolve_stream;
         // CPU: only None.
         assert_eq!(
             plan_export(&req(None, None, None, None), CPU_RW)
@@ -390,7 +390,7 @@ mod tests {
         for s in [-1, 0, 1, 2, 7] {
             let e = plan_export(&req(None, None, None, Some(s)), CPU_RW).unwrap_err();
             assert_eq!(e.kind(), FailureKind::InvalidStream);
-            assert_eq!(e.exception(), crate::failure::PyExceptionKind::ValueError);
+            assert_eq!(e.exception(), crate::spec::errors::PyExceptionKind::ValueError);
         }
         // CUDA source: every stream value is checked by the generated table, nothing else.
         let cuda = SourceInfo {

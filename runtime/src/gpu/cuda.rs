@@ -16,8 +16,8 @@ use cudarc::driver::{CudaContext, sys};
 
 use crate::device::Device;
 use crate::error::{DlpackError, Result};
-use crate::failure::FailureKind;
 use crate::ffi::DLDeviceType;
+use crate::spec::errors::FailureKind;
 
 use super::kernels::{self, KernelCache, KernelKey};
 use super::{

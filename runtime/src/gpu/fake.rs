@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use crate::device::Device;
 use crate::error::{DlpackError, Result};
-use crate::failure::FailureKind;
+use crate::spec::errors::FailureKind;
 
 use super::{
     AllocKind, CopyKind, DeviceAllocation, DevicePtr, DeviceRuntime, EventHandle, StreamHandle,

@@ -4,10 +4,10 @@
 //!
 //! Everything that decides *what* to do for `__dlpack__(stream=..., dl_device=..., copy=...)`
 //! lives in [`plan`] and is pure: it validates the stream with the generated
-//! [`resolve_stream`](crate::stream_rules::resolve_stream) for the target device, picks
+//! [`resolve_stream`](crate::spec::streams::resolve_stream) for the target device, picks
 //! zero-copy / device-to-host copy / same-device copy, and lists the synchronisation steps
 //! (record an event on the producer stream, make the consumer stream wait on it; never a
-//! device-wide synchronise). [`plan::execute_export`] applies such a plan to any
+//! device-wide synchronise). [`plan::execute_transfer`] applies such a plan to any
 //! [`DeviceRuntime`]; the cudarc runtime only implements the primitive operations.
 //!
 //! Handles are plain integers so that the trait is object-safe and the fake can record them:
@@ -19,9 +19,10 @@ use std::sync::Arc;
 
 use crate::device::Device;
 use crate::error::{DlpackError, Result};
-use crate::failure::FailureKind;
 use crate::ffi::DLDeviceType;
+use crate::spec::errors::FailureKind;
 
+#[cfg(any(test, feature = "test-util"))]
 pub mod fake;
 pub mod kernels;
 pub mod plan;
@@ -33,9 +34,9 @@ pub mod cuda;
 mod plan_tests;
 
 pub use plan::{
-    ExportOutcome, ExportPlan, ExportRequest, PlanKind, Step, TensorLayout, can_copy,
+    Step, TensorLayout, TransferKind, TransferOutcome, TransferPlan, TransferRequest, can_copy,
     consumer_stream_for, consumer_stream_from_current, consumer_stream_with, device_default_stream,
-    execute_export, plan_export, run_export, wait_for_producer_stream,
+    execute_transfer, plan_transfer, run_transfer, wait_for_producer_stream,
 };
 
 /// A raw stream handle (`CUstream` / `hipStream_t` as an integer).

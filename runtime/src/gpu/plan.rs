@@ -1,9 +1,9 @@
 //! Pure decision logic for `__dlpack__(stream=..., dl_device=..., copy=...)` on device
 //! tensors, and the executor that applies a plan to a [`DeviceRuntime`].
 //!
-//! [`plan_export`] never touches a GPU: it validates the consumer's `stream` with the
+//! [`plan_transfer`] never touches a GPU: it validates the consumer's `stream` with the
 //! generated [`resolve_stream`] for the *target* device, picks what to do and lists the
-//! runtime steps. [`execute_export`] runs the steps. Decision table (A = the producer's stream,
+//! runtime steps. [`execute_transfer`] runs the steps. Decision table (A = the producer's stream,
 //! for CUDA/ROCm memory whose source reports none the device's default stream, the one
 //! `stream=None` stands for; B = the consumer's stream; target = `dl_device` or the tensor's
 //! own device):
@@ -33,9 +33,9 @@ use std::sync::Arc;
 
 use crate::device::Device;
 use crate::error::{DlpackError, Result};
-use crate::failure::FailureKind;
 use crate::ffi::DLDeviceType;
-use crate::stream_rules::{
+use crate::spec::errors::FailureKind;
+use crate::spec::streams::{
     StreamAction, consumer_default_stream, has_stream_rules, resolve_stream, stream_value_for,
 };
 
@@ -69,29 +69,15 @@ impl TensorLayout<'_> {
     }
 }
 
-/// C-contiguity check shared with the runtimes (size-1 axes and empty tensors are contiguous
-/// whatever their strides).
+/// C-contiguity of `shape` with `strides` (`None`: C-contiguous by definition), by the rule of
+/// [`crate::layout::is_c_contiguous`].
 pub fn is_c_contiguous(shape: &[i64], strides: Option<&[i64]>) -> bool {
-    let Some(strides) = strides else { return true };
-    if strides.len() != shape.len() {
-        return false;
-    }
-    if shape.contains(&0) {
-        return true;
-    }
-    let mut expected = 1i64;
-    for (&d, &s) in shape.iter().zip(strides).rev() {
-        if d != 1 && s != expected {
-            return false;
-        }
-        expected = expected.saturating_mul(d);
-    }
-    true
+    strides.is_none_or(|s| crate::layout::is_c_contiguous(shape, s))
 }
 
 /// What `__dlpack__` was asked, plus what the producer knows about its tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ExportRequest {
+pub struct TransferRequest {
     /// Where the tensor's memory is (`__dlpack_device__`).
     pub device: Device,
     /// The stream the producer's pending work on the tensor was queued on; `None` when
@@ -111,7 +97,7 @@ pub struct ExportRequest {
 
 /// The kind of export a plan performs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum PlanKind {
+pub enum TransferKind {
     /// Export the tensor's own memory.
     ZeroCopy,
     /// Copy device memory into fresh pinned host memory (target CPU or CUDAHost).
@@ -185,8 +171,8 @@ pub enum Step {
 
 /// What to do for one `__dlpack__` call.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ExportPlan {
-    pub kind: PlanKind,
+pub struct TransferPlan {
+    pub kind: TransferKind,
     /// The device the exported capsule reports.
     pub target: Device,
     /// Set `DLPACK_FLAG_BITMASK_IS_COPIED`.
@@ -195,7 +181,7 @@ pub struct ExportPlan {
     /// `CU_STREAM_PER_THREAD`, > 2 → the handle, ROCm 0 → null); `None` for stream-less
     /// targets and for -1.
     pub consumer_stream: Option<StreamHandle>,
-    /// Runtime steps in order. For [`PlanKind::HostCopy`] the caller copies after them.
+    /// Runtime steps in order. For [`TransferKind::HostCopy`] the caller copies after them.
     pub steps: Vec<Step>,
 }
 
@@ -315,7 +301,7 @@ pub fn wait_for_producer_stream(
 /// `CopyRequired` (BufferError) for copy=False when a copy is needed, `UnsupportedDevice`
 /// (BufferError) for pairs this runtime cannot serve, `UnsupportedLayout` for a
 /// non-contiguous host → device copy.
-pub fn plan_export(req: &ExportRequest) -> Result<ExportPlan> {
+pub fn plan_transfer(req: &TransferRequest) -> Result<TransferPlan> {
     let src = req.device;
     let target = req.dl_device.unwrap_or(src);
     let action = match resolve_stream(target.device_type, req.stream) {
@@ -323,11 +309,11 @@ pub fn plan_export(req: &ExportRequest) -> Result<ExportPlan> {
         Err(v) => {
             // Device and copy errors (BufferError) win over a bad stream, as in
             // `export::request`: plan again with the target's default stream first.
-            let probe = ExportRequest {
+            let probe = TransferRequest {
                 stream: consumer_default_stream(target.device_type),
                 ..*req
             };
-            plan_export(&probe)?;
+            plan_transfer(&probe)?;
             return Err(v.into());
         }
     };
@@ -376,7 +362,7 @@ pub fn plan_export(req: &ExportRequest) -> Result<ExportPlan> {
 /// One export request being planned: the devices, the two streams and the copy wish, with one
 /// method per case of the module's table.
 struct Planner<'a> {
-    req: &'a ExportRequest,
+    req: &'a TransferRequest,
     src: Device,
     target: Device,
     /// The producer's pending stream (GPU memory only).
@@ -390,8 +376,8 @@ struct Planner<'a> {
 }
 
 impl Planner<'_> {
-    fn plan(&self, kind: PlanKind, is_copied: bool, steps: Vec<Step>) -> ExportPlan {
-        ExportPlan {
+    fn plan(&self, kind: TransferKind, is_copied: bool, steps: Vec<Step>) -> TransferPlan {
+        TransferPlan {
             kind,
             target: self.target,
             is_copied,
@@ -422,14 +408,14 @@ impl Planner<'_> {
 
     /// Same device with streams (CUDA, ROCm): zero-copy with the streams ordered, or (CUDA,
     /// copy=True) a device copy on the consumer stream after it waited for the producer's.
-    fn same_stream_device(&self) -> Result<ExportPlan> {
+    fn same_stream_device(&self) -> Result<TransferPlan> {
         let (dev, req) = (self.src, self.req);
         let mut steps = Vec::new();
         if !self.want_copy {
             if let Some(b) = self.consumer {
                 order_streams(&mut steps, dev, self.producer, b);
             }
-            return Ok(self.plan(PlanKind::ZeroCopy, false, steps));
+            return Ok(self.plan(TransferKind::ZeroCopy, false, steps));
         }
         if !is_type(dev, DLDeviceType::kDLCUDA) {
             return Err(self.unsupported(" with copy=True: no runtime for this device type"));
@@ -455,13 +441,13 @@ impl Planner<'_> {
                 stream: copy_stream,
             });
         }
-        Ok(self.plan(PlanKind::SameDevice, true, steps))
+        Ok(self.plan(TransferKind::SameDevice, true, steps))
     }
 
     /// Same stream-less device (CPU, CUDAHost, CUDAManaged, ROCMHost, others): zero-copy after
     /// the producer's stream is synchronised, a host copy for CPU, a device copy for pinned or
     /// managed memory.
-    fn same_streamless_device(&self) -> Result<ExportPlan> {
+    fn same_streamless_device(&self) -> Result<TransferPlan> {
         let (src, req) = (self.src, self.req);
         let mut steps = Vec::new();
         let ctx = context_device(src);
@@ -472,10 +458,10 @@ impl Planner<'_> {
                     stream: a,
                 });
             }
-            return Ok(self.plan(PlanKind::ZeroCopy, false, steps));
+            return Ok(self.plan(TransferKind::ZeroCopy, false, steps));
         }
         if src.is_cpu() {
-            return Ok(self.plan(PlanKind::HostCopy, true, steps));
+            return Ok(self.plan(TransferKind::HostCopy, true, steps));
         }
         if is_type(src, DLDeviceType::kDLCUDAHost) || is_type(src, DLDeviceType::kDLCUDAManaged) {
             let kind = AllocKind::for_device(src).unwrap_or(AllocKind::PinnedHost);
@@ -490,14 +476,14 @@ impl Planner<'_> {
                 device: ctx,
                 stream,
             });
-            return Ok(self.plan(PlanKind::SameDevice, true, steps));
+            return Ok(self.plan(TransferKind::SameDevice, true, steps));
         }
         Err(self.unsupported(" with copy=True: no runtime for this device type"))
     }
 
     /// CUDA → CPU / CUDAHost: device-to-host copy into pinned memory (through a contiguous
     /// device temporary for strided data).
-    fn device_to_host(&self, target_is_pinned: bool) -> Result<ExportPlan> {
+    fn device_to_host(&self, target_is_pinned: bool) -> Result<TransferPlan> {
         if self.forbid_copy {
             return Err(self.copy_required());
         }
@@ -548,8 +534,8 @@ impl Planner<'_> {
             });
             steps.push(Step::FreeTemp);
         }
-        Ok(ExportPlan {
-            kind: PlanKind::DeviceToHost,
+        Ok(TransferPlan {
+            kind: TransferKind::DeviceToHost,
             target: if target_is_pinned {
                 self.target
             } else {
@@ -563,7 +549,7 @@ impl Planner<'_> {
 
     /// Host-accessible GPU memory (pinned, managed, ROCm host) → CPU: no copy needed, the
     /// producer's stream synchronised.
-    fn host_accessible_to_cpu(&self) -> ExportPlan {
+    fn host_accessible_to_cpu(&self) -> TransferPlan {
         let mut steps = Vec::new();
         if let Some(a) = self.producer {
             steps.push(Step::SynchronizeStream {
@@ -572,16 +558,16 @@ impl Planner<'_> {
             });
         }
         let kind = if self.want_copy {
-            PlanKind::HostCopy
+            TransferKind::HostCopy
         } else {
-            PlanKind::ZeroCopy
+            TransferKind::ZeroCopy
         };
         self.plan(kind, self.want_copy, steps)
     }
 
     /// CPU → CUDA: host-to-device copy on the consumer stream (synchronised when the consumer
     /// gave none). C-contiguous data only.
-    fn host_to_device(&self) -> Result<ExportPlan> {
+    fn host_to_device(&self) -> Result<TransferPlan> {
         if self.forbid_copy {
             return Err(self.copy_required());
         }
@@ -616,12 +602,12 @@ impl Planner<'_> {
                 stream,
             });
         }
-        Ok(self.plan(PlanKind::HostToDevice, true, steps))
+        Ok(self.plan(TransferKind::HostToDevice, true, steps))
     }
 }
 
-impl ExportPlan {
-    /// Whether [`execute_export`] needs a [`DeviceRuntime`] (any step at all). A zero-copy
+impl TransferPlan {
+    /// Whether [`execute_transfer`] needs a [`DeviceRuntime`] (any step at all). A zero-copy
     /// plan without steps (CPU data, nothing pending) can be served without a driver.
     pub fn needs_runtime(&self) -> bool {
         !self.steps.is_empty()
@@ -633,7 +619,7 @@ impl ExportPlan {
 /// `export::request::DeviceRuntime::can_copy`. Whether a driver is present is only known
 /// when the plan runs ([`super::default_runtime`]).
 pub fn can_copy(from: Device, to: Device) -> bool {
-    let probe = ExportRequest {
+    let probe = TransferRequest {
         device: from,
         producer_stream: None,
         dl_device: Some(to),
@@ -642,14 +628,14 @@ pub fn can_copy(from: Device, to: Device) -> bool {
         contiguous: true,
         bytes: 0,
     };
-    plan_export(&probe).is_ok()
+    plan_transfer(&probe).is_ok()
 }
 
 fn push_device_copy(
     steps: &mut Vec<Step>,
     dev: Device,
     stream: StreamHandle,
-    req: &ExportRequest,
+    req: &TransferRequest,
     kind: CopyKind,
 ) {
     if req.contiguous {
@@ -670,10 +656,10 @@ fn push_device_copy(
     }
 }
 
-/// The result of [`execute_export`].
+/// The result of [`execute_transfer`].
 #[derive(Debug)]
-pub struct ExportOutcome {
-    /// The fresh buffer to export (`None` for zero-copy and [`PlanKind::HostCopy`]). Keep it
+pub struct TransferOutcome {
+    /// The fresh buffer to export (`None` for zero-copy and [`TransferKind::HostCopy`]). Keep it
     /// alive in the capsule's owner; it frees itself on drop.
     pub allocation: Option<OwnedAllocation>,
     /// The device the capsule reports.
@@ -688,12 +674,12 @@ pub struct ExportOutcome {
 ///
 /// On error, events are destroyed and scratch / destination buffers freed (after
 /// synchronising the stream their copies were queued on).
-pub fn execute_export(
+pub fn execute_transfer(
     runtime: &Arc<dyn DeviceRuntime>,
-    plan: &ExportPlan,
+    plan: &TransferPlan,
     src: DevicePtr,
     layout: &TensorLayout<'_>,
-) -> Result<ExportOutcome> {
+) -> Result<TransferOutcome> {
     let rt = runtime.as_ref();
     let mut dst: Option<OwnedAllocation> = None;
     let mut temp: Option<OwnedAllocation> = None;
@@ -795,11 +781,11 @@ pub fn execute_export(
     })();
 
     match result {
-        Ok(()) => Ok(ExportOutcome {
+        Ok(()) => Ok(TransferOutcome {
             allocation: dst,
             target: plan.target,
             is_copied: plan.is_copied,
-            needs_host_copy: plan.kind == PlanKind::HostCopy,
+            needs_host_copy: plan.kind == TransferKind::HostCopy,
         }),
         Err(e) => {
             if let Some((device, ev)) = event.take() {
@@ -819,26 +805,26 @@ pub fn execute_export(
     }
 }
 
-/// [`execute_export`] with the process-wide runtime ([`super::default_runtime`]), fetched only
+/// [`execute_transfer`] with the process-wide runtime ([`super::default_runtime`]), fetched only
 /// when the plan has steps: a zero-copy plan with nothing to synchronise (e.g. pinned memory
 /// with no pending work, exported to CPU) works without a driver. This is what `__dlpack__`
-/// calls after [`plan_export`]. Errors: `DeviceUnavailable` (BufferError) when steps need a
+/// calls after [`plan_transfer`]. Errors: `DeviceUnavailable` (BufferError) when steps need a
 /// driver and there is none, plus the runtime's errors.
-pub fn run_export(
-    plan: &ExportPlan,
+pub fn run_transfer(
+    plan: &TransferPlan,
     src: DevicePtr,
     layout: &TensorLayout<'_>,
-) -> Result<ExportOutcome> {
+) -> Result<TransferOutcome> {
     if !plan.needs_runtime() {
-        return Ok(ExportOutcome {
+        return Ok(TransferOutcome {
             allocation: None,
             target: plan.target,
             is_copied: plan.is_copied,
-            needs_host_copy: plan.kind == PlanKind::HostCopy,
+            needs_host_copy: plan.kind == TransferKind::HostCopy,
         });
     }
     let runtime = super::default_runtime()?;
-    execute_export(&runtime, plan, src, layout)
+    execute_transfer(&runtime, plan, src, layout)
 }
 
 fn internal(what: &str) -> DlpackError {
@@ -848,16 +834,7 @@ fn internal(what: &str) -> DlpackError {
     )
 }
 
-/// C-contiguous strides (in elements) for `shape`.
-pub fn c_strides(shape: &[i64]) -> Vec<i64> {
-    let mut strides = vec![0i64; shape.len()];
-    let mut acc = 1i64;
-    for (i, &d) in shape.iter().enumerate().rev() {
-        strides[i] = acc;
-        acc = acc.saturating_mul(d.max(1));
-    }
-    strides
-}
+pub use crate::layout::c_strides;
 
 /// The `stream=` a consumer passes to a producer for data that will be used on `device`,
 /// given the destination's current stream: CUDA → the current stream (> 2), 2 for the

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::fake::{Call, FAKE_EVENT_BASE, FAKE_PTR_BASE, FakeRuntime, Op};
 use super::plan::*;
 use super::*;
-use crate::failure::{FailureKind, PyExceptionKind};
+use crate::spec::errors::{FailureKind, PyExceptionKind};
 
 const SRC: DevicePtr = 0x5000_0000;
 const A: StreamHandle = StreamHandle(0xA000);
@@ -27,8 +27,8 @@ fn req(
     stream: Option<i64>,
     copy: Option<bool>,
     contiguous: bool,
-) -> ExportRequest {
-    ExportRequest {
+) -> TransferRequest {
+    TransferRequest {
         device,
         producer_stream: producer,
         dl_device,
@@ -48,11 +48,11 @@ fn layout(contiguous: bool) -> TensorLayout<'static> {
 }
 
 /// Plans and runs on a fresh fake; returns (plan, outcome, calls, fake).
-fn run(r: ExportRequest) -> Result<(ExportPlan, ExportOutcome, Vec<Call>, Arc<FakeRuntime>)> {
+fn run(r: TransferRequest) -> Result<(TransferPlan, TransferOutcome, Vec<Call>, Arc<FakeRuntime>)> {
     let fake = Arc::new(FakeRuntime::new());
     let rt: Arc<dyn DeviceRuntime> = fake.clone();
-    let plan = plan_export(&r)?;
-    let out = execute_export(&rt, &plan, SRC, &layout(r.contiguous))?;
+    let plan = plan_transfer(&r)?;
+    let out = execute_transfer(&rt, &plan, SRC, &layout(r.contiguous))?;
     let calls = fake.calls();
     Ok((plan, out, calls, fake))
 }
@@ -83,8 +83,8 @@ fn ptr(n: u64) -> DevicePtr {
     FAKE_PTR_BASE + (n << 20)
 }
 
-fn err_kind(r: ExportRequest) -> FailureKind {
-    plan_export(&r).expect_err("expected an error").kind()
+fn err_kind(r: TransferRequest) -> FailureKind {
+    plan_transfer(&r).expect_err("expected an error").kind()
 }
 
 // ---------------------------------------------------------------- stream validation
@@ -111,12 +111,12 @@ fn stream_rules_follow_the_target_device() {
     for &(dev, target, stream) in cases {
         for copy in [None, Some(true), Some(false)] {
             let t = target.unwrap_or(dev);
-            let default_stream = crate::stream_rules::consumer_default_stream(t.device_type);
+            let default_stream = crate::spec::streams::consumer_default_stream(t.device_type);
             if let Err(device_error) =
-                plan_export(&req(dev, Some(A), target, default_stream, copy, true))
+                plan_transfer(&req(dev, Some(A), target, default_stream, copy, true))
             {
                 // a device / copy error (BufferError) wins over the bad stream
-                let e = plan_export(&req(dev, Some(A), target, stream, copy, true)).unwrap_err();
+                let e = plan_transfer(&req(dev, Some(A), target, stream, copy, true)).unwrap_err();
                 assert_eq!(
                     e.kind(),
                     device_error.kind(),
@@ -125,7 +125,7 @@ fn stream_rules_follow_the_target_device() {
                 assert_eq!(e.kind().exception(), PyExceptionKind::BufferError);
                 continue;
             }
-            let e = plan_export(&req(dev, Some(A), target, stream, copy, true)).unwrap_err();
+            let e = plan_transfer(&req(dev, Some(A), target, stream, copy, true)).unwrap_err();
             assert_eq!(
                 e.kind(),
                 FailureKind::InvalidStream,
@@ -147,12 +147,12 @@ fn stream_values_map_to_handles() {
         (Some(0xB000), Some(B)),
     ];
     for &(stream, handle) in cases {
-        let p = plan_export(&req(cuda0(), None, None, stream, None, true)).unwrap();
+        let p = plan_transfer(&req(cuda0(), None, None, stream, None, true)).unwrap();
         assert_eq!(p.consumer_stream, handle, "stream {stream:?}");
     }
-    let p = plan_export(&req(Device::rocm(0), None, None, Some(0), None, true)).unwrap();
+    let p = plan_transfer(&req(Device::rocm(0), None, None, Some(0), None, true)).unwrap();
     assert_eq!(p.consumer_stream, Some(StreamHandle::NULL));
-    let p = plan_export(&req(Device::rocm(0), None, None, None, None, true)).unwrap();
+    let p = plan_transfer(&req(Device::rocm(0), None, None, None, None, true)).unwrap();
     assert_eq!(p.consumer_stream, Some(StreamHandle::NULL));
 }
 
@@ -163,7 +163,7 @@ fn cuda_zero_copy_records_on_producer_and_waits_on_consumer() {
     for copy in [None, Some(false)] {
         let (plan, out, calls, fake) =
             run(req(cuda0(), Some(A), None, Some(0xB000), copy, true)).unwrap();
-        assert_eq!(plan.kind, PlanKind::ZeroCopy);
+        assert_eq!(plan.kind, TransferKind::ZeroCopy);
         assert_eq!(
             calls,
             vec![
@@ -249,7 +249,7 @@ fn cuda_zero_copy_with_explicit_same_dl_device() {
         false,
     ))
     .unwrap();
-    assert_eq!(plan.kind, PlanKind::ZeroCopy);
+    assert_eq!(plan.kind, TransferKind::ZeroCopy);
     assert_eq!(plan.target, Device::cuda(1));
     assert_eq!(calls.len(), 3);
     assert_eq!(
@@ -268,7 +268,7 @@ fn cuda_zero_copy_with_explicit_same_dl_device() {
 fn cuda_copy_true_copies_on_consumer_stream_after_waiting() {
     let (plan, out, calls, fake) =
         run(req(cuda0(), Some(A), None, Some(0xB000), Some(true), true)).unwrap();
-    assert_eq!(plan.kind, PlanKind::SameDevice);
+    assert_eq!(plan.kind, TransferKind::SameDevice);
     assert_eq!(
         calls,
         vec![
@@ -418,7 +418,7 @@ fn cuda_to_cpu_copies_d2h_on_producer_stream_then_syncs_it() {
     for copy in [None, Some(true)] {
         let (plan, out, calls, fake) =
             run(req(cuda0(), Some(A), Some(Device::CPU), None, copy, true)).unwrap();
-        assert_eq!(plan.kind, PlanKind::DeviceToHost);
+        assert_eq!(plan.kind, TransferKind::DeviceToHost);
         assert_eq!(
             calls,
             vec![
@@ -534,7 +534,7 @@ fn cuda_to_cpu_non_contiguous_gathers_on_device_first() {
 #[test]
 fn cuda_to_cpu_with_copy_false_is_copy_required() {
     for contiguous in [true, false] {
-        let e = plan_export(&req(
+        let e = plan_transfer(&req(
             cuda0(),
             Some(A),
             Some(Device::CPU),
@@ -590,7 +590,7 @@ fn pinned_and_managed_export_to_cpu_without_copy() {
         for copy in [None, Some(false)] {
             let (plan, out, calls, _) =
                 run(req(dev, Some(A), Some(Device::CPU), None, copy, true)).unwrap();
-            assert_eq!(plan.kind, PlanKind::ZeroCopy);
+            assert_eq!(plan.kind, TransferKind::ZeroCopy);
             assert_eq!(out.target, Device::CPU);
             assert!(!out.is_copied);
             assert_eq!(
@@ -606,7 +606,7 @@ fn pinned_and_managed_export_to_cpu_without_copy() {
         }
         let (plan, out, calls, _) =
             run(req(dev, Some(A), Some(Device::CPU), None, Some(true), true)).unwrap();
-        assert_eq!(plan.kind, PlanKind::HostCopy);
+        assert_eq!(plan.kind, TransferKind::HostCopy);
         assert!(out.needs_host_copy && out.is_copied && out.allocation.is_none());
         assert_eq!(
             calls,
@@ -622,7 +622,7 @@ fn pinned_and_managed_export_to_cpu_without_copy() {
 fn pinned_and_managed_stay_put_and_sync_producer() {
     for dev in [Device::CUDA_HOST, Device::CUDA_MANAGED] {
         let (plan, _, calls, _) = run(req(dev, Some(A), None, None, None, true)).unwrap();
-        assert_eq!(plan.kind, PlanKind::ZeroCopy);
+        assert_eq!(plan.kind, TransferKind::ZeroCopy);
         assert_eq!(plan.target, dev);
         assert_eq!(
             calls,
@@ -634,7 +634,7 @@ fn pinned_and_managed_stay_put_and_sync_producer() {
         let kind = AllocKind::for_device(dev).unwrap();
         let (plan, _, calls, _) =
             run(req(dev, Some(A), Some(dev), None, Some(true), true)).unwrap();
-        assert_eq!(plan.kind, PlanKind::SameDevice);
+        assert_eq!(plan.kind, TransferKind::SameDevice);
         assert_eq!(
             calls,
             vec![
@@ -672,7 +672,7 @@ fn rocm_host_exports_to_cpu_without_copy() {
         true,
     ))
     .unwrap();
-    assert_eq!(plan.kind, PlanKind::ZeroCopy);
+    assert_eq!(plan.kind, TransferKind::ZeroCopy);
     assert_eq!(
         calls,
         vec![Call::SynchronizeStream {
@@ -690,12 +690,12 @@ fn cpu_tensors() {
         for target in [None, Some(Device::CPU)] {
             let (plan, _, calls, _) =
                 run(req(Device::CPU, None, target, None, copy, false)).unwrap();
-            assert_eq!(plan.kind, PlanKind::ZeroCopy);
+            assert_eq!(plan.kind, TransferKind::ZeroCopy);
             assert!(calls.is_empty());
         }
     }
     let (plan, out, calls, _) = run(req(Device::CPU, None, None, None, Some(true), false)).unwrap();
-    assert_eq!(plan.kind, PlanKind::HostCopy);
+    assert_eq!(plan.kind, TransferKind::HostCopy);
     assert!(out.needs_host_copy && out.is_copied);
     assert!(calls.is_empty());
 }
@@ -712,7 +712,7 @@ fn cpu_to_cuda_copies_h2d_on_consumer_stream() {
             true,
         ))
         .unwrap();
-        assert_eq!(plan.kind, PlanKind::HostToDevice);
+        assert_eq!(plan.kind, TransferKind::HostToDevice);
         assert_eq!(out.target, Device::cuda(1));
         assert_eq!(
             calls,
@@ -823,9 +823,9 @@ fn unsupported_pairs_are_buffer_errors() {
         (Device::CPU, Device::oneapi(0)),
     ];
     for &(src, dst) in pairs {
-        let stream = crate::stream_rules::consumer_default_stream(dst.device_type);
+        let stream = crate::spec::streams::consumer_default_stream(dst.device_type);
         for copy in [None, Some(true), Some(false)] {
-            let e = plan_export(&req(src, Some(A), Some(dst), stream, copy, true)).unwrap_err();
+            let e = plan_transfer(&req(src, Some(A), Some(dst), stream, copy, true)).unwrap_err();
             assert_eq!(
                 e.kind(),
                 FailureKind::UnsupportedDevice,
@@ -836,7 +836,7 @@ fn unsupported_pairs_are_buffer_errors() {
     }
     // stream-less devices without a runtime: zero-copy only
     let (plan, _, _, _) = run(req(Device::oneapi(0), None, None, None, None, true)).unwrap();
-    assert_eq!(plan.kind, PlanKind::ZeroCopy);
+    assert_eq!(plan.kind, TransferKind::ZeroCopy);
     assert_eq!(
         err_kind(req(Device::oneapi(0), None, None, None, Some(true), true)),
         FailureKind::UnsupportedDevice
@@ -885,18 +885,18 @@ fn decision_table_invariants() {
                             let r = req(src, producer, target, stream, copy, contiguous);
                             let t = target.unwrap_or(src);
                             let valid_stream =
-                                crate::stream_rules::resolve_stream(t.device_type, stream).is_ok();
-                            let res = plan_export(&r);
+                                crate::spec::streams::resolve_stream(t.device_type, stream).is_ok();
+                            let res = plan_transfer(&r);
                             let Ok(plan) = res else {
                                 let k = res.unwrap_err().kind();
                                 // device/copy errors win; else a bad stream is InvalidStream
-                                let probe = ExportRequest {
-                                    stream: crate::stream_rules::consumer_default_stream(
+                                let probe = TransferRequest {
+                                    stream: crate::spec::streams::consumer_default_stream(
                                         t.device_type,
                                     ),
                                     ..r
                                 };
-                                match plan_export(&probe) {
+                                match plan_transfer(&probe) {
                                     Err(e) => assert_eq!(k, e.kind(), "{r:?}"),
                                     Ok(_) => {
                                         assert!(!valid_stream, "{r:?}");
@@ -907,13 +907,17 @@ fn decision_table_invariants() {
                             };
                             assert!(valid_stream, "{r:?}");
                             if copy == Some(false) {
-                                assert_eq!(plan.kind, PlanKind::ZeroCopy, "{r:?}");
+                                assert_eq!(plan.kind, TransferKind::ZeroCopy, "{r:?}");
                             }
                             if copy == Some(true) {
                                 assert!(plan.is_copied, "{r:?}");
                             }
-                            assert_eq!(plan.is_copied, plan.kind != PlanKind::ZeroCopy, "{r:?}");
-                            if plan.kind == PlanKind::ZeroCopy {
+                            assert_eq!(
+                                plan.is_copied,
+                                plan.kind != TransferKind::ZeroCopy,
+                                "{r:?}"
+                            );
+                            if plan.kind == TransferKind::ZeroCopy {
                                 assert_eq!(plan.target, t.clone(), "{r:?}");
                             }
                             // events: record on the producer stream, wait on the consumer's
@@ -924,7 +928,7 @@ fn decision_table_invariants() {
                                 ] = w
                                 {
                                     // no reported stream: the device's default stream
-                                    let default = crate::stream_rules::consumer_default_stream(
+                                    let default = crate::spec::streams::consumer_default_stream(
                                         src.device_type,
                                     )
                                     .map(|s| StreamHandle(s as u64));
@@ -962,7 +966,8 @@ fn decision_table_invariants() {
                             // the executor leaves nothing behind but the exported buffer
                             let fake = Arc::new(FakeRuntime::new());
                             let rt: Arc<dyn DeviceRuntime> = fake.clone();
-                            let out = execute_export(&rt, &plan, SRC, &layout(contiguous)).unwrap();
+                            let out =
+                                execute_transfer(&rt, &plan, SRC, &layout(contiguous)).unwrap();
                             assert_eq!(fake.live_events(), 0);
                             assert_eq!(
                                 fake.live_allocations().len(),
@@ -987,8 +992,8 @@ fn failed_copy_frees_buffers_and_waits_for_the_stream() {
     let fake = Arc::new(FakeRuntime::new());
     let rt: Arc<dyn DeviceRuntime> = fake.clone();
     fake.fail_on(Op::Copy, FailureKind::DeviceUnavailable);
-    let plan = plan_export(&req(cuda0(), Some(A), Some(Device::CPU), None, None, false)).unwrap();
-    let e = execute_export(&rt, &plan, SRC, &layout(false)).unwrap_err();
+    let plan = plan_transfer(&req(cuda0(), Some(A), Some(Device::CPU), None, None, false)).unwrap();
+    let e = execute_transfer(&rt, &plan, SRC, &layout(false)).unwrap_err();
     assert_eq!(e.kind(), FailureKind::DeviceUnavailable);
     assert!(fake.live_allocations().is_empty());
     let calls = fake.calls();
@@ -1013,8 +1018,8 @@ fn failed_wait_destroys_the_event() {
     let fake = Arc::new(FakeRuntime::new());
     let rt: Arc<dyn DeviceRuntime> = fake.clone();
     fake.fail_on(Op::WaitEvent, FailureKind::InvalidStream);
-    let plan = plan_export(&req(cuda0(), Some(A), None, Some(0xB000), Some(true), true)).unwrap();
-    assert!(execute_export(&rt, &plan, SRC, &layout(true)).is_err());
+    let plan = plan_transfer(&req(cuda0(), Some(A), None, Some(0xB000), Some(true), true)).unwrap();
+    assert!(execute_transfer(&rt, &plan, SRC, &layout(true)).is_err());
     assert_eq!(fake.live_events(), 0);
     assert!(fake.live_allocations().is_empty());
 }
@@ -1024,8 +1029,8 @@ fn failed_alloc_is_reported() {
     let fake = Arc::new(FakeRuntime::new());
     let rt: Arc<dyn DeviceRuntime> = fake.clone();
     fake.fail_on(Op::Alloc, FailureKind::OutOfMemory);
-    let plan = plan_export(&req(cuda0(), Some(A), None, Some(1), Some(true), true)).unwrap();
-    let e = execute_export(&rt, &plan, SRC, &layout(true)).unwrap_err();
+    let plan = plan_transfer(&req(cuda0(), Some(A), None, Some(1), Some(true), true)).unwrap();
+    let e = execute_transfer(&rt, &plan, SRC, &layout(true)).unwrap_err();
     assert_eq!(e.kind(), FailureKind::OutOfMemory);
     assert!(fake.calls().is_empty());
 }
@@ -1040,13 +1045,13 @@ fn empty_tensors_skip_copies() {
         strides: Some(&[1, 0]),
         elem_bytes: 4,
     };
-    let r = ExportRequest {
+    let r = TransferRequest {
         bytes: l.nbytes(),
         contiguous: l.is_contiguous(),
         ..req(cuda0(), None, Some(Device::CPU), None, None, true)
     };
-    let plan = plan_export(&r).unwrap();
-    execute_export(&rt, &plan, SRC, &l).unwrap();
+    let plan = plan_transfer(&r).unwrap();
+    execute_transfer(&rt, &plan, SRC, &l).unwrap();
     assert!(
         !fake
             .calls()
@@ -1106,20 +1111,20 @@ fn can_copy_and_needs_runtime() {
     assert!(!can_copy(cuda0(), Device::cuda(1)));
     assert!(!can_copy(Device::rocm(0), Device::CPU));
     assert!(!can_copy(Device::CPU, Device::CUDA_HOST));
-    let p = plan_export(&req(Device::CPU, None, None, None, None, true)).unwrap();
+    let p = plan_transfer(&req(Device::CPU, None, None, None, None, true)).unwrap();
     assert!(!p.needs_runtime());
-    let p = plan_export(&req(cuda0(), None, None, Some(1), None, true)).unwrap();
+    let p = plan_transfer(&req(cuda0(), None, None, Some(1), None, true)).unwrap();
     assert!(
         !p.needs_runtime(),
         "nothing pending on the producer: no runtime needed"
     );
-    let p = plan_export(&req(cuda0(), Some(A), None, Some(1), None, true)).unwrap();
+    let p = plan_transfer(&req(cuda0(), Some(A), None, Some(1), None, true)).unwrap();
     assert!(p.needs_runtime());
 }
 
 #[test]
 fn run_export_needs_no_runtime_for_plans_without_steps() {
-    let p = plan_export(&req(
+    let p = plan_transfer(&req(
         Device::CUDA_HOST,
         None,
         Some(Device::CPU),
@@ -1128,15 +1133,19 @@ fn run_export_needs_no_runtime_for_plans_without_steps() {
         true,
     ))
     .unwrap();
-    let out = run_export(&p, SRC, &layout(true)).unwrap();
+    let out = run_transfer(&p, SRC, &layout(true)).unwrap();
     assert_eq!(out.target, Device::CPU);
     assert!(!out.is_copied && out.allocation.is_none() && !out.needs_host_copy);
-    let p = plan_export(&req(Device::CPU, None, None, None, Some(true), true)).unwrap();
-    assert!(run_export(&p, SRC, &layout(true)).unwrap().needs_host_copy);
+    let p = plan_transfer(&req(Device::CPU, None, None, None, Some(true), true)).unwrap();
+    assert!(
+        run_transfer(&p, SRC, &layout(true))
+            .unwrap()
+            .needs_host_copy
+    );
     // steps but no GPU runtime on this machine → DeviceUnavailable (BufferError)
     if default_runtime().is_err() {
-        let p = plan_export(&req(cuda0(), Some(A), Some(Device::CPU), None, None, true)).unwrap();
-        let e = run_export(&p, SRC, &layout(true)).unwrap_err();
+        let p = plan_transfer(&req(cuda0(), Some(A), Some(Device::CPU), None, None, true)).unwrap();
+        let e = run_transfer(&p, SRC, &layout(true)).unwrap_err();
         assert_eq!(e.kind(), FailureKind::DeviceUnavailable);
         assert_eq!(e.kind().exception(), PyExceptionKind::BufferError);
     }
@@ -1220,7 +1229,7 @@ fn consumer_stream_is_never_zero_on_cuda() {
         ] {
             let s = consumer_stream_from_current(d, cur);
             assert!(
-                crate::stream_rules::resolve_stream(d.device_type, s).is_ok(),
+                crate::spec::streams::resolve_stream(d.device_type, s).is_ok(),
                 "{d} {cur:?} -> {s:?}"
             );
         }

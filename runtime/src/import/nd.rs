@@ -2,7 +2,10 @@
 
 use ndarray::{ArrayViewD, ArrayViewMutD, Axis, IxDyn, ShapeBuilder};
 
-use super::*;
+use super::tensor::ImportedTensor;
+use crate::error::DlpackError;
+use crate::spec::elements::DLPackElement;
+use crate::spec::errors::FailureKind;
 
 /// Pointer to the lowest-addressed element, absolute strides, and the axes to invert, for a
 /// tensor with elements. Dims of size <= 1 get stride 0 and are never inverted: their stride is

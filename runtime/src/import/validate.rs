@@ -2,9 +2,9 @@
 //! accepts in registers on the common path and names the offending field otherwise.
 
 use crate::copy::ElemSize;
-use crate::dtype_table::validate_dtype;
+use crate::dtype::validate_dtype;
 use crate::error::DlpackError;
-use crate::failure::FailureKind;
+use crate::spec::errors::FailureKind;
 use crate::ffi::DLTensor;
 
 /// The most dimensions an imported tensor may have (numpy 2's `NPY_MAXDIMS`). DLPack itself sets
@@ -40,7 +40,7 @@ fn malformed(msg: String) -> DlpackError {
 pub unsafe fn validate_dltensor(t: &DLTensor) -> Result<(), DlpackError> {
     // Accept in registers (no error value built) when every rule holds; otherwise the exact
     // path decides and names the field.
-    if let Some(elem) = crate::dtype_table::valid_elem_size(t.dtype)
+    if let Some(elem) = crate::dtype::valid_elem_size(t.dtype)
         && t.device.device_type.name().is_some()
         && t.device.device_id >= 0
         // SAFETY: caller contract.

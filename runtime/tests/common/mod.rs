@@ -3,7 +3,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use dlbind::pyo3::prelude::*;
+use pyo3::prelude::*;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -43,10 +43,10 @@ pub fn numpy(py: Python<'_>) -> Option<Bound<'_, PyModule>> {
 /// deleter iff the capsule is still unused (a consumer that renamed it owns the tensor).
 pub fn versioned_capsule(
     py: Python<'_>,
-    m: std::ptr::NonNull<dlbind::ffi::DLManagedTensorVersioned>,
+    m: std::ptr::NonNull<dlbind::spec::types::DLManagedTensorVersioned>,
 ) -> Bound<'_, PyAny> {
-    use dlbind::ffi::{DLManagedTensorVersioned, DLPACK_VERSIONED_CAPSULE_NAME};
-    use dlbind::pyo3::ffi as pyffi;
+    use dlbind::spec::types::{DLManagedTensorVersioned, DLPACK_VERSIONED_CAPSULE_NAME};
+    use pyo3::ffi as pyffi;
 
     unsafe extern "C" fn dtor(cap: *mut pyffi::PyObject) {
         // SAFETY: CPython calls this with a live capsule and the GIL.

@@ -1,5 +1,5 @@
 use dlbind::prelude::*;
-use dlbind::storage::Buffer;
+use dlbind::Buffer;
 
 #[pyclass(frozen)]
 #[derive(DLPackExport)]

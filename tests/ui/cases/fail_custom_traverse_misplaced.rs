@@ -1,6 +1,6 @@
-use dlbind::ffi::DLDataType;
+use dlbind::spec::types::DLDataType;
 use dlbind::prelude::*;
-use dlbind::storage::Buffer;
+use dlbind::Buffer;
 
 // `custom_traverse` is struct-level and takes no value.
 #[pyclass(frozen)]

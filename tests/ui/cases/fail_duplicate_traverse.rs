@@ -1,6 +1,6 @@
-use dlbind::ffi::DLDataType;
+use dlbind::spec::types::DLDataType;
 use dlbind::prelude::*;
-use dlbind::storage::Buffer;
+use dlbind::Buffer;
 use pyo3::{PyTraverseError, PyVisit};
 
 // The derive emits `__traverse__` for a DataSource data field; a type that writes its own needs

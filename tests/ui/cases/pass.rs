@@ -1,9 +1,9 @@
 use std::sync::Arc;
 
-use dlbind::device::Device;
-use dlbind::ffi::DLDataType;
+use dlbind::Device;
+use dlbind::spec::types::DLDataType;
 use dlbind::prelude::*;
-use dlbind::storage::Buffer;
+use dlbind::Buffer;
 
 // Vec<T> data, shape, strides; the user's own #[pymethods] block sits beside the derive's.
 #[pyclass(frozen)]
@@ -118,12 +118,12 @@ struct Annotated {
 #[pymethods]
 impl Annotated {
     fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
-        dlbind::export::DataSource::visit_python_refs(&self.buf, &visit)?;
+        dlbind::DataSource::visit_python_refs(&self.buf, &visit)?;
         visit.call(&self.meta)
     }
 }
 
-fn assert_source<T: dlbind::export::DLPackSource>() {}
+fn assert_source<T: dlbind::DLPackSource>() {}
 
 fn main() {
     assert_source::<Image>();

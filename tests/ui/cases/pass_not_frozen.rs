@@ -1,7 +1,7 @@
-use dlbind::device::Device;
-use dlbind::ffi::DLDataType;
+use dlbind::Device;
+use dlbind::spec::types::DLDataType;
 use dlbind::prelude::*;
-use dlbind::storage::Buffer;
+use dlbind::Buffer;
 
 // A plain (non-frozen) #[pyclass] with `&mut self` methods and a setter in the user's own
 // #[pymethods] block: the derive accepts it, and every export holds a shared borrow of the

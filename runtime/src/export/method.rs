@@ -9,12 +9,12 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 
 use crate::export::{DLPackSource, export_to_capsule};
-use crate::protocol;
+use crate::spec::protocol;
 
 use super::access::SourceAccess;
-use super::args::{parse_export_request, parse_fastcall_kwargs, type_error};
-use super::boundary::{at_c_boundary, leaked_fastcall_def, set_type_dict_item};
-use super::names::names;
+use crate::args::{parse_export_request, parse_fastcall_kwargs, type_error};
+use crate::cpython::boundary::{at_c_boundary, leaked_fastcall_def, set_type_dict_item};
+use crate::cpython::names::names;
 
 /// The body of `__dlpack__(self, /, *, stream=None, max_version=None, dl_device=None, copy=None)`.
 ///

@@ -1,5 +1,7 @@
-//! The consumer: `from_dlpack` to an [`ImportedTensor`], trying the numpy header, the C exchange
-//! table, the producer's `__dlpack__` (vectorcall, cached lookup on the type) and the bridges.
+//! Step 4 of the import order: the producer's capsule — `obj` itself when it is one, else its
+//! `__dlpack__` (looked up on the type without raising, cached per thread by version tag,
+//! called by vectorcall with interned keyword names; a TypeError from a producer that predates
+//! the keywords retried once without them), else the bridges (step 5).
 
 use std::ptr;
 
@@ -8,31 +10,11 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
 
-use crate::cpython::{_PyObject_LookupAttr, _PyType_Lookup};
+use crate::cpython::names::names;
+use crate::cpython::{_PyType_Lookup, getattr_optional};
 use crate::device::Device;
-use crate::error::DlpackError;
-use crate::failure::FailureKind;
 use crate::import::ImportedTensor;
-use crate::stream_rules::has_stream_rules;
-
-use super::args::{parse_copy_arg, parse_device_arg};
-use super::names::names;
-
-/// `getattr(obj, name)`, `None` when the attribute is missing — without creating and catching
-/// an AttributeError on the common path (an exception costs ~1 µs; see the bridges' probes).
-pub(crate) fn getattr_optional<'py>(
-    obj: &Bound<'py, PyAny>,
-    name: &Bound<'py, PyString>,
-) -> PyResult<Option<Bound<'py, PyAny>>> {
-    let mut out = ptr::null_mut();
-    // SAFETY: GIL held (`Bound`); both objects are live; `out` receives a new reference or NULL.
-    match unsafe { _PyObject_LookupAttr(obj.as_ptr(), name.as_ptr(), &mut out) } {
-        // SAFETY: a new reference on success.
-        1 => Ok(Some(unsafe { Bound::from_owned_ptr(obj.py(), out) })),
-        0 => Ok(None),
-        _ => Err(PyErr::fetch(obj.py())),
-    }
-}
+use crate::spec::streams::has_stream_rules;
 
 thread_local! {
     /// Last `(type, tp_version_tag, __dlpack__ descriptor)` seen by this thread. A valid
@@ -110,87 +92,9 @@ unsafe fn call_method<'py>(
     }
 }
 
-/// Imports any DLPack producer (or a raw DLPack capsule) as an [`ImportedTensor`].
-///
-/// Calls `type(obj).__dlpack__(obj, max_version=(1, 3)[, dl_device=…, stream=…][, copy=…])`
-/// (vectorcall, interned names). On `TypeError` — a producer that predates the keywords — it
-/// retries `__dlpack__()` when `device` is `None` and `copy` is not `False`. With
-/// `copy=Some(true)` the result never aliases the producer: if the producer did not set
-/// IS_COPIED (or is legacy-only), dlbind copies into a fresh, writable host buffer.
-/// `device`: the result must be on that device (host-accessible memory counts as CPU);
-/// otherwise BufferError. For devices with streams, the consumer's stream is passed
-/// (`gpu::consumer_stream_for`: the generated default unless a GPU runtime reports a current
-/// stream). No `__dlpack__` → AttributeError.
-#[inline]
-pub fn from_dlpack(
-    obj: &Bound<'_, PyAny>,
-    device: Option<Device>,
-    copy: Option<bool>,
-) -> PyResult<ImportedTensor> {
-    if device.is_none() && copy.is_none() {
-        // The common call: nothing to check afterwards (no move through `finish_import`).
-        return import_from_producer(obj, None, None);
-    }
-    if copy == Some(true) && device.is_none_or(|d| d == Device::CPU) {
-        // dlbind copies host memory itself (C-contiguous, aligned, parallel kernels), so the
-        // producer is first asked for a zero-copy view; only memory the host cannot read is
-        // re-requested with copy=True, so that the producer copies it on its own device.
-        let view = import_from_producer(obj, device, None)?;
-        if view.device().is_host_accessible() {
-            return finish_import(view, device, copy);
-        }
-        drop(view);
-    }
-    let tensor = import_from_producer(obj, device, copy)?;
-    finish_import(tensor, device, copy)
-}
-
-/// Calls the producer's `__dlpack__` (or takes a raw capsule) and consumes the capsule.
-#[inline]
-fn import_from_producer(
-    obj: &Bound<'_, PyAny>,
-    device: Option<Device>,
-    copy: Option<bool>,
-) -> PyResult<ImportedTensor> {
-    // Exactly `numpy.ndarray`: read numpy's array header (what its `__dlpack__` would export,
-    // without the call and the capsule; `bridges::import_ndarray` steps aside for anything numpy
-    // itself should judge).
-    if copy != Some(true)
-        && device.is_none_or(|d| d == Device::CPU)
-        && let Some(t) = crate::bridges::import_ndarray(obj)
-    {
-        return t;
-    }
-    // The C exchange API first (`type(obj).__dlpack_c_exchange_api__`, cached per type): an
-    // owning zero-copy export. Not for copy=True (the producer must copy: `__dlpack__`) nor when
-    // its tensor is not on the requested device (`__dlpack__` with dl_device decides then).
-    if copy != Some(true)
-        && let Some(t) = crate::exchange::import_via_exchange_api(obj)?
-        && device.is_none_or(|d| {
-            t.device() == d || (d == Device::CPU && t.device().is_host_accessible())
-        })
-    {
-        return Ok(t);
-    }
-    import_through_dlpack(obj, device, copy)
-}
-
-/// [`from_dlpack`] for a caller that already tried the numpy header and the exchange table
-/// for this object and call (`device` None, `copy` not True) and found neither: straight to the
-/// capsule / `__dlpack__` / bridges, without looking the table up a second time.
-#[inline]
-pub(super) fn from_dlpack_after_fast_paths(
-    obj: &Bound<'_, PyAny>,
-    copy: Option<bool>,
-) -> PyResult<ImportedTensor> {
-    debug_assert_ne!(copy, Some(true));
-    let tensor = import_through_dlpack(obj, None, copy)?;
-    finish_import(tensor, None, copy)
-}
-
 /// The producer's capsule: `obj` itself when it is one, else its `__dlpack__` (keywords as the
 /// call asks; a TypeError retried once without them), else the bridges.
-fn import_through_dlpack(
+pub(super) fn capsule_or_dlpack(
     obj: &Bound<'_, PyAny>,
     device: Option<Device>,
     copy: Option<bool>,
@@ -316,7 +220,7 @@ fn call_producer<'py>(
 /// exception from the call propagates.
 fn stream_for_producer_device(obj: &Bound<'_, PyAny>) -> PyResult<Option<i64>> {
     let py = obj.py();
-    let name = pyo3::intern!(py, crate::protocol::DLPACK_DEVICE_METHOD);
+    let name = pyo3::intern!(py, crate::spec::protocol::DLPACK_DEVICE_METHOD);
     let Some(method) = getattr_optional(obj, name)? else {
         return Ok(None);
     };
@@ -330,42 +234,3 @@ fn stream_for_producer_device(obj: &Bound<'_, PyAny>) -> PyResult<Option<i64>> {
     )))
 }
 
-/// [`from_dlpack`] with Python-level arguments: `device` (`None`, `"cpu"` or a
-/// `(device_type, device_id)` tuple) and `copy` (`None`/`True`/`False`) are validated first
-/// (TypeError / ValueError / BufferError per the spec's mapping). What a Python
-/// `from_dlpack(x, /, *, device=None, copy=None)` calls.
-#[inline]
-pub fn from_dlpack_py(
-    obj: &Bound<'_, PyAny>,
-    device: Option<&Bound<'_, PyAny>>,
-    copy: Option<&Bound<'_, PyAny>>,
-) -> PyResult<ImportedTensor> {
-    let device = parse_device_arg(device)?;
-    let copy = parse_copy_arg(copy)?;
-    from_dlpack(obj, device, copy)
-}
-
-/// Applies `device` / `copy` to a freshly imported tensor.
-#[inline]
-fn finish_import(
-    tensor: ImportedTensor,
-    device: Option<Device>,
-    copy: Option<bool>,
-) -> PyResult<ImportedTensor> {
-    if let Some(d) = device {
-        let here = tensor.device();
-        if here != d && !(d == Device::CPU && here.is_host_accessible()) {
-            return Err(DlpackError::new(
-                FailureKind::UnsupportedDevice,
-                format!("the producer returned a tensor on device {here}, not the requested {d}"),
-            )
-            .into());
-        }
-    }
-    if copy == Some(true) && !tensor.is_copied() {
-        // Legacy producers cannot say whether they copied; versioned ones that did not set
-        // IS_COPIED may alias. Copy ourselves so the result never aliases.
-        return Ok(tensor.to_contiguous_copy()?);
-    }
-    Ok(tensor)
-}

@@ -12,11 +12,11 @@ use pyo3::types::PyString;
 use crate::device::Device;
 use crate::error::DlpackError;
 use crate::export::ExportRequest;
-use crate::failure::FailureKind;
+use crate::spec::errors::FailureKind;
 use crate::ffi::DLDeviceType;
-use crate::protocol;
+use crate::spec::protocol;
 
-use super::names::names;
+use crate::cpython::names::names;
 
 #[inline(always)]
 pub(super) fn given<'a, 'py>(o: Option<&'a Bound<'py, PyAny>>) -> Option<&'a Bound<'py, PyAny>> {

@@ -3,7 +3,7 @@
 //! The impls come from the spec's dtype table (`generated/rust/elements.rs`): `bool`, the
 //! integer types, `f32`/`f64`, `half::f16`/`half::bf16` and `num_complex::Complex<f32/f64>`.
 
-use crate::ffi::DLDataType;
+use super::types::DLDataType;
 
 /// A Rust type whose values are stored exactly as the DLPack dtype [`Self::DTYPE`].
 ///
@@ -17,5 +17,5 @@ pub trait DLPackElement: Copy + Send + Sync + 'static {
 
 #[allow(clippy::all)]
 mod generated {
-    include!("generated/elements.rs");
+    include!("../generated/elements.rs");
 }

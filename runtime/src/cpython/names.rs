@@ -6,26 +6,26 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyString, PyTuple};
 
 use crate::export::request::EXPORT_VERSION;
-use crate::protocol;
+use crate::spec::protocol;
 
-pub(super) struct Names {
-    pub(super) dlpack: Py<PyString>,
+pub(crate) struct Names {
+    pub(crate) dlpack: Py<PyString>,
     /// `from_dlpack`'s keywords (`device`, `copy`), from the generated protocol names.
-    pub(super) kw_from_device: Py<PyString>,
-    pub(super) kw_from_copy: Py<PyString>,
-    pub(super) kw_stream: Py<PyString>,
-    pub(super) kw_max_version: Py<PyString>,
-    pub(super) kw_dl_device: Py<PyString>,
-    pub(super) kw_copy: Py<PyString>,
+    pub(crate) kw_from_device: Py<PyString>,
+    pub(crate) kw_from_copy: Py<PyString>,
+    pub(crate) kw_stream: Py<PyString>,
+    pub(crate) kw_max_version: Py<PyString>,
+    pub(crate) kw_dl_device: Py<PyString>,
+    pub(crate) kw_copy: Py<PyString>,
     /// `("max_version",)`
-    pub(super) kwnames_fast: Py<PyTuple>,
+    pub(crate) kwnames_fast: Py<PyTuple>,
     /// `(DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)`
-    pub(super) version: Py<PyTuple>,
+    pub(crate) version: Py<PyTuple>,
 }
 
-pub(super) static NAMES: PyOnceLock<Names> = PyOnceLock::new();
+pub(crate) static NAMES: PyOnceLock<Names> = PyOnceLock::new();
 
-pub(super) fn names(py: Python<'_>) -> &Names {
+pub(crate) fn names(py: Python<'_>) -> &Names {
     NAMES.get_or_init(py, || {
         let s = |n: &str| PyString::intern(py, n).unbind();
         let kw_max_version = s(protocol::KW_MAX_VERSION);

@@ -29,6 +29,7 @@ pub enum PlanKind {
     /// element.)
     Generic { elem_bytes: usize },
     /// Invalid input (mismatched lengths, negative dims, overflow).
+    #[cfg_attr(not(any(test, feature = "test-util")), allow(dead_code))]
     Invalid,
 }
 

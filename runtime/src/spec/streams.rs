@@ -1,13 +1,11 @@
-//! The spec's per-device stream rules (generated): `resolve_stream`, `consumer_default_stream`,
+//! The spec's per-device stream rules (generated from `streams:`): `resolve_stream`, `consumer_default_stream`,
 //! `has_stream_rules` and `stream_value_for` (the rules read backwards, for consumers).
-#![allow(clippy::all)]
-
-include!("generated/streams.rs");
+include!("../generated/streams.rs");
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ffi::DLDeviceType;
+    use crate::spec::types::DLDeviceType;
 
     /// `stream_value_for` inverts `resolve_stream`: every value a device accepts maps to an
     /// action whose value resolves to the same action; devices without rules have none.

@@ -1,14 +1,11 @@
-//! The spec's dtype table (generated) plus helpers built on it.
+//! Rules built on the spec's dtype table ([`crate::spec::dtypes`]): which dtypes dlbind can
+//! describe, their element size, and their name in messages.
 
-#[allow(clippy::all)]
-mod generated {
-    include!("generated/dtypes.rs");
-}
-pub use generated::*;
+use crate::spec::dtypes::{dtype_by_dl, required_bits};
 
 use crate::copy::ElemSize;
 use crate::error::DlpackError;
-use crate::failure::FailureKind;
+use crate::spec::errors::FailureKind;
 use crate::ffi::{DLDataType, DLDataTypeCode};
 
 /// Checks that `dtype` is something dlbind can describe: a code the spec knows, `bits` as the

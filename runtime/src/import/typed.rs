@@ -11,25 +11,72 @@ use pyo3::prelude::*;
 use pyo3::types::PyString;
 
 use crate::device::Device;
-use crate::exchange::FromManagedTensor;
-use crate::import::ImportedTensor;
-use crate::protocol;
+use crate::bridges::PythonView;
+use crate::import::{FromDLPack, ImportedTensor};
+use crate::spec::protocol;
 
-use super::access::is_frozen;
-use super::args::parse_from_dlpack_args;
-use super::boundary::{at_c_boundary, leaked_fastcall_def, set_type_dict_item};
-use super::consumer::{from_dlpack, from_dlpack_after_fast_paths};
+use crate::export::access::is_frozen;
+use crate::args::parse_from_dlpack_args;
+use crate::cpython::boundary::{at_c_boundary, leaked_fastcall_def, set_type_dict_item};
+use super::order::{Destination, import};
 
-/// Imports `x` as a new `T` object (a new reference), trying in order (the order of
-/// [`from_dlpack`], with `T` built directly where it can be):
-/// 1. [`FromManagedTensor::share_from`] when `x` is exactly a `T` and `T` is a
-///    `#[pyclass(frozen)]` (what `T`'s own exchange table would give, without the managed-tensor
-///    round trip; a non-frozen `T` takes its table's owning export, which holds a borrow of `x`);
-/// 2. an exact `numpy.ndarray`'s header view ([`FromManagedTensor::from_python_view`]);
-/// 3. `type(x)`'s C exchange table when neither `device` nor `copy=True` is asked for
-///    ([`crate::exchange::import_via_exchange_api_with`], `T` built in place);
-/// 4. [`FromManagedTensor::from_managed`] of the producer's capsule: straight to the
-///    capsule / `__dlpack__` path when 2 and 3 were both tried, else [`from_dlpack`].
+/// The destination of the typed `from_dlpack`: a new `T` object, as a bare new reference (NULL
+/// with the exception set).
+struct Typed<'py, T> {
+    py: Python<'py>,
+    _t: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T> Destination for Typed<'_, T>
+where
+    T: PyClass + FromDLPack + Into<pyo3::PyClassInitializer<T>>,
+{
+    type Out = *mut ffi::PyObject;
+
+    /// [`FromDLPack::share_from`] when `x` is exactly a `T` and `T` is a `#[pyclass(frozen)]`
+    /// (what `T`'s own exchange table would give, without the managed-tensor round trip; a
+    /// non-frozen `T` takes its table's owning export, which holds a borrow of `x`).
+    #[inline(always)]
+    fn same_type(&self, x: &Bound<'_, PyAny>) -> Option<Self::Out> {
+        let py = self.py;
+        // Frozen types only (a constant): a view of a non-frozen object must hold a borrow of
+        // it, which the owning export of `T`'s table does and `share_from` cannot promise.
+        // SAFETY: reading the type of a live object.
+        if !is_frozen::<T>()
+            || unsafe { ffi::Py_TYPE(x.as_ptr()) } != T::type_object_raw(py)
+            || !crate::exchange::same_type_views_enabled()
+        {
+            return None;
+        }
+        // SAFETY: the exact type was checked just above.
+        let src = unsafe { x.cast_unchecked::<T>() };
+        let v = T::share_from(src)?;
+        let obj = match v {
+            Ok(v) => new_instance(py, v),
+            Err(e) => restore_error(py, e),
+        };
+        if !obj.is_null() {
+            crate::exchange::note_same_type_view();
+        }
+        Some(obj)
+    }
+
+    #[inline(always)]
+    fn view(&self, v: &PythonView<'_, '_>) -> Self::Out {
+        instance_from_view::<T>(self.py, v)
+    }
+
+    #[inline(always)]
+    fn tensor(&self, t: PyResult<ImportedTensor>) -> Self::Out {
+        match t.and_then(|t| T::from_imported(self.py, t)) {
+            Ok(v) => new_instance(self.py, v),
+            Err(e) => restore_error(self.py, e),
+        }
+    }
+}
+
+/// Imports `x` as a new `T` object (a new reference), in the order of
+/// [`order`](super::order), with `T` built directly where it can be.
 #[inline(always)]
 fn import_as<T>(
     py: Python<'_>,
@@ -38,64 +85,20 @@ fn import_as<T>(
     copy: Option<bool>,
 ) -> *mut ffi::PyObject
 where
-    T: PyClass + FromManagedTensor + Into<pyo3::PyClassInitializer<T>>,
+    T: PyClass + FromDLPack + Into<pyo3::PyClassInitializer<T>>,
 {
-    // Every step returns the bare pointer (NULL with the exception set): a `PyResult` passed
-    // back through memory is copied whole, with wide loads that stall on the narrow stores that
-    // just wrote (parts of) it.
-    // Frozen types only (a constant): a view of a non-frozen object must hold a borrow of it,
-    // which the owning export of `T`'s table (step 3) does and `share_from` cannot promise.
-    if is_frozen::<T>() && device.is_none() && copy != Some(true) {
-        // SAFETY: reading the type of a live object.
-        if unsafe { ffi::Py_TYPE(x.as_ptr()) } == T::type_object_raw(py)
-            && crate::exchange::same_type_views_enabled()
-        {
-            // SAFETY: the exact type was checked just above.
-            let src = unsafe { x.cast_unchecked::<T>() };
-            if let Some(v) = T::share_from(src) {
-                let obj = match v {
-                    Ok(v) => new_instance(py, v),
-                    Err(e) => restore_error(py, e),
-                };
-                if !obj.is_null() {
-                    crate::exchange::note_same_type_view();
-                }
-                return obj;
-            }
-        }
-    }
-    // A view of memory `x` keeps alive (numpy's header, a lending exchange table), built into
-    // `T` by [`instance_from_view`].
-    let view = |v: &crate::bridges::PythonView<'_, '_>| Ok(instance_from_view::<T>(py, v));
-    if device.is_none_or(|d| d == Device::CPU)
-        && copy != Some(true)
-        && let Some(r) = crate::bridges::with_ndarray_view(x, view)
-    {
-        return restored(py, r);
-    }
-    let build = |t: PyResult<ImportedTensor>| match t.and_then(|t| T::from_managed(py, t)) {
-        Ok(v) => new_instance(py, v),
-        Err(e) => restore_error(py, e),
+    let dest = Typed::<T> {
+        py,
+        _t: std::marker::PhantomData,
     };
-    // The producer's C exchange table (the path `from_dlpack` takes first for such objects),
-    // with the view or handle moved straight into `T`.
-    if device.is_none() && copy != Some(true) {
-        if let Some(r) =
-            crate::exchange::import_via_exchange_api_with(x, view, |t| Ok(build(Ok(t))))
-        {
-            return restored(py, r);
-        }
-        // Both fast paths were tried for this call (the numpy header under a weaker condition).
-        return build(from_dlpack_after_fast_paths(x, copy));
-    }
-    build(from_dlpack(x, device, copy))
+    import(x, device, copy, &dest)
 }
 
 /// `T::into_instance(value)` as a bare new reference (NULL with the exception set).
 #[inline(always)]
 fn new_instance<T>(py: Python<'_>, value: T) -> *mut ffi::PyObject
 where
-    T: PyClass + FromManagedTensor + Into<pyo3::PyClassInitializer<T>>,
+    T: PyClass + FromDLPack + Into<pyo3::PyClassInitializer<T>>,
 {
     match T::into_instance(py, value) {
         Ok(o) => o.into_ptr(),
@@ -104,23 +107,23 @@ where
 }
 
 /// A new `T` (a new reference) viewing `v`: built directly when `T` can
-/// ([`FromManagedTensor::from_python_view`]), else through an `ImportedTensor` holding the
+/// ([`FromDLPack::from_python_view`]), else through an `ImportedTensor` holding the
 /// view's owner. Returns the bare pointer (NULL with the exception set, see [`restored`]): a
 /// `PyResult` returned through memory is copied with wide loads that stall on the narrow
 /// stores that just wrote it.
 #[inline(always)]
 fn instance_from_view<T>(
     py: Python<'_>,
-    v: &crate::bridges::PythonView<'_, '_>,
+    v: &PythonView<'_, '_>,
 ) -> *mut ffi::PyObject
 where
-    T: PyClass + FromManagedTensor + Into<pyo3::PyClassInitializer<T>>,
+    T: PyClass + FromDLPack + Into<pyo3::PyClassInitializer<T>>,
 {
     let value = match T::from_python_view(v) {
         Some(Ok(value)) => value,
         Some(Err(e)) => return restore_error(py, e),
         // SAFETY: the view describes its owner's memory, which the handle keeps alive.
-        None => match T::from_managed(py, unsafe { ImportedTensor::from_python_view(v) }) {
+        None => match T::from_imported(py, unsafe { ImportedTensor::from_python_view(v) }) {
             Ok(value) => value,
             Err(e) => return restore_error(py, e),
         },
@@ -136,22 +139,12 @@ fn restore_error(py: Python<'_>, e: PyErr) -> *mut ffi::PyObject {
     ptr::null_mut()
 }
 
-/// `r`'s object, or NULL with its error restored as the Python exception (a C entry point's
-/// return value; [`at_c_boundary`] passes a NULL it gets as `Ok` through).
-#[inline(always)]
-fn restored(py: Python<'_>, r: PyResult<*mut ffi::PyObject>) -> *mut ffi::PyObject {
-    match r {
-        Ok(o) => o,
-        Err(e) => restore_error(py, e),
-    }
-}
-
 /// A raw `METH_FASTCALL | METH_KEYWORDS` implementation of
 /// `from_dlpack(x, /, *, device=None, copy=None) -> T` (keyword names from the generated
-/// `protocol` module); semantics of [`from_dlpack_py`](super::from_dlpack_py) followed by
-/// [`FromManagedTensor::from_managed`]. The common call — one positional argument, no keywords —
+/// `protocol` module); semantics of [`from_dlpack`](super::from_dlpack) with the arguments parsed, followed by
+/// [`FromDLPack::from_imported`]. The common call — one positional argument, no keywords —
 /// skips all argument parsing, and when `x` is exactly a `T` the result is built by
-/// [`FromManagedTensor::share_from`] (no DLPack round trip). Installed by
+/// [`FromDLPack::share_from`] (no DLPack round trip). Installed by
 /// [`add_from_dlpack_function`] / [`install_from_dlpack_staticmethod`].
 ///
 /// # Safety
@@ -163,7 +156,7 @@ pub unsafe extern "C" fn from_dlpack_fastcall<T>(
     kwnames: *mut ffi::PyObject,
 ) -> *mut ffi::PyObject
 where
-    T: PyClass + FromManagedTensor + Into<pyo3::PyClassInitializer<T>>,
+    T: PyClass + FromDLPack + Into<pyo3::PyClassInitializer<T>>,
 {
     // SAFETY: CPython holds the GIL for us and passes `nargs + len(kwnames)` live arguments.
     unsafe {
@@ -181,15 +174,14 @@ where
     }
 }
 
-/// The Python name of the functions [`add_from_dlpack_function`] and
-/// [`install_from_dlpack_staticmethod`] install (the spec's `protocol.from_dlpack.name`).
+/// The Python name of the functions [`add_from_dlpack`] installs (the spec's `protocol.from_dlpack.name`).
 pub const FROM_DLPACK_NAME: &str = protocol::FROM_DLPACK_FUNCTION;
 
 /// A leaked `PyMethodDef` for [`from_dlpack_fastcall::<T>`] named [`FROM_DLPACK_NAME`], with a
 /// text signature (`inspect.signature` works) from the generated keyword names.
 fn from_dlpack_method_def<T>(doc: &str) -> PyResult<&'static mut ffi::PyMethodDef>
 where
-    T: PyClass + FromManagedTensor + Into<pyo3::PyClassInitializer<T>>,
+    T: PyClass + FromDLPack + Into<pyo3::PyClassInitializer<T>>,
 {
     let doc = format!(
         "{FROM_DLPACK_NAME}(x, /, *, {}=None, {}=None)\n--\n\n{doc}",
@@ -201,15 +193,15 @@ where
 
 /// Adds `module.from_dlpack(x, /, *, device=None, copy=None) -> T` backed by
 /// [`from_dlpack_fastcall::<T>`] (a builtin function with the module as `__module__`).
-pub fn add_from_dlpack_function<T>(
+fn add_from_dlpack_function<T>(
     module: &Bound<'_, pyo3::types::PyModule>,
     doc: &str,
 ) -> PyResult<()>
 where
-    T: PyClass + FromManagedTensor + Into<pyo3::PyClassInitializer<T>>,
+    T: PyClass + FromDLPack + Into<pyo3::PyClassInitializer<T>>,
 {
     let py = module.py();
-    crate::interp::require_gil(py)?;
+    crate::cpython::interp::require_gil(py)?;
     let def = from_dlpack_method_def::<T>(doc)?;
     let modname = module.name()?;
     // SAFETY: `def` lives for the rest of the process; module and name are live objects.
@@ -225,9 +217,9 @@ where
 /// Sets `T.from_dlpack` to a static method backed by [`from_dlpack_fastcall::<T>`] (replacing,
 /// e.g., a PyO3 `#[staticmethod]` of that name). Call it once at module init after the class is
 /// added.
-pub fn install_from_dlpack_staticmethod<T>(py: Python<'_>, doc: &str) -> PyResult<()>
+fn install_from_dlpack_staticmethod<T>(py: Python<'_>, doc: &str) -> PyResult<()>
 where
-    T: PyClass + FromManagedTensor + Into<pyo3::PyClassInitializer<T>>,
+    T: PyClass + FromDLPack + Into<pyo3::PyClassInitializer<T>>,
 {
     let ty = T::type_object(py);
     let def = from_dlpack_method_def::<T>(doc)?;
@@ -245,4 +237,25 @@ where
             &sm,
         )
     }
+}
+
+/// Gives `module` a `from_dlpack(x, /, *, device=None, copy=None)` that returns a `T`, and `T`
+/// the same function as the static method `T.from_dlpack`: any DLPack producer (or a raw
+/// capsule, or an object with only an older array protocol) imported zero-copy where possible,
+/// in the order of the import path (your own type, numpy's header, the C exchange table,
+/// `__dlpack__`, the bridges). `T` builds itself from the import through [`FromDLPack`].
+///
+/// A raw `METH_FASTCALL` builtin, not a PyO3 function: the common call (one positional
+/// argument) skips argument parsing. Call it once at module initialisation, after
+/// `m.add_class::<T>()`; it replaces a `T.from_dlpack` the class may define.
+pub fn add_from_dlpack<T>(module: &Bound<'_, pyo3::types::PyModule>) -> PyResult<()>
+where
+    T: PyClass + FromDLPack + Into<pyo3::PyClassInitializer<T>>,
+{
+    let doc = format!(
+        "Import any DLPack producer as a `{}` (zero-copy where possible).",
+        <T as PyClass>::NAME
+    );
+    add_from_dlpack_function::<T>(module, &doc)?;
+    install_from_dlpack_staticmethod::<T>(module.py(), &doc)
 }

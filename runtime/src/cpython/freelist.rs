@@ -29,7 +29,7 @@ use std::ffi::c_void;
 use std::ptr;
 
 use crate::error::DlpackError;
-use crate::failure::FailureKind;
+use crate::spec::errors::FailureKind;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::pyclass::boolean_struct::True;

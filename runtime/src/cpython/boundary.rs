@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyString;
 
 use crate::error::DlpackError;
-use crate::failure::FailureKind;
+use crate::spec::errors::FailureKind;
 
 /// Whether this thread holds the GIL: the thread state running now is this thread's own
 /// (`PyGILState` TSS) one. Unlike `PyGILState_Check`, it never answers yes for a thread that
@@ -58,7 +58,7 @@ pub(crate) unsafe fn at_c_boundary<R>(
 
 /// A leaked `METH_FASTCALL | METH_KEYWORDS` `PyMethodDef` named `name`, whose docstring is
 /// `doc` (starting with the text signature). Callers create one per installed function.
-pub(super) fn leaked_fastcall_def(
+pub(crate) fn leaked_fastcall_def(
     name: &str,
     doc: String,
     meth: ffi::PyCFunctionFastWithKeywords,
@@ -81,7 +81,7 @@ pub(super) fn leaked_fastcall_def(
 ///
 /// # Safety
 /// The GIL is held; `tp` is a live, ready type object.
-pub(super) unsafe fn set_type_dict_item(
+pub(crate) unsafe fn set_type_dict_item(
     py: Python<'_>,
     tp: *mut ffi::PyTypeObject,
     key: &Bound<'_, PyString>,

@@ -1,0 +1,58 @@
+//! The CPython internals dlbind relies on, in one place: nothing outside this module declares
+//! a CPython symbol, reads interpreter state, installs a C entry point or keeps a free list.
+//!
+//! | module | holds |
+//! |---|---|
+//! | this file | symbols libpython exports and PyO3 does not bind; [`getattr_optional`] |
+//! | `interp` | interpreter state: may this thread take the GIL, is the GIL held |
+//! | `boundary` | C entry points: errors restored, panics stopped; method-def installation |
+//! | `names` | interned names and the cached `max_version` tuple |
+//! | `gc` | what exports and views report to the garbage collector |
+//! | `freelist` | per-type free lists of released instances |
+
+use std::ffi::c_int;
+use std::ptr;
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+
+pub mod boundary;
+pub mod freelist;
+pub mod gc;
+pub mod interp;
+pub mod names;
+
+unsafe extern "C" {
+    /// CPython's method-cache lookup on a type's MRO: a borrowed reference or NULL, never
+    /// raises.
+    pub(crate) fn _PyType_Lookup(
+        ty: *mut ffi::PyTypeObject,
+        name: *mut ffi::PyObject,
+    ) -> *mut ffi::PyObject;
+    /// `getattr(o, name)` that reports a missing attribute without raising AttributeError:
+    /// 1 and a new reference in `*out`, 0 and NULL when absent, -1 with an error set.
+    /// (`PyObject_GetOptionalAttr` since 3.13; exported under this name by 3.8–3.12.)
+    #[cfg_attr(Py_3_13, link_name = "PyObject_GetOptionalAttr")]
+    pub(crate) fn _PyObject_LookupAttr(
+        o: *mut ffi::PyObject,
+        name: *mut ffi::PyObject,
+        out: *mut *mut ffi::PyObject,
+    ) -> c_int;
+}
+
+/// `getattr(obj, name)`, `None` when the attribute is missing — without creating and catching
+/// an AttributeError on the common path (an exception costs ~1 µs; see the bridges' probes).
+pub(crate) fn getattr_optional<'py>(
+    obj: &Bound<'py, PyAny>,
+    name: &Bound<'py, PyString>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let mut out = ptr::null_mut();
+    // SAFETY: GIL held (`Bound`); both objects are live; `out` receives a new reference or NULL.
+    match unsafe { _PyObject_LookupAttr(obj.as_ptr(), name.as_ptr(), &mut out) } {
+        // SAFETY: a new reference on success.
+        1 => Ok(Some(unsafe { Bound::from_owned_ptr(obj.py(), out) })),
+        0 => Ok(None),
+        _ => Err(PyErr::fetch(obj.py())),
+    }
+}

@@ -1,0 +1,207 @@
+//! The memory of one export: one `PyMem_Malloc` block per export holds everything:
+//! `[ DLManagedTensor | DLManagedTensorVersioned ][ owner ][ copy buffer ][ device copy ][ ndim ][ shape.. ][ strides.. ]`
+//! (pymalloc: the fastest allocator for these ~100-byte blocks, as numpy does). The last freed
+//! small block of each kind is kept and reused by the next export (one allocator round trip
+//! less in export-then-free loops; `DLBIND_FREELIST=0` turns that off, for memory checkers).
+//! `manager_ctx` points at the block itself. Also the live-export count ([`live_exports`]).
+
+use std::alloc::Layout;
+use std::ffi::{CStr, c_void};
+use std::ptr::{self};
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+
+use pyo3::ffi;
+
+use super::request::EXPORT_VERSION;
+
+use crate::alloc::AlignedBuffer;
+use crate::ffi::{
+    DLManagedTensor, DLManagedTensorVersioned, DLPACK_CAPSULE_NAME,
+    DLPACK_VERSIONED_CAPSULE_NAME, DLTensor,
+};
+use crate::gpu::OwnedAllocation;
+use super::release::*;
+
+pub(super) static LIVE_EXPORTS: AtomicUsize = AtomicUsize::new(0);
+
+/// Adds `delta` to the live-export count. Only called with the GIL held (building a tensor
+/// requires it, and the deleter counts while it holds the GIL), so the GIL orders the updates
+/// and a plain load + store is enough: no locked read-modify-write on the export hot path
+/// (measured at ~4 ns per export). Without a GIL (free-threaded builds, which dlbind does not
+/// target yet) the count would be approximate; it is diagnostics only.
+#[inline(always)]
+pub(super) fn count_exports(delta: isize) {
+    LIVE_EXPORTS.store(
+        LIVE_EXPORTS
+            .load(Ordering::Relaxed)
+            .wrapping_add_signed(delta),
+        Ordering::Relaxed,
+    );
+}
+
+/// How many managed tensors dlbind created whose deleter has not run yet (process-wide).
+#[inline]
+pub fn live_exports() -> usize {
+    LIVE_EXPORTS.load(Ordering::Relaxed)
+}
+
+/// The two managed-tensor structs, for code shared between them.
+pub(crate) trait ManagedKind: Sized + 'static {
+    /// The unused capsule name (generated).
+    const CAPSULE_NAME: &'static CStr;
+    /// dlbind's deleter for this kind: a concrete (non-generic) function, so that its address
+    /// is the same in every crate (a generic `extern "C" fn` instantiated downstream is a
+    /// separate copy, and comparisons with it would miss dlbind's own tensors).
+    const DELETER: unsafe extern "C" fn(*mut Self);
+    /// The struct, with `deleter` set to [`Self::DELETER`].
+    fn new(tensor: DLTensor, ctx: *mut c_void, flags: u64) -> Self;
+    /// # Safety
+    /// `p` points to a live struct of this kind.
+    unsafe fn deleter_of(p: *mut Self) -> Option<unsafe extern "C" fn(*mut Self)>;
+    /// One freed small block of this kind kept for the next export (see [`take_block`]).
+    fn spare() -> &'static AtomicPtr<c_void>;
+}
+
+pub(super) static SPARE_LEGACY: AtomicPtr<c_void> = AtomicPtr::new(ptr::null_mut());
+pub(super) static SPARE_VERSIONED: AtomicPtr<c_void> = AtomicPtr::new(ptr::null_mut());
+
+/// The value of a spare slot that is switched off: not NULL, so [`give_block`] never parks a
+/// block there, and not a block, so [`take_block`] never hands it out.
+pub(super) const NO_SPARE: *mut c_void = ptr::without_provenance_mut(1);
+/// Whether the environment was read for [`spares_allowed`] (on the first allocation).
+pub(super) static SPARES_SWITCH: std::sync::Once = std::sync::Once::new();
+
+/// Switches both spare slots off, once, when the environment turns dlbind's object and block
+/// reuse off (`DLBIND_FREELIST=0`, see [`crate::cpython::freelist::freelists_allowed`]): a block parked
+/// in a slot is still allocated to a memory checker, so a use after free of it would go unseen.
+/// Called on [`take_block`]'s allocator path, which the first export of the process takes.
+#[cold]
+#[inline(never)]
+pub(super) fn spares_allowed() {
+    SPARES_SWITCH.call_once(|| {
+        if !crate::cpython::freelist::freelists_allowed() {
+            SPARE_LEGACY.store(NO_SPARE, Ordering::Relaxed);
+            SPARE_VERSIONED.store(NO_SPARE, Ordering::Relaxed);
+        }
+    });
+}
+
+/// How many of the two spare slots (legacy, versioned) hold a freed block now (diagnostics for
+/// the tests: 0 after any export when `DLBIND_FREELIST=0`).
+pub fn spare_blocks_held() -> usize {
+    [&SPARE_LEGACY, &SPARE_VERSIONED]
+        .into_iter()
+        .filter(|s| s.load(Ordering::Relaxed).addr() > NO_SPARE.addr())
+        .count()
+}
+
+/// A block for a tensor of kind `M` with `ndim` dimensions: the spare one when it fits
+/// (exports of up to `SMALL_DIMS / 2` dimensions all have the same size), else `PyMem_Malloc`.
+/// Export-then-free loops (every `np.from_dlpack(t)`) then skip one allocator round trip.
+///
+/// # Safety
+/// The GIL is held: it orders every access to the spare slots (plain load + store, no locked
+/// instruction), as for the live-export counter.
+#[inline(always)]
+pub(super) unsafe fn take_block<M: ManagedKind>(ndim: usize, size: usize) -> *mut u8 {
+    if 2 * ndim <= SMALL_DIMS {
+        let spare = M::spare().load(Ordering::Relaxed);
+        // Neither NULL (empty) nor NO_SPARE (switched off).
+        if spare.addr() > NO_SPARE.addr() {
+            M::spare().store(ptr::null_mut(), Ordering::Relaxed);
+            return spare.cast::<u8>();
+        }
+    }
+    if !SPARES_SWITCH.is_completed() {
+        spares_allowed();
+    }
+    // SAFETY: the GIL is held (caller contract).
+    unsafe { ffi::PyMem_Malloc(size) }.cast::<u8>()
+}
+
+/// Gives a block back: kept as the spare when it is a small one and the slot is empty (not
+/// NULL when switched off, see [`spares_allowed`]), else freed.
+///
+/// # Safety
+/// The GIL is held; `block` came from [`take_block`] for kind `M` and `ndim`, and nothing
+/// refers to it any more.
+#[inline(always)]
+pub(super) unsafe fn give_block<M: ManagedKind>(block: *mut c_void, ndim: usize) {
+    if 2 * ndim <= SMALL_DIMS && M::spare().load(Ordering::Relaxed).is_null() {
+        M::spare().store(block, Ordering::Relaxed);
+    } else {
+        // SAFETY: caller contract (a PyMem block, GIL held).
+        unsafe { ffi::PyMem_Free(block) };
+    }
+}
+
+impl ManagedKind for DLManagedTensor {
+    const CAPSULE_NAME: &'static CStr = DLPACK_CAPSULE_NAME;
+    const DELETER: unsafe extern "C" fn(*mut Self) = deleter_legacy;
+    #[inline]
+    fn new(tensor: DLTensor, ctx: *mut c_void, _flags: u64) -> Self {
+        DLManagedTensor {
+            dl_tensor: tensor,
+            manager_ctx: ctx,
+            deleter: Some(Self::DELETER),
+        }
+    }
+    #[inline]
+    unsafe fn deleter_of(p: *mut Self) -> Option<unsafe extern "C" fn(*mut Self)> {
+        // SAFETY: the caller guarantees `p` is live.
+        unsafe { (*p).deleter }
+    }
+    #[inline(always)]
+    fn spare() -> &'static AtomicPtr<c_void> {
+        &SPARE_LEGACY
+    }
+}
+
+impl ManagedKind for DLManagedTensorVersioned {
+    const CAPSULE_NAME: &'static CStr = DLPACK_VERSIONED_CAPSULE_NAME;
+    const DELETER: unsafe extern "C" fn(*mut Self) = deleter_versioned;
+    #[inline]
+    fn new(tensor: DLTensor, ctx: *mut c_void, flags: u64) -> Self {
+        DLManagedTensorVersioned {
+            version: EXPORT_VERSION,
+            manager_ctx: ctx,
+            deleter: Some(Self::DELETER),
+            flags,
+            dl_tensor: tensor,
+        }
+    }
+    #[inline]
+    unsafe fn deleter_of(p: *mut Self) -> Option<unsafe extern "C" fn(*mut Self)> {
+        // SAFETY: the caller guarantees `p` is live. `deleter` is in the ABI-stable prefix.
+        unsafe { (*p).deleter }
+    }
+    #[inline(always)]
+    fn spare() -> &'static AtomicPtr<c_void> {
+        &SPARE_VERSIONED
+    }
+}
+
+/// The allocation's fixed part. `managed` is first, so a pointer to the managed struct is a
+/// pointer to the header.
+#[repr(C)]
+pub(super) struct Header<M> {
+    pub(super) managed: M,
+    /// Strong reference to the Python owner (NULL for copies, which own their data).
+    pub(super) owner: *mut ffi::PyObject,
+    pub(super) copy: Option<AlignedBuffer>,
+    /// A buffer a GPU runtime allocated for this export (device-to-host, same-device or
+    /// host-to-device copies); frees itself through its runtime.
+    pub(super) device_copy: Option<Box<OwnedAllocation>>,
+    pub(super) ndim: usize,
+}
+
+/// Dims slots always allocated (shape + strides of up to 4 dimensions).
+pub(super) const SMALL_DIMS: usize = 8;
+
+#[inline]
+pub(super) fn layout<M>(ndim: usize) -> Option<(Layout, usize)> {
+    // At least SMALL_DIMS slots so that small ranks are zeroed with one fixed-size store.
+    let dims = Layout::array::<i64>(ndim.checked_mul(2)?.max(SMALL_DIMS)).ok()?;
+    let (l, off) = Layout::new::<Header<M>>().extend(dims).ok()?;
+    Some((l.pad_to_align(), off))
+}

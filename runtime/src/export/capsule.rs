@@ -1,0 +1,233 @@
+//! The capsule around an export (named by the generated static names, compared without
+//! `strcmp` on the hot path), its destructor, and the export entry points: negotiate, fill,
+//! wrap.
+
+use std::ffi::{CStr, c_void};
+use std::ptr::NonNull;
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+
+use super::request::{EXPORT_VERSION, ExportPlan, ExportRequest, SourceInfo, plan_export};
+use super::DLPackSource;
+use std::sync::Arc;
+
+use crate::error::DlpackError;
+use crate::ffi::{
+    DLManagedTensor, DLManagedTensorVersioned,
+};
+use crate::gpu::DeviceRuntime;
+use super::block::*;
+use super::fill::*;
+use super::release::*;
+
+/// Whether the C string `a` equals `b`, reading `a` only up to the first difference: a consumer's
+/// "used_…" name differs at its first byte (`PyCapsule_IsValid`'s `strcmp` cost ~3 ns on every
+/// consumed export's release).
+///
+/// # Safety
+/// `a` is a NUL-terminated string.
+#[inline(always)]
+pub(super) unsafe fn c_str_eq(a: *const std::ffi::c_char, b: &CStr) -> bool {
+    for (i, &want) in b.to_bytes_with_nul().iter().enumerate() {
+        // SAFETY: every earlier byte of `a` matched a non-NUL byte of `b`, so `a` has not ended
+        // before index `i`.
+        if unsafe { *a.add(i) } as u8 != want {
+            return false;
+        }
+    }
+    true
+}
+
+/// PyCapsule destructor: frees the tensor only while the capsule still has its unused name
+/// (a consumer that renamed it owns the tensor).
+///
+/// # Safety
+/// Called by CPython with the GIL held on a capsule created by [`wrap_capsule`].
+pub(super) unsafe extern "C" fn capsule_destructor<M: ManagedKind>(capsule: *mut ffi::PyObject) {
+    // SAFETY: `capsule` is a live capsule (CPython contract); these calls only read it.
+    unsafe {
+        // Fast check: our capsules carry exactly the static name pointer until a consumer
+        // renames them; otherwise compare by content as the DLPack rule says.
+        let name = ffi::PyCapsule_GetName(capsule);
+        let p = if name == M::CAPSULE_NAME.as_ptr() {
+            // Unrenamed (the static name pointer): the context holds the tensor (`wrap_capsule`).
+            ffi::PyCapsule_GetContext(capsule).cast::<M>()
+        } else if !name.is_null() && c_str_eq(name, M::CAPSULE_NAME) {
+            ffi::PyCapsule_GetPointer(capsule, name).cast::<M>()
+        } else {
+            // Renamed by a consumer ("used_dltensor…"): it owns the tensor now.
+            return;
+        };
+        if p.is_null() {
+            ffi::PyErr_WriteUnraisable(capsule);
+            return;
+        }
+        match M::deleter_of(p) {
+            // Our own tensor: the GIL is held here, skip PyGILState_*.
+            Some(d) if d as usize == M::DELETER as usize => {
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    release::<M>(p, true)
+                }));
+            }
+            Some(d) => d(p),
+            None => {}
+        }
+    }
+}
+
+
+/// Wraps a managed tensor in a capsule with the generated unused name and dlbind's
+/// destructor. On failure the tensor is deleted.
+///
+/// # Safety
+/// `m` is an unowned-by-anyone-else tensor made by [`build_managed`]; the GIL is held.
+#[inline]
+pub(super) unsafe fn wrap_capsule<M: ManagedKind>(py: Python<'_>, m: NonNull<M>) -> PyResult<Py<PyAny>> {
+    // SAFETY: the name is a 'static C string (PyCapsule keeps the pointer); the destructor
+    // follows the DLPack rules for exactly this struct kind.
+    let cap = unsafe {
+        ffi::PyCapsule_New(
+            m.as_ptr().cast::<c_void>(),
+            M::CAPSULE_NAME.as_ptr(),
+            Some(capsule_destructor::<M>),
+        )
+    };
+    if cap.is_null() {
+        // SAFETY: nobody else owns `m`.
+        unsafe { (M::DELETER)(m.as_ptr()) };
+        return Err(PyErr::fetch(py));
+    }
+    // The context repeats the pointer so that the destructor reads it without
+    // `PyCapsule_GetPointer`'s name comparison (DLPack consumers never use the context).
+    // SAFETY: `cap` is the live capsule just made; setting its context cannot fail.
+    unsafe { ffi::PyCapsule_SetContext(cap, m.as_ptr().cast::<c_void>()) };
+    // SAFETY: `PyCapsule_New` returned a new reference.
+    Ok(unsafe { Bound::from_owned_ptr(py, cap) }.unbind())
+}
+
+
+/// Negotiates `req` for `src` and returns the capsule (`"dltensor"` or
+/// `"dltensor_versioned"`). `owner` is the Python object that keeps `src`'s memory alive; the
+/// capsule's tensor holds a strong reference to it (none when the data was copied on the host).
+/// For a `#[pyclass]`, pass what [`SourceAccess::with_owner`](crate::export::access::SourceAccess::with_owner)
+/// gives: the object when it is frozen, else a guard holding a shared borrow of it (so a
+/// `&mut self` method cannot reallocate the data while the tensor lives).
+#[inline]
+pub fn export_to_capsule<S: DLPackSource + ?Sized>(
+    owner: &Bound<'_, PyAny>,
+    src: &S,
+    req: &ExportRequest,
+) -> PyResult<Py<PyAny>> {
+    negotiate_and_export(owner, src, req, None)
+}
+
+#[cfg(any(test, feature = "test-util"))]
+/// [`export_to_capsule`] with an explicit GPU runtime for the device steps (copies, stream
+/// ordering) instead of [`gpu::default_runtime`]: for tests with
+/// [`gpu::fake::FakeRuntime`], or for a runtime of your own.
+pub fn export_to_capsule_on<S: DLPackSource + ?Sized>(
+    owner: &Bound<'_, PyAny>,
+    src: &S,
+    req: &ExportRequest,
+    runtime: &Arc<dyn DeviceRuntime>,
+) -> PyResult<Py<PyAny>> {
+    negotiate_and_export(owner, src, req, Some(runtime))
+}
+
+/// Plans `req` for `src` ([`plan_export`]) and exports it ([`export_planned_on`]).
+#[inline(always)]
+pub(super) fn negotiate_and_export<S: DLPackSource + ?Sized>(
+    owner: &Bound<'_, PyAny>,
+    src: &S,
+    req: &ExportRequest,
+    runtime: Option<&Arc<dyn DeviceRuntime>>,
+) -> PyResult<Py<PyAny>> {
+    let plan = plan_export(
+        req,
+        SourceInfo {
+            device: src.dlpack_device(),
+            readonly: src.dlpack_readonly(),
+        },
+    )?;
+    export_planned_on(owner, src, &plan, req.stream, runtime)
+}
+
+#[inline]
+pub(super) fn export_planned_on<S: DLPackSource + ?Sized>(
+    owner: &Bound<'_, PyAny>,
+    src: &S,
+    plan: &ExportPlan,
+    stream: Option<i64>,
+    runtime: Option<&Arc<dyn DeviceRuntime>>,
+) -> PyResult<Py<PyAny>> {
+    let py = owner.py();
+    // SAFETY: `owner` is a live object (bound to the GIL token `py`) that owns `src`.
+    unsafe {
+        if plan.versioned {
+            let m = build_managed::<DLManagedTensorVersioned, S>(
+                owner.as_ptr(),
+                src,
+                plan,
+                stream,
+                runtime,
+            )?;
+            wrap_capsule(py, m)
+        } else {
+            let m =
+                build_managed::<DLManagedTensor, S>(owner.as_ptr(), src, plan, stream, runtime)?;
+            wrap_capsule(py, m)
+        }
+    }
+}
+
+/// Builds an owning `DLManagedTensorVersioned` without a capsule (for the C exchange API and
+/// for Rust consumers). The caller owns the result and must call its deleter exactly once.
+#[inline]
+pub fn export_versioned_managed<S: DLPackSource + ?Sized>(
+    owner: &Bound<'_, PyAny>,
+    src: &S,
+    req: &ExportRequest,
+) -> Result<NonNull<DLManagedTensorVersioned>, DlpackError> {
+    let mut req = *req;
+    if !req.wants_versioned() {
+        req.max_version = Some((EXPORT_VERSION.major as i64, EXPORT_VERSION.minor as i64));
+    }
+    let plan = plan_export(
+        &req,
+        SourceInfo {
+            device: src.dlpack_device(),
+            readonly: src.dlpack_readonly(),
+        },
+    )?;
+    // SAFETY: `owner` is live and bound to the GIL.
+    unsafe {
+        build_managed::<DLManagedTensorVersioned, S>(owner.as_ptr(), src, &plan, req.stream, None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::c_str_eq;
+
+    #[test]
+    fn c_str_eq_compares_whole_strings() {
+        let eq = |a: &std::ffi::CStr, b: &std::ffi::CStr| {
+            // SAFETY: both are NUL-terminated strings alive for the call.
+            unsafe { c_str_eq(a.as_ptr(), b) }
+        };
+        assert!(eq(c"dltensor", c"dltensor"));
+        assert!(eq(c"", c""));
+        assert!(!eq(c"used_dltensor", c"dltensor"));
+        assert!(
+            !eq(c"dltensor", c"dltensor_versioned"),
+            "a prefix is not equal"
+        );
+        assert!(
+            !eq(c"dltensor_versioned", c"dltensor"),
+            "nor is a longer name"
+        );
+        assert!(!eq(c"dltensoR", c"dltensor"));
+        assert!(!eq(c"", c"dltensor"));
+    }
+}

@@ -1,0 +1,149 @@
+//! Filling an export's block from a [`DLPackSource`]: shape, strides (C-contiguous when the
+//! source gives none), dtype and span checks, flags, the owner reference.
+
+use std::ffi::c_void;
+use std::ptr::{self, NonNull};
+
+use pyo3::ffi;
+
+use super::request::ExportPlan;
+use super::DLPackSource;
+use crate::layout::{c_strides_into, check_data_span};
+use std::sync::Arc;
+
+use crate::error::DlpackError;
+use crate::spec::errors::FailureKind;
+use crate::ffi::{
+    DLDataType, DLTensor,
+};
+use crate::gpu::DeviceRuntime;
+use super::block::*;
+use super::device::*;
+
+/// Builds a managed tensor of kind `M` for `src` according to `plan`, in one allocation.
+///
+/// # Safety
+/// `owner` is a live Python object that keeps `src`'s memory alive (it gets a new strong
+/// reference unless the data was copied on the host); the GIL is held. `stream`: the
+/// consumer's `stream=` argument (for the GPU planner); `runtime`: the GPU runtime for device
+/// steps (`None`: [`gpu::default_runtime`], fetched only if needed).
+#[inline]
+pub(crate) unsafe fn build_managed<M: ManagedKind, S: DLPackSource + ?Sized>(
+    owner: *mut ffi::PyObject,
+    src: &S,
+    plan: &ExportPlan,
+    stream: Option<i64>,
+    runtime: Option<&Arc<dyn DeviceRuntime>>,
+) -> Result<NonNull<M>, DlpackError> {
+    let ndim = src.dlpack_ndim();
+    let dtype: DLDataType = src.dlpack_dtype();
+    let too_many = || {
+        DlpackError::new(
+            FailureKind::UnsupportedLayout,
+            format!("too many dimensions: {ndim}"),
+        )
+    };
+    if ndim > i32::MAX as usize {
+        return Err(too_many());
+    }
+    let (l, dims_off) = layout::<M>(ndim).ok_or_else(too_many)?;
+    const { assert!(std::mem::align_of::<Header<M>>() <= 8) };
+    // SAFETY: the GIL is held (caller contract); pymalloc returns 8-byte (or better) aligned
+    // blocks, enough for the header and the i64 dims.
+    let raw = unsafe { take_block::<M>(ndim, l.size()) };
+    if raw.is_null() {
+        return Err(DlpackError::new(
+            FailureKind::OutOfMemory,
+            "out of memory allocating a DLPack tensor",
+        ));
+    }
+    let hdr = raw.cast::<Header<M>>();
+    // SAFETY: `dims_off + 8 * max(2 * ndim, SMALL_DIMS) <= l.size()`; the dims area is zeroed
+    // before any reference to it is made, and i64 is valid for any bit pattern.
+    let (shape, strides) = unsafe {
+        let dims = raw.add(dims_off).cast::<i64>();
+        if 2 * ndim <= SMALL_DIMS {
+            dims.cast::<[i64; SMALL_DIMS]>()
+                .write_unaligned([0; SMALL_DIMS]);
+        } else {
+            ptr::write_bytes(dims, 0, 2 * ndim);
+        }
+        (
+            std::slice::from_raw_parts_mut(dims, ndim),
+            std::slice::from_raw_parts_mut(dims.add(ndim), ndim),
+        )
+    };
+    src.dlpack_fill_shape(shape);
+    if !src.dlpack_fill_strides(strides) {
+        c_strides_into(shape, strides);
+    }
+    if let Err(e) = check_data_span(shape, strides, dtype, src.dlpack_data_bytes()) {
+        // SAFETY: `raw` was taken above (GIL held) and nothing else refers to it.
+        unsafe { give_block::<M>(raw.cast::<c_void>(), ndim) };
+        return Err(e);
+    }
+
+    let prepared = if !plan.copy && !gpu_involved(src, plan) {
+        // The hot path: host memory exported as it is.
+        Prepared {
+            data: src.dlpack_data_ptr(),
+            device: plan.device,
+            copy: None,
+            device_copy: None,
+            host_copied: false,
+        }
+    } else {
+        match prepare_data(src, shape, strides, dtype, plan, stream, runtime) {
+            Ok(p) => p,
+            Err(e) => {
+                // SAFETY: `raw` was taken above (GIL held) and nothing else refers to it.
+                unsafe { give_block::<M>(raw.cast::<c_void>(), ndim) };
+                return Err(e);
+            }
+        }
+    };
+    let Prepared {
+        data,
+        device,
+        copy,
+        device_copy,
+        host_copied: host_copy,
+    } = prepared;
+
+    // A host copy is finished and owns its data. Anything else keeps the owner alive: its
+    // memory (zero-copy), or the source of a device copy that may still be in flight on the
+    // consumer's stream.
+    let owner = if host_copy || owner.is_null() {
+        ptr::null_mut()
+    } else {
+        // SAFETY: `owner` is live and the GIL is held (caller contract).
+        unsafe { ffi::Py_INCREF(owner) };
+        owner
+    };
+    let (shape_ptr, strides_ptr) = if ndim == 0 {
+        (ptr::null_mut(), ptr::null_mut())
+    } else {
+        (shape.as_mut_ptr(), strides.as_mut_ptr())
+    };
+    let tensor = DLTensor {
+        data,
+        device: device.to_dl(),
+        ndim: ndim as i32,
+        dtype,
+        shape: shape_ptr,
+        strides: strides_ptr,
+        byte_offset: 0,
+    };
+    // SAFETY: `hdr` is valid for writes of `Header<M>` (start of an allocation of `l.size()`);
+    // fields are written in place (no temporary header to copy).
+    unsafe {
+        (&raw mut (*hdr).managed).write(M::new(tensor, raw.cast::<c_void>(), plan.flags));
+        (&raw mut (*hdr).owner).write(owner);
+        (&raw mut (*hdr).copy).write(copy);
+        (&raw mut (*hdr).device_copy).write(device_copy);
+        (&raw mut (*hdr).ndim).write(ndim);
+    }
+    count_exports(1);
+    // SAFETY: `raw` is non-null; `managed` is the header's first field.
+    Ok(unsafe { NonNull::new_unchecked(hdr.cast::<M>()) })
+}

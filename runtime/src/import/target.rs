@@ -1,0 +1,59 @@
+//! [`FromDLPack`]: what an import builds when it builds your type.
+
+use pyo3::PyClass;
+use pyo3::prelude::*;
+
+use crate::bridges::PythonView;
+use crate::import::ImportedTensor;
+
+/// Implemented by your array type to be built by an import: [`add_from_dlpack`](crate::add_from_dlpack)
+/// gives your module `from_dlpack(x, /, *, device=None, copy=None)` returning your type, and a
+/// `#[derive(DLPackExport)]` type that implements it gets the C exchange table's allocator and
+/// `to_py_object` entries (no attribute: the derive detects the impl). Only
+/// [`from_imported`](Self::from_imported) is required; the other methods are shortcuts that
+/// skip the managed-tensor round trip.
+pub trait FromDLPack: Sized {
+    /// The value wrapping `tensor` (zero-copy): keep the handle, e.g. in a [`Buffer`](crate::Buffer),
+    /// and copy its shape, strides, dtype and device into your fields.
+    fn from_imported(py: Python<'_>, tensor: ImportedTensor) -> PyResult<Self>;
+
+    /// A new value sharing `source`'s memory: what importing `source` (an object of this very
+    /// type) through the type's own exchange table would give — same data pointer, shape,
+    /// strides, dtype and device, read-only when `source` is, `source`'s memory kept alive —
+    /// built directly, without the managed-tensor round trip (allocation of a manager, copies of
+    /// shape and strides, deleter). Used by the typed `from_dlpack` when the argument's type is exactly `Self` and `Self` is a `#[pyclass(frozen)]` (never called for
+    /// a non-frozen type: its views must hold a borrow of `source`, which the table's owning
+    /// export does). `None` (the default): go through the table.
+    #[inline]
+    fn share_from(source: &Bound<'_, Self>) -> Option<PyResult<Self>>
+    where
+        Self: PyClass,
+    {
+        let _ = source;
+        None
+    }
+
+    /// A new value viewing host memory owned by another Python object — an exact
+    /// `numpy.ndarray` read through numpy's array header, or a writable host object of a
+    /// lending exchange table — keeping `view.owner` alive (e.g. with
+    /// [`Buffer::view`](crate::Buffer::view)). Used by the typed `from_dlpack` before any DLPack
+    /// call. `None` (the default): the view is wrapped in an [`ImportedTensor`] and given to [`Self::from_imported`] (one
+    /// allocation more).
+    #[inline]
+    fn from_python_view(view: &PythonView<'_, '_>) -> Option<PyResult<Self>> {
+        let _ = view;
+        None
+    }
+
+    /// The Python object for a value the typed `from_dlpack` made. The default is `Bound::new`;
+    /// a frozen type with a free list ([`crate::tuning::enable_freelist`]) can return
+    /// [`crate::tuning::new_instance`] instead (the demo's `Tensor` does).
+    #[inline]
+    fn into_instance(py: Python<'_>, value: Self) -> PyResult<Bound<'_, Self>>
+    where
+        Self: PyClass + Into<pyo3::PyClassInitializer<Self>>,
+    {
+        Bound::new(py, value)
+    }
+}
+
