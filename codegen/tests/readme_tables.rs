@@ -1,5 +1,5 @@
-//! The README shows the generated dtype, device, stream and exception tables.
-//! They are copied verbatim between `<!-- BEGIN generated/docs/X.md -->` and
+//! The manual's page `docs/manual/tables.md` shows the generated dtype, device, stream and
+//! exception tables. They are copied verbatim between `<!-- BEGIN generated/docs/X.md -->` and
 //! `<!-- END generated/docs/X.md -->` markers; this test keeps them equal to the
 //! files under `generated/docs/` (which the bootstrap test keeps equal to the
 //! spec). `BLESS=1 cargo test -p dlbind-codegen --test readme_tables` rewrites them.
@@ -13,8 +13,11 @@ fn root() -> PathBuf {
         .to_path_buf()
 }
 
+/// The page that embeds the tables, relative to the repository root.
+const PAGE: &str = "docs/manual/tables.md";
+
 /// The generated doc without its first line (the "do not edit" comment) and title; its inner
-/// headings are demoted two levels so they nest under the README's `###` section heading.
+/// headings are demoted two levels so they nest under the page's `###` section headings.
 fn table_body(doc: &str) -> String {
     doc.replace("\r\n", "\n")
         .lines()
@@ -33,10 +36,10 @@ fn table_body(doc: &str) -> String {
 }
 
 #[test]
-fn readme_embeds_current_generated_tables() {
-    let readme_path = root().join("README.md");
-    let mut readme = std::fs::read_to_string(&readme_path)
-        .expect("README.md")
+fn manual_embeds_current_generated_tables() {
+    let page_path = root().join(PAGE);
+    let mut page = std::fs::read_to_string(&page_path)
+        .unwrap_or_else(|e| panic!("{PAGE}: {e}"))
         .replace("\r\n", "\n");
     let bless = std::env::var_os("BLESS").is_some();
     let mut stale = Vec::new();
@@ -46,26 +49,26 @@ fn readme_embeds_current_generated_tables() {
         let body = table_body(&doc);
         let begin = format!("<!-- BEGIN generated/docs/{name}.md -->\n");
         let end = format!("<!-- END generated/docs/{name}.md -->");
-        let start = readme
+        let start = page
             .find(&begin)
-            .unwrap_or_else(|| panic!("README.md lacks the marker {begin:?}"))
+            .unwrap_or_else(|| panic!("{PAGE} lacks the marker {begin:?}"))
             + begin.len();
         let stop = start
-            + readme[start..]
+            + page[start..]
                 .find(&end)
-                .unwrap_or_else(|| panic!("README.md lacks the marker {end:?}"));
-        let current = readme[start..stop].trim_end();
+                .unwrap_or_else(|| panic!("{PAGE} lacks the marker {end:?}"));
+        let current = page[start..stop].trim_end();
         if current != body {
             stale.push(name);
-            readme.replace_range(start..stop, &format!("{body}\n"));
+            page.replace_range(start..stop, &format!("{body}\n"));
         }
     }
     if bless && !stale.is_empty() {
-        std::fs::write(&readme_path, &readme).expect("write README.md");
+        std::fs::write(&page_path, &page).unwrap_or_else(|e| panic!("write {PAGE}: {e}"));
         return;
     }
     assert!(
         stale.is_empty(),
-        "README.md tables are stale for {stale:?}; run `BLESS=1 cargo test -p dlbind-codegen --test readme_tables`"
+        "{PAGE} tables are stale for {stale:?}; run `BLESS=1 cargo test -p dlbind-codegen --test readme_tables`"
     );
 }

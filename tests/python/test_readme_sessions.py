@@ -1,6 +1,7 @@
-"""The Python sessions in README.md and examples/tensor/README.md, run as doctests: each
-```python block with `>>>` prompts must print what the README shows (ELLIPSIS on, so a `...`
-stands for the rest of a long message). A README that drifts from the code fails here."""
+"""The Python sessions in README.md, the manual pages under docs/manual/ that have one and
+examples/tensor/README.md, run as doctests: each ```python block with `>>>` prompts must print
+what the page shows (ELLIPSIS on, so a `...` stands for the rest of a long message). A page that
+drifts from the code fails here."""
 
 import doctest
 import re
@@ -9,7 +10,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-READMES = [ROOT / "README.md", ROOT / "examples" / "tensor" / "README.md"]
+MANUAL = ROOT / "docs" / "manual"
+READMES = [
+    ROOT / "README.md",
+    MANUAL / "deriving.md",
+    MANUAL / "importing.md",
+    MANUAL / "guarantees.md",
+    ROOT / "examples" / "tensor" / "README.md",
+]
 BLOCK = re.compile(r"```python\n(.*?)```", re.S)
 
 
@@ -31,5 +39,7 @@ def test_readme_session(path, text):
     assert result.failed == 0, "".join(out)
 
 
-def test_both_readmes_have_a_session():
+def test_every_listed_page_has_a_session():
+    """A page listed above whose session was removed (or whose fence changed) would otherwise
+    pass silently with nothing run."""
     assert {p for p, *_ in (s.values for s in sessions())} == set(READMES)
