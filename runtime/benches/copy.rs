@@ -1,12 +1,12 @@
-//! Criterion benchmarks for the host copy kernels (`dlbind::copy`) and allocator
-//! (`dlbind::alloc`): 64 MiB contiguous allocate + copy, 4096×4096 f32 transpose into a fresh
+//! Criterion benchmarks for the host copy kernels (`dlbind::layout::copy_to_contiguous`) and allocator
+//! (`dlbind::alloc`, public under `test-util`): 64 MiB contiguous allocate + copy, 4096×4096 f32 transpose into a fresh
 //! buffer, and a row-wise strided copy. Throughput is reported as array bytes per second.
 //!
 //! Run: `cargo bench -p dlbind --bench copy`.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use dlbind::alloc::AlignedBuffer;
-use dlbind::copy::{ElemSize, copy_to_contiguous};
+use dlbind::layout::{ElemSize, copy_to_contiguous};
 use std::hint::black_box;
 
 const N: usize = 4096;

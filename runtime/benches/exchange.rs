@@ -18,7 +18,7 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use dlbind::exchange::{import_via_exchange_api, lookup_exchange_api};
+use dlbind::exchange::{import_via_exchange_api_with, lookup_exchange_api};
 use dlbind::prelude::*;
 use dlbind::spec::types::{DLDataType, DLTensor};
 use dlbind::{Device, ImportedTensor};
@@ -77,9 +77,15 @@ fn exchange(c: &mut Criterion) {
 
         g.bench_function("table_owning", |b| {
             b.iter(|| {
-                let t = import_via_exchange_api(black_box(&x))
-                    .expect("export")
-                    .expect("a table");
+                let t = import_via_exchange_api_with(
+                    black_box(&x),
+                    // SAFETY: a lending table's view describes memory its owner keeps as it
+                    // is while alive; the handle keeps a strong reference to the owner.
+                    |v| Ok(unsafe { ImportedTensor::from_python_view(v) }),
+                    Ok,
+                )
+                .expect("a table")
+                .expect("export");
                 black_box(t.data_ptr());
             })
         });

@@ -345,7 +345,7 @@ mod pool {
     }
 }
 
-/// Bytes of freed huge mappings kept for reuse by [`AlignedBuffer::uninit`] (Linux; 0 elsewhere).
+/// Bytes of freed huge mappings kept for reuse by `AlignedBuffer::uninit` (Linux; 0 elsewhere).
 pub fn pool_limit() -> usize {
     #[cfg(target_os = "linux")]
     return pool::LIMIT.load(std::sync::atomic::Ordering::Relaxed);

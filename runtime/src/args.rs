@@ -94,7 +94,7 @@ pub(super) fn type_error(msg: impl Into<std::borrow::Cow<'static, str>>) -> Dlpa
 }
 
 /// Parses `__dlpack__`'s keyword arguments (types are checked here; values in
-/// [`crate::export::plan_export`]).
+/// `crate::export::plan_export`).
 ///
 /// * `max_version`: `None` or a tuple of two ints → TypeError otherwise;
 /// * `dl_device`: `None` or a tuple of two ints (IntEnum ok) → TypeError otherwise;

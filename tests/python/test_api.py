@@ -10,8 +10,14 @@ from conftest import tensor_from_np
 
 
 def test_module_surface(m):
-    for name in ("Tensor", "from_dlpack", "live_exports"):
+    for name in ("Tensor", "Growable", "from_dlpack", "_testing"):
         assert hasattr(m, name), f"dlbind_demo.{name} missing"
+    # The diagnostics live in the `_testing` submodule, apart from the array API.
+    for name in ("live_exports", "exchange_imports", "same_type_views", "set_same_type_views"):
+        assert not hasattr(m, name), f"dlbind_demo.{name} is a diagnostic: dlbind_demo._testing.{name}"
+        assert callable(getattr(m._testing, name)), name
+    import importlib
+    assert importlib.import_module("dlbind_demo._testing") is m._testing
     for name in ("__dlpack__", "__dlpack_device__", "from_dlpack", "zeros", "arange", "from_bytes",
                  "tobytes", "reversed", "transpose", "slice", "set_readonly"):
         assert hasattr(m.Tensor, name), f"Tensor.{name} missing"
@@ -26,7 +32,7 @@ def test_pyi_stub_shipped(m):
              if d.is_dir() for p in d.glob("*.pyi")]
     assert cands, f"no .pyi stub next to {m.__file__} or in {crate}"
     text = "\n".join(p.read_text() for p in cands)
-    for word in ("class Tensor", "def from_dlpack", "def live_exports", "def __dlpack__", "max_version",
+    for word in ("class Tensor", "def from_dlpack", "_testing: ModuleType", "def __dlpack__", "max_version",
                  "def __dlpack_device__", "def zeros"):
         assert word in text, f"stub {cands} lacks {word!r}"
     # Every public module function is in the stub.

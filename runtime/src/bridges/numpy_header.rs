@@ -208,7 +208,7 @@ fn dtype_of(descr: &Bound<'_, PyAny>) -> Option<DLDataType> {
 
 /// A zero-copy view of host memory owned by a Python object, described by that object (an exact
 /// `numpy.ndarray` read through its header, or a lending exchange table's non-owning fill, see
-/// [`crate::exchange`]). Validated: the layout passed [`crate::import::validate_dltensor`]'s
+/// `crate::exchange`). Validated: the layout passed `crate::import::validate_dltensor`'s
 /// checks, the dtype is in the spec's table.
 #[derive(Debug)]
 pub struct PythonView<'a, 'py> {

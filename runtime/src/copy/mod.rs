@@ -3,13 +3,13 @@
 //! [`copy_to_contiguous`] normalises the layout (drops size-1 dims, merges dims that are
 //! contiguous with each other), then picks a kernel (see [`plan`]):
 //!
-//! * [`PlanKind::Memcpy`]: the source is contiguous — one `memcpy` (in 2 MiB chunks on two
+//! * `PlanKind::Memcpy`: the source is contiguous — one `memcpy` (in 2 MiB chunks on two
 //!   threads when large);
-//! * [`PlanKind::Rows`]: the last axis is contiguous — one `memcpy` per row;
-//! * [`PlanKind::Transpose2D`]: the source's smallest stride is on another axis than the last —
+//! * `PlanKind::Rows`: the last axis is contiguous — one `memcpy` per row;
+//! * `PlanKind::Transpose2D`: the source's smallest stride is on another axis than the last —
 //!   a cache-blocked transpose of that axis with the last one (SIMD micro-kernels for 2/4/8-byte
 //!   elements when that axis is unit-stride), repeated over the remaining axes;
-//! * [`PlanKind::Generic`]: an odometer over the outer axes with an inner loop specialised by
+//! * `PlanKind::Generic`: an odometer over the outer axes with an inner loop specialised by
 //!   element width (1/2/4/8/16 bytes, any other width through `memcpy`).
 //!
 //! Large copies (≥ [`PARALLEL_MIN_BYTES`]) are split into ~2 MiB destination chunks and run on

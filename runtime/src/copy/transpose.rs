@@ -35,12 +35,12 @@ impl Spec {
     pub(super) fn new(dims: &[usize], strides: &[isize], elem: usize, k: usize) -> Self {
         let nd = dims.len();
         let last = nd - 1;
-        let mut dst_strides = vec![0isize; nd];
-        let mut acc = elem as isize;
-        for i in (0..nd).rev() {
-            dst_strides[i] = acc;
-            acc = acc.wrapping_mul(dims[i] as isize); // total <= nbytes <= isize::MAX
-        }
+        // C-contiguous destination strides in bytes: the element strides of
+        // `crate::layout::c_strides_into` times `elem` (total <= nbytes <= isize::MAX).
+        let dims_i64: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
+        let mut elems = vec![0i64; nd];
+        crate::layout::c_strides_into(&dims_i64, &mut elems);
+        let dst_strides: Vec<isize> = elems.iter().map(|&s| s as isize * elem as isize).collect();
         let mut spec = Spec {
             na: dims[k],
             sa: strides[k],

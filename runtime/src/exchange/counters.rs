@@ -27,7 +27,7 @@ pub fn same_type_views() -> u64 {
     SAME_TYPE_VIEWS.load(Ordering::Relaxed)
 }
 
-/// Turns the same-type shortcut of [`crate::import::typed::from_dlpack_fastcall`] on or off (on by
+/// Turns the same-type shortcut of `crate::import::typed::from_dlpack_fastcall` on or off (on by
 /// default; `DLBIND_SAME_TYPE_VIEWS=0` in the environment at first use turns it off). Off, an
 /// exact `T` is imported through `type(x).__dlpack_c_exchange_api__` like any other producer:
 /// benchmarks and tests use it to time and check that path.

@@ -281,10 +281,10 @@ unsafe fn is_torch_tensor_type(tp: *mut ffi::PyTypeObject) -> bool {
     }
 }
 
-/// [`lookup_exchange_api`], and what kind of table it is.
+/// `lookup_exchange_api`, and what kind of table it is.
 ///
 /// # Safety
-/// As for [`lookup_exchange_api`].
+/// As for `lookup_exchange_api`.
 #[inline]
 pub(super) unsafe fn lookup_table(
     py: Python<'_>,

@@ -201,7 +201,7 @@ where
 }
 
 /// The value of `T.__dlpack_c_exchange_api__`: a PyCapsule named
-/// [`DLPACK_EXCHANGE_API_CAPSULE_NAME`] pointing at [`exchange_api::<T>`] (no destructor: the
+/// [`DLPACK_EXCHANGE_API_CAPSULE_NAME`] pointing at `exchange_api::<T>` (no destructor: the
 /// table lives for the whole process). The derive emits it as a class attribute.
 pub fn exchange_api_capsule<T>(py: Python<'_>) -> PyResult<Py<PyAny>>
 where

@@ -26,7 +26,7 @@ use super::device::*;
 /// `owner` is a live Python object that keeps `src`'s memory alive (it gets a new strong
 /// reference unless the data was copied on the host); the GIL is held. `stream`: the
 /// consumer's `stream=` argument (for the GPU planner); `runtime`: the GPU runtime for device
-/// steps (`None`: [`gpu::default_runtime`], fetched only if needed).
+/// steps (`None`: `gpu::default_runtime`, fetched only if needed).
 #[inline]
 pub(crate) unsafe fn build_managed<M: ManagedKind, S: DLPackSource + ?Sized>(
     owner: *mut ffi::PyObject,

@@ -7,7 +7,7 @@
 //! 2. `method`: the `__dlpack__` / `__dlpack_device__` bodies the derive installs (a raw
 //!    fastcall descriptor for `__dlpack__`).
 //! 3. `request`: negotiation, pure: an [`ExportRequest`] (the call's keywords) and the source's
-//!    facts → an [`ExportPlan`] (versioned or legacy, target device, copy, stream), or the spec's
+//!    facts → an `ExportPlan` (versioned or legacy, target device, copy, stream), or the spec's
 //!    error.
 //! 4. The managed tensor: `block` (one `PyMem_Malloc` block per export, its layout, the spare
 //!    blocks, [`live_exports`]), `fill` (the block filled from the source), `release` (the
@@ -53,10 +53,10 @@ use crate::spec::elements::DLPackElement;
 /// exports exist. For a `#[pyclass]`, dlbind's entry points (`__dlpack__`, the exchange table,
 /// the bridges) see to `&mut self`: a frozen class has none, and every export of a non-frozen
 /// one holds a shared borrow of the object
-/// ([`SourceAccess::with_owner`](crate::export::access::SourceAccess::with_owner)), so a `&mut self`
+/// ([`SourceAccess::with_owner`]), so a `&mut self`
 /// method or setter fails with PyO3's borrow error while an export lives. What remains is
 /// mutation through `&self` (interior mutability), which must not move or free the memory, and
-/// hand-written exports ([`export_to_capsule`] and friends), which must pass such an owner.
+/// hand-written exports (`export_to_capsule` and friends), which must pass such an owner.
 /// `dlpack_fill_shape` / `dlpack_fill_strides` must write exactly `dlpack_ndim()` values.
 pub unsafe trait DLPackSource {
     /// Address of element 0 (any byte offset already folded in).
@@ -93,7 +93,7 @@ pub unsafe trait DLPackSource {
     /// How many bytes the memory holds from `dlpack_data_ptr()` on, with nothing before it, when
     /// the source knows (the derive returns its data field's [`DataSource::bytes_from_start`]).
     /// Every export then checks that the shape and strides stay inside it
-    /// ([`check_data_span`]: a MalformedTensor error instead of handing out memory that is not
+    /// (`check_data_span`: a MalformedTensor error instead of handing out memory that is not
     /// there). `None` (the default): the shape and strides are trusted, as the safety contract
     /// above requires.
     fn dlpack_data_bytes(&self) -> Option<usize> {

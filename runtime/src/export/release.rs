@@ -43,7 +43,7 @@ pub(crate) unsafe extern "C" fn deleter_versioned(p: *mut DLManagedTensorVersion
 /// What dlbind's deleters do (the body of [`ManagedKind::DELETER`]).
 ///
 /// # Safety
-/// `p` is NULL or a tensor created by [`build_managed`] whose deleter has not run yet.
+/// `p` is NULL or a tensor created by `build_managed` whose deleter has not run yet.
 #[inline(always)]
 pub(super) unsafe fn deleter<M: ManagedKind>(p: *mut M) {
     if p.is_null() {
@@ -56,7 +56,7 @@ pub(super) unsafe fn deleter<M: ManagedKind>(p: *mut M) {
     }));
 }
 
-/// Frees a tensor made by [`build_managed`].
+/// Frees a tensor made by `build_managed`.
 ///
 /// # Safety
 /// As for [`deleter`], `p` non-null; `gil_held` only if this thread holds the GIL.
@@ -106,7 +106,7 @@ pub(super) unsafe fn release<M: ManagedKind>(p: *mut M, gil_held: bool) {
 
 /// Visits the Python owner of `m` when `m` is a dlbind export (its deleter is dlbind's and
 /// its header holds a strong reference); nothing for other tensors and for copies. For the
-/// `tp_traverse` of the object that owns `m` (see [`crate::gc`]).
+/// `tp_traverse` of the object that owns `m` (see `crate::gc`).
 ///
 /// # Safety
 /// `m` is a live managed tensor owned by the caller (its deleter not run).

@@ -1,5 +1,5 @@
 //! GPU devices and streams: the [`DeviceRuntime`] trait, the pure export planner
-//! ([`plan`]), a recording fake ([`fake`]) and the cudarc implementation (`cuda`, feature
+//! ([`plan`]), a recording fake (`fake`) and the cudarc implementation (`cuda`, feature
 //! `cuda`).
 //!
 //! Everything that decides *what* to do for `__dlpack__(stream=..., dl_device=..., copy=...)`

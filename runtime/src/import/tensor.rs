@@ -404,7 +404,7 @@ impl ImportedTensor {
     }
 
     /// Visits the Python object this tensor holds a strong reference to, if any, for a
-    /// `tp_traverse` of the object that owns this tensor (see [`crate::gc`]): the object a view
+    /// `tp_traverse` of the object that owns this tensor (see `crate::gc`): the object a view
     /// of a Python object keeps (the numpy header, a lending table, the bridges) or the owner
     /// of a dlbind export. Other producers' managed tensors are opaque: not visited.
     pub(crate) fn visit_python_owner(

@@ -41,8 +41,8 @@ where
         let py = self.py;
         // Frozen types only (a constant): a view of a non-frozen object must hold a borrow of
         // it, which the owning export of `T`'s table does and `share_from` cannot promise.
-        // SAFETY: reading the type of a live object.
         if !is_frozen::<T>()
+            // SAFETY: reading the type of a live object.
             || unsafe { ffi::Py_TYPE(x.as_ptr()) } != T::type_object_raw(py)
             || !crate::exchange::same_type_views_enabled()
         {
@@ -108,7 +108,7 @@ where
 
 /// A new `T` (a new reference) viewing `v`: built directly when `T` can
 /// ([`FromDLPack::from_python_view`]), else through an `ImportedTensor` holding the
-/// view's owner. Returns the bare pointer (NULL with the exception set, see [`restored`]): a
+/// view's owner. Returns the bare pointer (NULL with the exception set, see `restored`): a
 /// `PyResult` returned through memory is copied with wide loads that stall on the narrow
 /// stores that just wrote it.
 #[inline(always)]

@@ -1,0 +1,124 @@
+//! The runtime's shape, checked on its source: a small public face, leaves that do not reach
+//! up into the pipelines, and CPython internals in one place. A refactor that breaks one of these
+//! rules fails here (see the crate docs' "How the crate reads").
+
+use std::path::{Path, PathBuf};
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// Every `.rs` file under `dir`, with its text.
+fn files(dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let text = std::fs::read_to_string(&p).unwrap();
+                out.push((p, text));
+            }
+        }
+    }
+    assert!(!out.is_empty(), "no sources under {}", dir.display());
+    out
+}
+
+/// Code lines only (comments and doc comments dropped).
+fn code(text: &str) -> impl Iterator<Item = &str> {
+    text.lines().filter(|l| !l.trim_start().starts_with("//"))
+}
+
+#[test]
+fn at_most_eight_public_modules_and_one_hidden() {
+    let lib = std::fs::read_to_string(src().join("lib.rs")).unwrap();
+    let public: Vec<&str> = code(&lib)
+        .filter(|l| l.starts_with("pub mod "))
+        .map(|l| l.trim_start_matches("pub mod ").trim_end_matches(';'))
+        .collect();
+    assert!(public.len() <= 8, "{public:?}");
+    for m in ["prelude", "spec", "tuning", "stats"] {
+        assert!(public.contains(&m), "{m} is public: {public:?}");
+    }
+    assert!(lib.contains("#[doc(hidden)]\n#[path = \"private.rs\"]\npub mod __private;"));
+}
+
+#[test]
+fn leaves_do_not_reach_into_the_pipelines() {
+    // bridges, exchange and gpu may use the model (the traits, `ImportedTensor`, the managed
+    // tensor builder) but not the entry points that call them.
+    let upward = [
+        "crate::import::order",
+        "crate::import::typed",
+        "crate::import::producer_call",
+        "crate::import::from_dlpack",
+        "crate::export::method",
+        "crate::tuning",
+        "crate::stats",
+        "crate::__private",
+    ];
+    for leaf in ["bridges", "exchange", "gpu"] {
+        for (path, text) in files(&src().join(leaf)) {
+            for line in code(&text) {
+                for u in upward {
+                    assert!(
+                        !line.contains(u),
+                        "{}: `{}` reaches up ({u})",
+                        path.display(),
+                        line.trim()
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn cpython_internals_live_in_one_module() {
+    for (path, text) in files(&src()) {
+        if path.starts_with(src().join("cpython")) {
+            continue;
+        }
+        for line in code(&text) {
+            for needle in [
+                "extern \"C\" {",
+                "_PyType_Lookup(",
+                "_PyObject_LookupAttr(",
+                "static NAMES",
+                "PyGILState_Check",
+            ] {
+                assert!(
+                    !line.contains(needle),
+                    "{}: `{}`: CPython internals belong in src/cpython/",
+                    path.display(),
+                    line.trim()
+                );
+            }
+        }
+    }
+    assert!(
+        !src().join("python").exists(),
+        "src/python/ is gone: its parts live in export/, import/ and cpython/"
+    );
+}
+
+#[test]
+fn the_c_strides_rule_is_written_once() {
+    // The C-contiguous stride loop (`acc` times each dimension) exists only in `layout.rs`.
+    for (path, text) in files(&src()) {
+        if path.ends_with("layout.rs") {
+            continue;
+        }
+        let t: String = code(&text).collect::<Vec<_>>().join("\n");
+        assert!(
+            !(t.contains("acc.saturating_mul(")
+                || t.contains("acc.wrapping_mul(")
+                || t.contains("acc = acc.checked_mul(")),
+            "{}: a copy of the C-strides rule (use crate::layout::c_strides_into)",
+            path.display()
+        );
+    }
+}
