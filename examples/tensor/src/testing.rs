@@ -89,6 +89,14 @@ pub(crate) fn add_submodule(parent: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(set_copy_pool_limit, &m)?)?;
     parent.add_submodule(&m)?;
     // `import dlbind_demo._testing` looks in `sys.modules`, which `add_submodule` does not fill.
-    let name = format!("{}._testing", parent.name()?);
-    py.import("sys")?.getattr("modules")?.set_item(name, &m)
+    // maturin installs the extension as `dlbind_demo.dlbind_demo` inside a package that
+    // re-exports it: the submodule is registered under the package's name too.
+    let name = parent.name()?.to_string();
+    let modules = py.import("sys")?.getattr("modules")?;
+    modules.set_item(format!("{name}._testing"), &m)?;
+    if let Some((package, _)) = name.rsplit_once('.') {
+        modules.set_item(format!("{package}._testing"), &m)?;
+        m.setattr("__name__", format!("{package}._testing"))?;
+    }
+    Ok(())
 }

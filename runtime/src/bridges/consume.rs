@@ -75,18 +75,14 @@ impl InterfaceKind {
         }
     }
 
-    /// The attribute name as an interned Python string (made once per process).
+    /// The attribute name as an interned Python string (`cpython::names`).
     fn attr_name(self, py: Python<'_>) -> &Bound<'_, PyString> {
-        static NAMES: pyo3::sync::PyOnceLock<[Py<PyString>; 3]> = pyo3::sync::PyOnceLock::new();
-        let names = NAMES.get_or_init(py, || {
-            [
-                InterfaceKind::Cuda,
-                InterfaceKind::SyclUsm,
-                InterfaceKind::Numpy,
-            ]
-            .map(|k| PyString::intern(py, k.attr()).unbind())
-        });
-        names[self as usize].bind(py)
+        let n = crate::cpython::names::names(py);
+        match self {
+            InterfaceKind::Cuda => n.cuda_array_interface.bind(py),
+            InterfaceKind::SyclUsm => n.sycl_usm_array_interface.bind(py),
+            InterfaceKind::Numpy => n.array_interface.bind(py),
+        }
     }
 }
 

@@ -1,15 +1,30 @@
-//! The interned Python names (`__dlpack__`, its keywords, `from_dlpack`'s keywords, all from the
-//! generated `protocol` module) and the cached `max_version` tuple, built once per process.
+//! Every interned Python name the runtime uses, built once per process: the protocol's method
+//! and keyword names (from the generated `protocol` module and the spec's exchange-table
+//! attributes), the older interfaces' attribute names, torch's lazy-bit methods, and the cached
+//! `max_version` tuple. Nothing outside this file interns a name.
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyString, PyTuple};
 
 use crate::export::request::EXPORT_VERSION;
+use crate::ffi::{DLPACK_EXCHANGE_API_ATTR, DLPACK_EXCHANGE_API_LEGACY_ATTRS};
 use crate::spec::protocol;
 
 pub(crate) struct Names {
     pub(crate) dlpack: Py<PyString>,
+    pub(crate) dlpack_device: Py<PyString>,
+    pub(crate) from_dlpack: Py<PyString>,
+    /// `__dlpack_c_exchange_api__` and the legacy attribute names older producers use.
+    pub(crate) exchange_api: Py<PyString>,
+    pub(crate) exchange_api_legacy: Vec<Py<PyString>>,
+    /// `__cuda_array_interface__`, `__sycl_usm_array_interface__`, `__array_interface__`.
+    pub(crate) cuda_array_interface: Py<PyString>,
+    pub(crate) sycl_usm_array_interface: Py<PyString>,
+    pub(crate) array_interface: Py<PyString>,
+    /// torch's `is_neg` / `is_conj` (the lazy bits an exchange-table import refuses).
+    pub(crate) is_neg: Py<PyString>,
+    pub(crate) is_conj: Py<PyString>,
     /// `from_dlpack`'s keywords (`device`, `copy`), from the generated protocol names.
     pub(crate) kw_from_device: Py<PyString>,
     pub(crate) kw_from_copy: Py<PyString>,
@@ -31,6 +46,15 @@ pub(crate) fn names(py: Python<'_>) -> &Names {
         let kw_max_version = s(protocol::KW_MAX_VERSION);
         Names {
             dlpack: s(protocol::DLPACK_METHOD),
+            dlpack_device: s(protocol::DLPACK_DEVICE_METHOD),
+            from_dlpack: s(protocol::FROM_DLPACK_FUNCTION),
+            exchange_api: s(DLPACK_EXCHANGE_API_ATTR),
+            exchange_api_legacy: DLPACK_EXCHANGE_API_LEGACY_ATTRS.iter().map(|n| s(n)).collect(),
+            cuda_array_interface: s("__cuda_array_interface__"),
+            sycl_usm_array_interface: s("__sycl_usm_array_interface__"),
+            array_interface: s("__array_interface__"),
+            is_neg: s("is_neg"),
+            is_conj: s("is_conj"),
             kw_from_device: s(protocol::FROM_DLPACK_KW_DEVICE),
             kw_from_copy: s(protocol::FROM_DLPACK_KW_COPY),
             kw_stream: s(protocol::KW_STREAM),

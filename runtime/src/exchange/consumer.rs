@@ -22,14 +22,10 @@ use super::lookup::{TableKind, lookup_table};
 /// yes.
 fn refuse_torch_lazy_bits(obj: &Bound<'_, PyAny>, complex: bool) -> PyResult<()> {
     let py = obj.py();
+    let n = crate::cpython::names::names(py);
     let checks = [
-        (pyo3::intern!(py, "is_neg"), "negative", "resolve_neg", true),
-        (
-            pyo3::intern!(py, "is_conj"),
-            "conjugate",
-            "resolve_conj",
-            complex,
-        ),
+        (n.is_neg.bind(py), "negative", "resolve_neg", true),
+        (n.is_conj.bind(py), "conjugate", "resolve_conj", complex),
     ];
     for (method, bit, fix, ask) in checks {
         if !ask {

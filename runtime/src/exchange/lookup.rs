@@ -6,19 +6,15 @@ use std::ptr;
 
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
-use pyo3::types::PyString;
 
 use crate::cpython::_PyType_Lookup;
 use crate::ffi::{
-    DLPACK_EXCHANGE_API_ATTR, DLPACK_EXCHANGE_API_CAPSULE_NAME, DLPACK_EXCHANGE_API_LEGACY_ATTRS,
+    DLPACK_EXCHANGE_API_CAPSULE_NAME,
     DLPACK_MAJOR_VERSION, DLPackExchangeAPI, DLPackExchangeAPIHeader,
 };
 
 use super::{LendProbe, is_own_table, lends};
 
-static ATTR_NAME: PyOnceLock<Py<PyString>> = PyOnceLock::new();
-static LEGACY_ATTR_NAMES: PyOnceLock<Vec<Py<PyString>>> = PyOnceLock::new();
 
 // The names older producers publish the table under (torch < 2.15 through tvm-ffi's
 // `torch-c-dlpack-ext` addon, early tvm-ffi releases) come from the spec
@@ -302,22 +298,15 @@ pub(super) unsafe fn lookup_table(
                 return (table as *const DLPackExchangeAPI, kind);
             }
         }
-        let name = ATTR_NAME.get_or_init(py, || {
-            PyString::intern(py, DLPACK_EXCHANGE_API_ATTR).unbind()
-        });
+        let names = crate::cpython::names::names(py);
+        let name = &names.exchange_api;
         let attr = _PyType_Lookup(tp, name.as_ptr());
         let mut table = if attr.is_null() {
             ptr::null()
         } else {
             supported_table(table_from_capsule(attr))
         };
-        let legacy = LEGACY_ATTR_NAMES.get_or_init(py, || {
-            DLPACK_EXCHANGE_API_LEGACY_ATTRS
-                .iter()
-                .map(|n| PyString::intern(py, n).unbind())
-                .collect()
-        });
-        for legacy in legacy {
+        for legacy in &names.exchange_api_legacy {
             if !table.is_null() {
                 break;
             }

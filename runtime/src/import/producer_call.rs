@@ -220,7 +220,7 @@ fn call_producer<'py>(
 /// exception from the call propagates.
 fn stream_for_producer_device(obj: &Bound<'_, PyAny>) -> PyResult<Option<i64>> {
     let py = obj.py();
-    let name = pyo3::intern!(py, crate::spec::protocol::DLPACK_DEVICE_METHOD);
+    let name = names(py).dlpack_device.bind(py);
     let Some(method) = getattr_optional(obj, name)? else {
         return Ok(None);
     };

@@ -8,7 +8,6 @@ use pyo3::Borrowed;
 use pyo3::PyClass;
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::PyString;
 
 use crate::device::Device;
 use crate::bridges::PythonView;
@@ -233,7 +232,7 @@ where
         set_type_dict_item(
             py,
             ty.as_type_ptr(),
-            &PyString::intern(py, FROM_DLPACK_NAME),
+            crate::cpython::names::names(py).from_dlpack.bind(py),
             &sm,
         )
     }
