@@ -309,8 +309,11 @@ def _child(args) -> int:
         return True
 
     rows, stmts = [], []
+    only = set(args.rows.split(",")) if args.rows else None
     for key, label, stmt, base, needs, in_quick in ROWS:
         if quick and not in_quick:
+            continue
+        if only is not None and key not in only:
             continue
         if base is not None and base.startswith("np.from_dlpack(p)") and "p" not in objs:
             continue
@@ -462,6 +465,7 @@ def _run_module(vg, module, args, keep_dir):
            f"--dump-after={SYMBOL}", f"--callgrind-out-file={outdir}/cg.out.%p",
            sys.executable, str(Path(__file__).resolve()), "--child", "--module", module,
            "--n", str(args.n), "--plan", str(plan)] + (["--quick"] if args.quick else []) \
+        + (["--rows", args.rows] if args.rows else []) \
         + (["--no-prime"] if args.no_prime else [])
     env = dict(os.environ, PYTHONHASHSEED="0", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
                MKL_NUM_THREADS="1", JAX_PLATFORMS="cpu", PYTHONDONTWRITEBYTECODE="1")
@@ -536,6 +540,7 @@ def main(argv=None) -> int:
     ap.add_argument("--module", action="append", help="module under test (repeatable; default dlbind_demo)")
     ap.add_argument("--n", type=int, default=None, help="iterations N (2N is the other loop); default 2000, 200 with --quick")
     ap.add_argument("--quick", action="store_true", help="smoke run: small N, a few rows, no peers")
+    ap.add_argument("--rows", metavar="KEY,KEY", help="only these rows (keys of ROWS, e.g. export_legacy,device)")
     ap.add_argument("--write", metavar="PATH", help="write the markdown table(s) to PATH")
     ap.add_argument("--json", metavar="PATH", help="write machine-readable results to PATH")
     ap.add_argument("--no-prime", action="store_true", help="do not prime pymalloc's pools before each round (see the docstring)")

@@ -390,8 +390,9 @@ fn py_ident(name: &str, what: &str) -> syn::Result<Ident> {
 
 /// The `#[pymethods]` block: `__dlpack__` and `__dlpack_device__`, names from the spec.
 ///
-/// `__dlpack__` is emitted as a class attribute holding the runtime's raw
-/// `METH_FASTCALL | METH_KEYWORDS` descriptor (`dlbind::__private::dlpack_descriptor`): it parses
+/// `__dlpack__` and `__dlpack_device__` are emitted as class attributes holding the runtime's raw
+/// descriptors (`dlbind::__private::dlpack_descriptor`, `dlpack_device_descriptor`; the first
+/// call binds them to the class, see the runtime's `export::method`). `__dlpack__` parses
 /// the keyword-only arguments itself, matching the interned keyword names of the generated
 /// `dlbind::spec::protocol` module by identity. PyO3's generic argument parser costs ~20 ns per call,
 /// which alone misses the "≤ 0.9× numpy" export target. The method name comes from the spec IR;
@@ -419,11 +420,12 @@ fn pymethods(model: &Model, spec: &SpecView) -> syn::Result<TokenStream> {
                 ::dlbind::__private::dlpack_descriptor::<Self>(py)
             }
 
+            #[classattr]
             #[pyo3(name = #device_name)]
             fn #device_fn(
-                slf: &::dlbind::__private::pyo3::Bound<'_, Self>,
-            ) -> ::dlbind::__private::pyo3::PyResult<(i32, i32)> {
-                ::dlbind::__private::dlpack_device_method(slf)
+                py: ::dlbind::__private::pyo3::Python<'_>,
+            ) -> ::dlbind::__private::pyo3::PyResult<::dlbind::__private::pyo3::Py<::dlbind::__private::pyo3::PyAny>> {
+                ::dlbind::__private::dlpack_device_descriptor::<Self>(py)
             }
         }
     })

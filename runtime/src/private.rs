@@ -12,7 +12,8 @@ pub use crate::exchange::probe;
 pub use crate::exchange::{Constructor, ExchangeSource, exchange_api_capsule};
 pub use crate::export::access::SourceAccess;
 pub use crate::export::method::{
-    dlpack_descriptor, dlpack_device_method, dlpack_fastcall, dlpack_method, install_fast_dlpack,
+    dlpack_descriptor, dlpack_device_descriptor, dlpack_device_method, dlpack_fastcall,
+    dlpack_method, install_fast_dlpack,
 };
 pub use crate::export::{DLPackSource, DataSource};
 pub use crate::ffi::{DLDataType, DLDeviceType};

@@ -183,3 +183,55 @@ def test_dlpack_signature_keyword_only(Tensor):
     kw = [p for p in sig.parameters.values() if p.kind == inspect.Parameter.KEYWORD_ONLY]
     assert [p.name for p in kw] == [k["name"] for k in H.SPEC.raw["protocol"]["dlpack"]["kwargs"]]
     assert all(p.default is None for p in kw)
+
+
+def test_protocol_methods_bind_to_the_class_on_first_use():
+    """`__dlpack__` / `__dlpack_device__` start as class attributes bound to `object` (the class
+    does not exist while PyO3 builds them); the first call rebinds both to the class, so that
+    CPython's method-call fast path applies (`__objclass__` is the class). A wrong `self` is a
+    TypeError before and after. Run in a fresh interpreter: the rebinding happens once."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import dlbind_demo as m
+        T = m.Tensor
+        before = (T.__dict__["__dlpack__"].__objclass__, T.__dict__["__dlpack_device__"].__objclass__)
+        assert before == (object, object), before
+        for meth in ("__dlpack__", "__dlpack_device__"):
+            try:
+                getattr(T, meth)(42)
+            except TypeError:
+                pass
+            else:
+                raise AssertionError(meth + " accepted an int before binding")
+        t = T.zeros((2, 3))
+        assert t.__dlpack_device__() == (1, 0)
+        after = (T.__dict__["__dlpack__"].__objclass__, T.__dict__["__dlpack_device__"].__objclass__)
+        assert after == (T, T), after
+        for meth in ("__dlpack__", "__dlpack_device__"):
+            try:
+                getattr(T, meth)(42)
+            except TypeError:
+                pass
+            else:
+                raise AssertionError(meth + " accepted an int after binding")
+        cap = t.__dlpack__()
+        assert type(cap).__name__ == "PyCapsule"
+        g = m.Growable([1.0, 2.0])
+        assert g.__dlpack_device__() == (1, 0)
+        assert type(g).__dict__["__dlpack_device__"].__objclass__ is m.Growable
+        print("ok")
+        """
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+def test_dlpack_device_returns_plain_int_pairs(Tensor):
+    for t in (Tensor.zeros((2,)), Tensor.arange(3)):
+        dev = t.__dlpack_device__()
+        assert type(dev) is tuple and dev == (H.KDLCPU, 0)
+        assert all(type(x) is int for x in dev)

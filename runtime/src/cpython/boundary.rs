@@ -76,6 +76,47 @@ pub(crate) fn leaked_fastcall_def(
     })))
 }
 
+/// A leaked `METH_NOARGS` `PyMethodDef` named `name` with docstring `doc`.
+pub(crate) fn leaked_noargs_def(
+    name: &str,
+    doc: String,
+    meth: ffi::PyCFunction,
+) -> PyResult<&'static mut ffi::PyMethodDef> {
+    let leak = |s: String| std::ffi::CString::new(s).map(|c| &*Box::leak(c.into_boxed_c_str()));
+    let name = leak(name.to_string())?;
+    let doc = leak(doc)?;
+    Ok(Box::leak(Box::new(ffi::PyMethodDef {
+        ml_name: name.as_ptr(),
+        ml_meth: ffi::PyMethodDefPointer { PyCFunction: meth },
+        ml_flags: ffi::METH_NOARGS,
+        ml_doc: doc.as_ptr(),
+    })))
+}
+
+/// Whether `tp`'s own dict maps `key` to a method descriptor bound to `tp` itself.
+///
+/// # Safety
+/// The GIL is held; `tp` is a live, ready type object.
+pub(crate) unsafe fn has_own_method_descriptor(
+    tp: *mut ffi::PyTypeObject,
+    key: &Bound<'_, PyString>,
+) -> bool {
+    // SAFETY: caller contract; a borrowed dict entry, only read.
+    unsafe {
+        let dict = (*tp).tp_dict;
+        if dict.is_null() {
+            return false;
+        }
+        let d = ffi::PyDict_GetItemWithError(dict, key.as_ptr());
+        if d.is_null() {
+            ffi::PyErr_Clear();
+            return false;
+        }
+        ffi::Py_TYPE(d) == &raw mut ffi::PyMethodDescr_Type
+            && (*d.cast::<ffi::PyMethodDescrObject>()).d_common.d_type == tp
+    }
+}
+
 /// Sets `key` in the type's own dict and invalidates the method cache (`PyType_Modified`):
 /// PyO3 types may be immutable to `setattr`.
 ///

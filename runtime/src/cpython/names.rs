@@ -36,7 +36,14 @@ pub(crate) struct Names {
     pub(crate) kwnames_fast: Py<PyTuple>,
     /// `(DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)`
     pub(crate) version: Py<PyTuple>,
+    /// `(device_type, 0)` for device types `0..DEVICE_TUPLES`: what `__dlpack_device__`
+    /// returns for device 0 of each type, made once (tuples are immutable; nanobind does the
+    /// same).
+    pub(crate) device_tuples: Vec<Py<PyTuple>>,
 }
+
+/// How many device types get a cached `(device_type, 0)` tuple (the spec's types are < 32).
+pub(crate) const DEVICE_TUPLES: usize = 32;
 
 pub(crate) static NAMES: PyOnceLock<Names> = PyOnceLock::new();
 
@@ -67,6 +74,29 @@ pub(crate) fn names(py: Python<'_>) -> &Names {
             version: PyTuple::new(py, [EXPORT_VERSION.major, EXPORT_VERSION.minor])
                 .expect("tuple")
                 .unbind(),
+            device_tuples: (0..DEVICE_TUPLES as i32)
+                .map(|t| PyTuple::new(py, [t, 0]).expect("tuple").unbind())
+                .collect(),
         }
     })
+}
+
+/// `(device_type, device_id)` as a new reference: the cached tuple for device 0 of a common
+/// type, else a new tuple (NULL with an exception set when that fails).
+#[inline(always)]
+pub(crate) fn device_tuple(py: Python<'_>, device_type: i32, device_id: i32) -> *mut pyo3::ffi::PyObject {
+    if device_id == 0
+        && let Some(t) = usize::try_from(device_type)
+            .ok()
+            .and_then(|i| names(py).device_tuples.get(i))
+    {
+        return t.clone_ref(py).into_ptr();
+    }
+    match PyTuple::new(py, [device_type, device_id]) {
+        Ok(t) => t.into_ptr(),
+        Err(e) => {
+            e.restore(py);
+            std::ptr::null_mut()
+        }
+    }
 }
