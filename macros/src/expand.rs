@@ -212,6 +212,11 @@ fn source_impl(model: &Model) -> TokenStream {
                 use ::dlbind::__private::probe::{ExtentOfData as _, ExtentTrusted as _};
                 (&&&::dlbind::__private::probe::Probe::<Self>::new()).dlbind_extent(|| #data_bytes)
             }
+            #[inline]
+            fn dlpack_layout_trusted(&self) -> bool {
+                use ::dlbind::__private::probe::{ExtentOfData as _, ExtentTrusted as _};
+                (&&&::dlbind::__private::probe::Probe::<Self>::new()).dlbind_trusted()
+            }
             #stream
         }
     }

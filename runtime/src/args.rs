@@ -30,6 +30,9 @@ pub(super) fn as_int(o: *mut ffi::PyObject) -> Option<Result<i64, c_int>> {
     // SAFETY: `o` is a live object; type checks and `PyLong_AsLongLongAndOverflow` on an int
     // cannot fail except by overflow, which is reported through `overflow`.
     unsafe {
+        if let Some(v) = crate::cpython::ints::small_int(o) {
+            return Some(Ok(v));
+        }
         if ffi::PyLong_CheckExact(o) == 0
             && (ffi::PyLong_Check(o) == 0 || ffi::PyBool_Check(o) != 0)
         {
@@ -260,6 +263,11 @@ pub(super) unsafe fn parse_fastcall_kwargs<'a, 'py>(
     // SAFETY: caller contract (kwnames is a tuple; values follow the positional args).
     unsafe {
         let nkw = ffi::PyTuple_GET_SIZE(kwnames);
+        // The common versioned call, `__dlpack__(max_version=…)`, matched by identity.
+        if nkw == 1 && ffi::PyTuple_GET_ITEM(kwnames, 0) == n.kw_max_version.as_ptr() {
+            out[1] = Some(Borrowed::from_ptr(py, *args.offset(nargs)));
+            return Ok(out);
+        }
         for i in 0..nkw {
             let name = ffi::PyTuple_GET_ITEM(kwnames, i);
             let mut slot = order.iter().position(|s| s.as_ptr() == name);

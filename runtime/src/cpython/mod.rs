@@ -6,7 +6,9 @@
 //! | this file | symbols libpython exports and PyO3 does not bind; [`getattr_optional`] |
 //! | `interp` | interpreter state: may this thread take the GIL, is the GIL held |
 //! | `boundary` | C entry points: errors restored, panics stopped; method-def installation |
+//! | `capsule` | capsules made and read without the `PyCapsule_*` calls (layout checked once) |
 //! | `names` | interned names and the cached `max_version` tuple |
+//! | `ints` | CPython's cached small ints read by identity (layout checked once) |
 //! | `gc` | what exports and views report to the garbage collector |
 //! | `freelist` | per-type free lists of released instances |
 
@@ -18,8 +20,10 @@ use pyo3::prelude::*;
 use pyo3::types::PyString;
 
 pub mod boundary;
+pub mod capsule;
 pub mod freelist;
 pub mod gc;
+pub mod ints;
 pub mod interp;
 pub mod names;
 

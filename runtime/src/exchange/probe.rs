@@ -12,7 +12,7 @@
 //!   the field as `&[i64]` (`Deref<Target = [i64]>`, `[i64; N]`), else `None`.
 //! * [`ExtentTrusted`] / [`ExtentOfData`]: `dlbind_extent(of_data)` is `None` when
 //!   `T: UncheckedExtent` (the type vouches for its layout), else `of_data()` (the data field's
-//!   byte count, for the export-side span check).
+//!   byte count, for the export-side span check); `dlbind_trusted()` says which.
 
 use std::marker::PhantomData;
 use std::ops::Deref;
@@ -135,11 +135,17 @@ impl<X> NoDims<X> for Probe<X> {
 pub trait ExtentTrusted {
     /// `None`.
     fn dlbind_extent(&self, of_data: impl FnOnce() -> Option<usize>) -> Option<usize>;
+    /// `true`: the type vouches for its layout.
+    fn dlbind_trusted(&self) -> bool;
 }
 impl<T: UncheckedExtent> ExtentTrusted for &&Probe<T> {
     #[inline(always)]
     fn dlbind_extent(&self, _of_data: impl FnOnce() -> Option<usize>) -> Option<usize> {
         None
+    }
+    #[inline(always)]
+    fn dlbind_trusted(&self) -> bool {
+        true
     }
 }
 
@@ -147,11 +153,17 @@ impl<T: UncheckedExtent> ExtentTrusted for &&Probe<T> {
 pub trait ExtentOfData {
     /// `of_data()`.
     fn dlbind_extent(&self, of_data: impl FnOnce() -> Option<usize>) -> Option<usize>;
+    /// `false`: exports check the layout.
+    fn dlbind_trusted(&self) -> bool;
 }
 impl<T> ExtentOfData for Probe<T> {
     #[inline(always)]
     fn dlbind_extent(&self, of_data: impl FnOnce() -> Option<usize>) -> Option<usize> {
         of_data()
+    }
+    #[inline(always)]
+    fn dlbind_trusted(&self) -> bool {
+        false
     }
 }
 

@@ -49,10 +49,10 @@ pub(super) unsafe extern "C" fn capsule_destructor<M: ManagedKind>(capsule: *mut
     unsafe {
         // Fast check: our capsules carry exactly the static name pointer until a consumer
         // renames them; otherwise compare by content as the DLPack rule says.
-        let name = ffi::PyCapsule_GetName(capsule);
+        let (name, context) = crate::cpython::capsule::name_and_context(capsule);
         let p = if name == M::CAPSULE_NAME.as_ptr() {
             // Unrenamed (the static name pointer): the context holds the tensor (`wrap_capsule`).
-            ffi::PyCapsule_GetContext(capsule).cast::<M>()
+            context.cast::<M>()
         } else if !name.is_null() && c_str_eq(name, M::CAPSULE_NAME) {
             ffi::PyCapsule_GetPointer(capsule, name).cast::<M>()
         } else {
@@ -86,10 +86,13 @@ pub(super) unsafe extern "C" fn capsule_destructor<M: ManagedKind>(capsule: *mut
 pub(super) unsafe fn wrap_capsule<M: ManagedKind>(py: Python<'_>, m: NonNull<M>) -> PyResult<Py<PyAny>> {
     // SAFETY: the name is a 'static C string (PyCapsule keeps the pointer); the destructor
     // follows the DLPack rules for exactly this struct kind.
+    // The context repeats the pointer so that the destructor reads it without
+    // `PyCapsule_GetPointer`'s name comparison (DLPack consumers never use the context).
     let cap = unsafe {
-        ffi::PyCapsule_New(
+        crate::cpython::capsule::new_capsule(
             m.as_ptr().cast::<c_void>(),
             M::CAPSULE_NAME.as_ptr(),
+            m.as_ptr().cast::<c_void>(),
             Some(capsule_destructor::<M>),
         )
     };
@@ -98,11 +101,7 @@ pub(super) unsafe fn wrap_capsule<M: ManagedKind>(py: Python<'_>, m: NonNull<M>)
         unsafe { (M::DELETER)(m.as_ptr()) };
         return Err(PyErr::fetch(py));
     }
-    // The context repeats the pointer so that the destructor reads it without
-    // `PyCapsule_GetPointer`'s name comparison (DLPack consumers never use the context).
-    // SAFETY: `cap` is the live capsule just made; setting its context cannot fail.
-    unsafe { ffi::PyCapsule_SetContext(cap, m.as_ptr().cast::<c_void>()) };
-    // SAFETY: `PyCapsule_New` returned a new reference.
+    // SAFETY: `new_capsule` returned a new reference.
     Ok(unsafe { Bound::from_owned_ptr(py, cap) }.unbind())
 }
 

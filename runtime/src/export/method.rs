@@ -8,7 +8,7 @@ use pyo3::PyClass;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use crate::export::{DLPackSource, export_to_capsule};
+use crate::export::{DLPackSource, ExportRequest, export_to_capsule};
 use crate::spec::protocol;
 
 use super::access::SourceAccess;
@@ -37,14 +37,24 @@ where
     T::Frozen: SourceAccess<T>,
 {
     let req = parse_export_request(stream, max_version, dl_device, copy)?;
+    export_with(slf, &req)
+}
+
+/// `slf` exported as `req` asks (the part of [`dlpack_method`] after argument parsing).
+#[inline(always)]
+fn export_with<T>(slf: &Bound<'_, T>, req: &ExportRequest) -> PyResult<Py<PyAny>>
+where
+    T: PyClass + DLPackSource,
+    T::Frozen: SourceAccess<T>,
+{
     if <T::Frozen as SourceAccess<T>>::FROZEN {
         // The frozen path written exactly as before non-frozen classes were supported (the
         // object is its own owner; `with_owner` gives the same), so that this hot path keeps
         // the code it had: the branch is a constant, the other arm is not compiled in.
-        <T::Frozen as SourceAccess<T>>::with(slf, |src| export_to_capsule(slf.as_any(), src, &req))?
+        <T::Frozen as SourceAccess<T>>::with(slf, |src| export_to_capsule(slf.as_any(), src, req))?
     } else {
         <T::Frozen as SourceAccess<T>>::with_owner(slf, |owner, src| {
-            export_to_capsule(owner, src, &req)
+            export_to_capsule(owner, src, req)
         })?
     }
 }
@@ -77,33 +87,63 @@ where
     T: PyClass + DLPackSource,
     T::Frozen: SourceAccess<T>,
 {
-    // SAFETY: CPython holds the GIL for us and passes `nargs + len(kwnames)` live arguments.
+    // `x.__dlpack__()` (the legacy call): nothing to parse, a constant request. Each kind of
+    // call has its own out-of-line body, so that neither's code shapes the other's.
+    // SAFETY: `nargsf` is CPython's argument count (with the offset flag).
+    if unsafe { ffi::PyVectorcall_NARGS(nargsf as usize) } == 0 && kwnames.is_null() {
+        // SAFETY: as for this function.
+        unsafe { export_default::<T>(slf) }
+    } else {
+        // SAFETY: as for this function.
+        unsafe { export_with_args::<T>(slf, args, nargsf, kwnames) }
+    }
+}
+
+/// [`dlpack_fastcall`] without arguments.
+///
+/// # Safety
+/// As for [`dlpack_fastcall`].
+#[inline(never)]
+unsafe fn export_default<T>(slf: *mut ffi::PyObject) -> *mut ffi::PyObject
+where
+    T: PyClass + DLPackSource,
+    T::Frozen: SourceAccess<T>,
+{
+    // SAFETY: CPython holds the GIL for us; `slf` is a `T` (the descriptor is bound to `T`).
     unsafe {
-        at_c_boundary(
-            format_args!("{}", protocol::DLPACK_METHOD),
-            ptr::null_mut(),
-            |py| {
-                let nargs = ffi::PyVectorcall_NARGS(nargsf as usize);
-                // `x.__dlpack__()` (the legacy call): nothing to parse.
-                let parsed = if nargs == 0 && kwnames.is_null() {
-                    Ok([None, None, None, None])
-                } else {
-                    parse_fastcall_kwargs(py, args, nargs, kwnames)
-                };
-                parsed.and_then(|[s, mv, dd, c]| {
-                    // A descriptor bound to `T` (CPython checked that `slf` is a `T`).
-                    let slf = Borrowed::from_ptr(py, slf).cast_unchecked::<T>();
-                    dlpack_method(
-                        &slf,
-                        s.as_deref(),
-                        mv.as_deref(),
-                        dd.as_deref(),
-                        c.as_deref(),
-                    )
+        at_c_boundary(format_args!("{}", protocol::DLPACK_METHOD), ptr::null_mut(), |py| {
+            let this = Borrowed::from_ptr(py, slf).cast_unchecked::<T>();
+            export_with(&this, &ExportRequest::DEFAULT).map(Py::into_ptr)
+        })
+    }
+}
+
+/// [`dlpack_fastcall`] with arguments: parsed, then exported.
+///
+/// # Safety
+/// As for [`dlpack_fastcall`].
+#[inline(never)]
+unsafe fn export_with_args<T>(
+    slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargsf: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject
+where
+    T: PyClass + DLPackSource,
+    T::Frozen: SourceAccess<T>,
+{
+    // SAFETY: CPython holds the GIL for us and passes `nargs + len(kwnames)` live arguments;
+    // `slf` is a `T` (the descriptor is bound to `T`).
+    unsafe {
+        at_c_boundary(format_args!("{}", protocol::DLPACK_METHOD), ptr::null_mut(), |py| {
+            let nargs = ffi::PyVectorcall_NARGS(nargsf as usize);
+            let this = Borrowed::from_ptr(py, slf).cast_unchecked::<T>();
+            parse_fastcall_kwargs(py, args, nargs, kwnames).and_then(|[s, mv, dd, c]| {
+                dlpack_method(&this, s.as_deref(), mv.as_deref(), dd.as_deref(), c.as_deref())
                     .map(Py::into_ptr)
-                })
-            },
-        )
+            })
+        })
     }
 }
 

@@ -90,6 +90,30 @@ pub struct ExportPlan {
 #[inline(always)]
 pub fn plan_export(req: &ExportRequest, src: SourceInfo) -> Result<ExportPlan, DlpackError> {
     let versioned = req.wants_versioned();
+    if req.dl_device.is_none()
+        && req.copy.is_none()
+        && req.stream.is_none()
+        && src.device == Device::CPU
+    {
+        // The common call (`x.__dlpack__()` or only `max_version`) of host memory: no device,
+        // copy or stream question arises, only the version and the read-only rule below (the
+        // same answers as the general path; the stream rule folds to a constant).
+        let stream = resolve_stream(Device::CPU.device_type, None).map_err(DlpackError::from)?;
+        let flags = if !src.readonly {
+            0
+        } else if versioned {
+            DLPACK_FLAG_BITMASK_READ_ONLY
+        } else {
+            return Err(read_only_legacy());
+        };
+        return Ok(ExportPlan {
+            versioned,
+            copy: false,
+            flags,
+            device: Device::CPU,
+            stream,
+        });
+    }
     let target = req.dl_device.unwrap_or(src.device);
 
     // Device: the same device, or host-accessible memory viewed as (kDLCPU, 0), needs no copy.
@@ -144,11 +168,7 @@ pub fn plan_export(req: &ExportRequest, src: SourceInfo) -> Result<ExportPlan, D
         }
     } else if src.readonly {
         if !versioned {
-            return Err(DlpackError::new(
-                FailureKind::ReadOnlyLegacy,
-                "cannot export a read-only array without max_version >= (1, 0): the legacy DLPack capsule cannot \
-                 signal read-only (pass max_version=(1, 0) or newer)",
-            ));
+            return Err(read_only_legacy());
         }
         flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
     }
@@ -160,6 +180,17 @@ pub fn plan_export(req: &ExportRequest, src: SourceInfo) -> Result<ExportPlan, D
         device: target,
         stream,
     })
+}
+
+/// The `ReadOnlyLegacy` error (out of line: exports only pay for the check).
+#[cold]
+#[inline(never)]
+fn read_only_legacy() -> DlpackError {
+    DlpackError::new(
+        FailureKind::ReadOnlyLegacy,
+        "cannot export a read-only array without max_version >= (1, 0): the legacy DLPack capsule cannot \
+         signal read-only (pass max_version=(1, 0) or newer)",
+    )
 }
 
 #[cfg(test)]
