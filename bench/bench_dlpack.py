@@ -283,7 +283,13 @@ def main(argv=None):
               f"{'' if ratio is None else f'{ratio:.2f}x'} {verdict} {note}", file=sys.stderr, flush=True)
 
     md = render(results, notes, args, m)
-    Path(args.out).write_text(md, encoding="utf-8")
+    # Keep the instruction-count section bench_instructions.py maintains in the same file.
+    out = Path(args.out)
+    old = out.read_text(encoding="utf-8") if out.exists() else ""
+    begin, end = "<!-- BEGIN bench_instructions.py -->", "<!-- END bench_instructions.py -->"
+    if begin in old and end in old:
+        md = md.rstrip("\n") + "\n\n" + old[old.index(begin):old.index(end) + len(end)] + "\n"
+    out.write_text(md, encoding="utf-8")
     print(md)
     return 0
 

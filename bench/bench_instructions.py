@@ -141,6 +141,50 @@ ROWS = [
 ]
 
 
+# Targets: ratio to numpy's instructions in the same process (issue 23). Information, never a
+# pass/fail test: the table says "meets" or "MISSES".
+TARGETS = {
+    "export_legacy": 0.75,
+    "export_versioned": 0.60,
+    "device": 0.30,
+    "np_from_ours": 0.92,
+    "import_numpy": 0.36,
+    "import_own": 0.21,
+    "import_foreign_table": 0.40,
+}
+
+# The section of bench/results.md this benchmark owns (`--write` replaces it, keeping the rest:
+# bench_dlpack.py's timeit tables).
+BEGIN_MARK = "<!-- BEGIN bench_instructions.py -->"
+END_MARK = "<!-- END bench_instructions.py -->"
+
+
+def _commit() -> str:
+    """The commit the measured build came from (short hash; `+dirty` with local changes)."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        h = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
+                           text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return (h or "unknown") + ("+dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def write_section(path: Path, text: str) -> None:
+    """Put `text` between the markers in `path` (replacing what was there), or append it."""
+    block = f"{BEGIN_MARK}\n{text.rstrip()}\n{END_MARK}\n"
+    old = path.read_text(encoding="utf-8") if path.exists() else ""
+    if BEGIN_MARK in old and END_MARK in old:
+        a = old.index(BEGIN_MARK)
+        b = old.index(END_MARK) + len(END_MARK)
+        new = old[:a] + block.rstrip("\n") + old[b:]
+    else:
+        new = (old.rstrip("\n") + "\n\n" if old else "") + block
+    path.write_text(new, encoding="utf-8")
+
+
 # --------------------------------------------------------------------------------------------
 # pymalloc priming (see the docstring): every size class's current pool gets free blocks to spare
 # and one of our blocks held, so no allocation or free in the measured loop takes a slow path.
@@ -518,18 +562,20 @@ def _render(res, vg_version, quick):
             f"; module `{info['module']}`" + (f" (`{info['module_file']}`)" if info["module_file"] else "")
             + f"; N = {res['n']} (per call = (I(2N) - I(N)) / N); "
             f"{vg_version} callgrind, instructions (Ir) per call; valgrind run {res['wall_s']:.0f} s"
-            + (" — **--quick run**" if quick else "") + ".")
+            + (" — **--quick run**" if quick else "") + f"; commit `{_commit()}`.")
     L = [head, "",
-         "| row | statement | instr/call | baseline | instr/call | ratio | repeat Δ |",
-         "|---|---|---:|---|---:|---:|---:|"]
+         "| row | statement | instr/call | baseline | instr/call | ratio | target | vs target | repeat Δ |",
+         "|---|---|---:|---|---:|---:|---:|---|---:|"]
     for r in res["rows"]:
         s, b = r["stmt"], r["base"]
         ps = per[s]["per_call"]
         pb = per[b]["per_call"] if b else None
         ratio = f"{ps / pb:.2f}" if pb else ""
+        tgt = TARGETS.get(r["key"])
+        verdict = "" if tgt is None or not pb else ("meets" if ps / pb <= tgt else "MISSES")
         delta = max(per[s]["repeat_delta"], per[b]["repeat_delta"] if b else 0.0)
         L.append(f"| {r['label']} | `{s}` | {_fmt(ps)} | {'`' + b + '`' if b else ''} | {_fmt(pb)} | "
-                 f"{ratio} | {delta:.2f} |")
+                 f"{ratio} | {'≤ ' + format(tgt, '.2f') if tgt else ''} | {verdict} | {delta:.2f} |")
     if res["notes"]:
         L += [""] + [f"- {n}" for n in res["notes"]]
     return "\n".join(L) + "\n"
@@ -541,7 +587,8 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=None, help="iterations N (2N is the other loop); default 2000, 200 with --quick")
     ap.add_argument("--quick", action="store_true", help="smoke run: small N, a few rows, no peers")
     ap.add_argument("--rows", metavar="KEY,KEY", help="only these rows (keys of ROWS, e.g. export_legacy,device)")
-    ap.add_argument("--write", metavar="PATH", help="write the markdown table(s) to PATH")
+    ap.add_argument("--write", metavar="PATH", help="write the markdown table(s) into PATH, between its "
+                    "<!-- BEGIN/END bench_instructions.py --> markers (appended when absent); e.g. bench/results.md")
     ap.add_argument("--json", metavar="PATH", help="write machine-readable results to PATH")
     ap.add_argument("--no-prime", action="store_true", help="do not prime pymalloc's pools before each round (see the docstring)")
     ap.add_argument("--keep", metavar="DIR", help="keep callgrind output files under DIR/<module>")
@@ -574,7 +621,8 @@ def main(argv=None) -> int:
     print(text)
     print(f"wall time: {wall:.1f} s in all")
     if args.write:
-        Path(args.write).write_text(text, encoding="utf-8")
+        title = "## Instructions per call (callgrind, `bench/bench_instructions.py`)\n\n"
+        write_section(Path(args.write), title + text)
     if args.json:
         Path(args.json).write_text(json.dumps({"valgrind": vg_version, "wall_s": wall, "quick": args.quick,
                                                "results": results}, indent=1), encoding="utf-8")

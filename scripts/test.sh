@@ -122,6 +122,17 @@ check "memcheck" env MEMCHECK_PYTHON="$PY" "$ROOT/scripts/memcheck.sh"
 # The checker itself: a planted leak and a planted double free must both be reported (~20 s).
 check "memcheck self-test" env MEMCHECK_PYTHON="$PY" "$ROOT/scripts/memcheck.sh" --self-test
 
+# ---------------------------------------------------------------- 5c. benchmark smoke runs
+# The benchmarks are information, never pass/fail on their numbers; they run here once, small,
+# so that they cannot rot: the instruction counter (callgrind, N = 200, a few rows; without
+# valgrind it says so and exits 0), its table written to a scratch copy of bench/results.md.
+step "5c/6 benchmark smoke run (bench/bench_instructions.py --quick)"
+SMOKE_DIR="$(mktemp -d)"
+cp "$ROOT/bench/results.md" "$SMOKE_DIR/results.md"
+check "bench_instructions smoke run" "$PY" "$ROOT/bench/bench_instructions.py" --quick --write "$SMOKE_DIR/results.md"
+check "bench_instructions smoke table written" grep -q "BEGIN bench_instructions.py" "$SMOKE_DIR/results.md"
+rm -rf "$SMOKE_DIR"
+
 # ---------------------------------------------------------------- 6. packaging
 if [[ "${DLBIND_SKIP_DOWNSTREAM:-0}" != 1 ]]; then
   step "6/6 packaged crates, the downstream crate, the installed CLI (scripts/downstream.sh)"
