@@ -259,15 +259,20 @@ pub(super) unsafe fn parse_fastcall_kwargs<'a, 'py>(
         return Ok(out);
     }
     let n = names(py);
+    // The common versioned call, `__dlpack__(max_version=…)`, matched by identity.
+    // SAFETY: caller contract (kwnames is a tuple; its value follows the positional args).
+    unsafe {
+        if ffi::PyTuple_GET_SIZE(kwnames) == 1
+            && ffi::PyTuple_GET_ITEM(kwnames, 0) == n.kw_max_version.as_ptr()
+        {
+            out[1] = Some(Borrowed::from_ptr(py, *args.offset(nargs)));
+            return Ok(out);
+        }
+    }
     let order = [&n.kw_stream, &n.kw_max_version, &n.kw_dl_device, &n.kw_copy];
     // SAFETY: caller contract (kwnames is a tuple; values follow the positional args).
     unsafe {
         let nkw = ffi::PyTuple_GET_SIZE(kwnames);
-        // The common versioned call, `__dlpack__(max_version=…)`, matched by identity.
-        if nkw == 1 && ffi::PyTuple_GET_ITEM(kwnames, 0) == n.kw_max_version.as_ptr() {
-            out[1] = Some(Borrowed::from_ptr(py, *args.offset(nargs)));
-            return Ok(out);
-        }
         for i in 0..nkw {
             let name = ffi::PyTuple_GET_ITEM(kwnames, i);
             let mut slot = order.iter().position(|s| s.as_ptr() == name);

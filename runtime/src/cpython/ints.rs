@@ -12,9 +12,10 @@ use pyo3::ffi;
 const FIRST: i64 = -5;
 const COUNT: usize = 262; // -5..=256
 
-/// Address of the cached `-5` (0: not checked yet; 1: no usable array) and the stride.
+/// Address of the cached `-5` (0: not checked yet; 1: no usable array) and the stride's log2
+/// (the objects are a power of two apart: 32 bytes on 64-bit CPython 3.11-3.13).
 static BASE: AtomicUsize = AtomicUsize::new(0);
-static STRIDE: AtomicUsize = AtomicUsize::new(0);
+static SHIFT: AtomicUsize = AtomicUsize::new(0);
 
 /// The value of `o` when it is one of CPython's cached small ints, else `None`.
 ///
@@ -30,13 +31,10 @@ pub(crate) unsafe fn small_int(o: *mut ffi::PyObject) -> Option<i64> {
     if base == 1 {
         return None;
     }
-    let stride = STRIDE.load(Ordering::Relaxed);
+    let shift = SHIFT.load(Ordering::Relaxed);
     let off = (o as usize).wrapping_sub(base);
-    if off >= COUNT * stride {
-        return None;
-    }
-    let idx = off / stride;
-    (idx * stride == off).then_some(idx as i64 + FIRST)
+    let idx = off >> shift;
+    (idx < COUNT && idx << shift == off).then_some(idx as i64 + FIRST)
 }
 
 /// Checks the array once (a race repeats the same check) and returns the base (1: unusable).
@@ -62,9 +60,10 @@ unsafe fn init() -> usize {
     let ok = base > 1
         && stride >= std::mem::size_of::<ffi::PyObject>()
         && stride < 1024
+        && stride.is_power_of_two()
         && (0..COUNT).all(|i| addr(FIRST + i as i64) == base + i * stride);
     let base = if ok { base } else { 1 };
-    STRIDE.store(stride, Ordering::Relaxed);
+    SHIFT.store(stride.trailing_zeros() as usize, Ordering::Relaxed);
     BASE.store(base, Ordering::Relaxed);
     base
 }
