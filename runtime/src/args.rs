@@ -270,12 +270,25 @@ pub(super) unsafe fn parse_fastcall_kwargs<'a, 'py>(
         }
     }
     let order = [&n.kw_stream, &n.kw_max_version, &n.kw_dl_device, &n.kw_copy];
+    let ptrs = order.map(|s| s.as_ptr());
     // SAFETY: caller contract (kwnames is a tuple; values follow the positional args).
     unsafe {
         let nkw = ffi::PyTuple_GET_SIZE(kwnames);
         for i in 0..nkw {
             let name = ffi::PyTuple_GET_ITEM(kwnames, i);
-            let mut slot = order.iter().position(|s| s.as_ptr() == name);
+            // Interned names match by identity (CPython interns keyword names in code objects,
+            // numpy and PyO3 intern theirs); anything else is compared by value.
+            let mut slot = if name == ptrs[0] {
+                Some(0)
+            } else if name == ptrs[1] {
+                Some(1)
+            } else if name == ptrs[2] {
+                Some(2)
+            } else if name == ptrs[3] {
+                Some(3)
+            } else {
+                None
+            };
             if slot.is_none() {
                 for (j, s) in order.iter().enumerate() {
                     if ffi::PyUnicode_Compare(name, s.as_ptr()) == 0 {

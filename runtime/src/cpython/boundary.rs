@@ -56,6 +56,22 @@ pub(crate) unsafe fn at_c_boundary<R>(
     }
 }
 
+/// Every `PyMethodDef` this module leaked: process-lifetime by design (CPython keeps pointers to
+/// them in the functions and descriptors made from them). Listed so that they stay reachable
+/// after a descriptor that used one is replaced (`export::method` rebinds its class attributes):
+/// one per installed function or method, never per call.
+static LEAKED_DEFS: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+
+/// `def`, leaked and listed in [`LEAKED_DEFS`].
+fn leak_def(def: ffi::PyMethodDef) -> &'static mut ffi::PyMethodDef {
+    let def = Box::leak(Box::new(def));
+    LEAKED_DEFS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(std::ptr::from_mut(def) as usize);
+    def
+}
+
 /// A leaked `METH_FASTCALL | METH_KEYWORDS` `PyMethodDef` named `name`, whose docstring is
 /// `doc` (starting with the text signature). Callers create one per installed function.
 pub(crate) fn leaked_fastcall_def(
@@ -66,14 +82,14 @@ pub(crate) fn leaked_fastcall_def(
     let leak = |s: String| std::ffi::CString::new(s).map(|c| &*Box::leak(c.into_boxed_c_str()));
     let name = leak(name.to_string())?;
     let doc = leak(doc)?;
-    Ok(Box::leak(Box::new(ffi::PyMethodDef {
+    Ok(leak_def(ffi::PyMethodDef {
         ml_name: name.as_ptr(),
         ml_meth: ffi::PyMethodDefPointer {
             PyCFunctionFastWithKeywords: meth,
         },
         ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
         ml_doc: doc.as_ptr(),
-    })))
+    }))
 }
 
 /// A leaked `METH_NOARGS` `PyMethodDef` named `name` with docstring `doc`.
@@ -85,12 +101,12 @@ pub(crate) fn leaked_noargs_def(
     let leak = |s: String| std::ffi::CString::new(s).map(|c| &*Box::leak(c.into_boxed_c_str()));
     let name = leak(name.to_string())?;
     let doc = leak(doc)?;
-    Ok(Box::leak(Box::new(ffi::PyMethodDef {
+    Ok(leak_def(ffi::PyMethodDef {
         ml_name: name.as_ptr(),
         ml_meth: ffi::PyMethodDefPointer { PyCFunction: meth },
         ml_flags: ffi::METH_NOARGS,
         ml_doc: doc.as_ptr(),
-    })))
+    }))
 }
 
 /// Whether `tp`'s own dict maps `key` to a method descriptor bound to `tp` itself.

@@ -1,7 +1,7 @@
 //! Capsules made and read without the `PyCapsule_*` calls on the export hot path: CPython's
 //! capsule object is `PyObject_HEAD` followed by `pointer`, `name`, `context` and `destructor`
 //! (every version from 3.1; 3.14 appends GC hooks). [`new_capsule`] fills those fields
-//! directly and [`fields`] reads them, once a check at first use has confirmed that
+//! directly and [`name_and_context`] reads them, once a check at first use has confirmed that
 //! `PyCapsule_Type` has exactly that size and is not a GC type; otherwise both fall back to the
 //! C API. No name comparison either way: dlbind's capsules carry the static generated name.
 

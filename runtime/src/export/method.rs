@@ -170,8 +170,8 @@ where
 /// The class attribute `T.__dlpack__` the derive emits: a method descriptor bound to `object`,
 /// since the class does not exist yet while PyO3 builds its class attributes (asking for `T`'s
 /// type object there would recurse into its creation). Its function,
-/// [`dlpack_fastcall_unbound::<T>`], checks that `self` is a `T`, replaces `T.__dlpack__` and
-/// `T.__dlpack_device__` with descriptors bound to `T` itself ([`bind_to_class`]) and exports.
+/// `dlpack_fastcall_unbound::<T>`, checks that `self` is a `T`, replaces `T.__dlpack__` and
+/// `T.__dlpack_device__` with descriptors bound to `T` itself (`bind_to_class`) and exports.
 /// From then on CPython checks the type and its method-call fast path applies (a descriptor
 /// bound to another type than the object's is never specialised): ~170 instructions less per
 /// `t.__dlpack__()`.
