@@ -73,6 +73,9 @@ static DESCR_KEYS: [AtomicUsize; DESCR_CACHE] = [const { AtomicUsize::new(0) }; 
 /// `UNSUPPORTED` or `code | bits << 8 | lanes << 16`.
 static DESCR_VALS: [AtomicU32; DESCR_CACHE] = [const { AtomicU32::new(0) }; DESCR_CACHE];
 static DESCR_LEN: AtomicUsize = AtomicUsize::new(0);
+/// The index of the entry [`dtype_of`] found last (checked first; entries never change once
+/// written, and a key of 0 matches no dtype object).
+static DESCR_LAST: AtomicUsize = AtomicUsize::new(0);
 const UNSUPPORTED: u32 = u32::MAX;
 
 /// How many imports took the fast path (tests check it is taken, and when it is not).
@@ -179,11 +182,25 @@ fn probe(py: Python<'_>, tp: *mut ffi::PyTypeObject) -> PyResult<bool> {
 }
 
 /// The `DLDataType` of a dtype object, through the cache (`None`: numpy's `__dlpack__` decides).
+#[inline(always)]
 fn dtype_of(descr: &Bound<'_, PyAny>) -> Option<DLDataType> {
     let key = descr.as_ptr() as usize;
+    // The last dtype seen (a loop over arrays of one dtype asks only this).
+    let last = DESCR_LAST.load(Ordering::Relaxed);
+    if last < DESCR_CACHE && DESCR_KEYS[last].load(Ordering::Relaxed) == key {
+        let v = DESCR_VALS[last].load(Ordering::Relaxed);
+        return (v != UNSUPPORTED).then(|| unpack(v));
+    }
+    dtype_of_cached(descr, key)
+}
+
+/// [`dtype_of`] past the last-seen entry: the whole cache, then numpy's `dtype.str`.
+#[inline(never)]
+fn dtype_of_cached(descr: &Bound<'_, PyAny>, key: usize) -> Option<DLDataType> {
     let len = DESCR_LEN.load(Ordering::Acquire);
     for i in 0..len {
         if DESCR_KEYS[i].load(Ordering::Relaxed) == key {
+            DESCR_LAST.store(i, Ordering::Relaxed);
             let v = DESCR_VALS[i].load(Ordering::Relaxed);
             return (v != UNSUPPORTED).then(|| unpack(v));
         }
@@ -202,6 +219,7 @@ fn dtype_of(descr: &Bound<'_, PyAny>) -> Option<DLDataType> {
         DESCR_KEYS[len].store(key, Ordering::Relaxed);
         DESCR_VALS[len].store(resolved.map_or(UNSUPPORTED, pack), Ordering::Relaxed);
         DESCR_LEN.store(len + 1, Ordering::Release);
+        DESCR_LAST.store(len, Ordering::Relaxed);
     }
     resolved
 }
@@ -277,13 +295,34 @@ pub fn with_ndarray_view<R>(
         big.resize(2 * n, 0);
         &mut big
     };
-    for i in 0..n {
-        let (d, s) = (shape[i] as i64, strides[i] as i64);
-        if d != 1 && s % item != 0 {
-            return None;
+    // Byte strides to element strides. The spec's typestr dtypes are 1, 2, 4, 8 or 16 bytes: a
+    // mask and an arithmetic shift (exact for multiples, negative ones included) instead of
+    // two checked signed divisions per dimension.
+    if item.count_ones() == 1 {
+        let (mask, shift) = (item - 1, item.trailing_zeros());
+        for i in 0..n {
+            let (d, s) = (shape[i] as i64, strides[i] as i64);
+            if s & mask != 0 {
+                if d != 1 {
+                    return None;
+                }
+                // A size-1 dimension's stride is never used to address anything; it is
+                // truncated as numpy's own export does.
+                meta[n + i] = s / item;
+            } else {
+                meta[n + i] = s >> shift;
+            }
+            meta[i] = d;
         }
-        meta[i] = d;
-        meta[n + i] = s / item;
+    } else {
+        for i in 0..n {
+            let (d, s) = (shape[i] as i64, strides[i] as i64);
+            if d != 1 && s % item != 0 {
+                return None;
+            }
+            meta[i] = d;
+            meta[n + i] = s / item;
+        }
     }
     let (shape, strides) = meta.split_at(n);
     let data = h.data.cast::<c_void>();
