@@ -40,8 +40,9 @@ pub struct Tensor {
 // SAFETY: every `Tensor` is built here, from a layout that fits its storage: `owned` gets a
 // buffer its callers size for the C-contiguous shape (`zeros`, `arange`, `from_bytes` checks the
 // byte count, copies allocate `contiguous_nbytes`), views take in-bounds offsets and strides of
-// their source, and imports take the producer's tensor as validated on import. So exports skip
-// the per-call span check on the `t.__dlpack__()` hot path (the dtype is still checked).
+// their source, and imports take the producer's tensor as validated on import. Its dtype comes
+// from the spec's table (`lookup_dtype`) or from a validated import (views keep their source's).
+// So exports skip the per-call dtype and span checks on the `t.__dlpack__()` hot path.
 unsafe impl tuning::UncheckedExtent for Tensor {}
 
 // ---------------------------------------------------------------------------------------------
