@@ -198,26 +198,25 @@ def test_protocol_methods_bind_to_the_class_on_first_use():
         """
         import dlbind_demo as m
         T = m.Tensor
-        before = (T.__dict__["__dlpack__"].__objclass__, T.__dict__["__dlpack_device__"].__objclass__)
-        assert before == (object, object), before
-        for meth in ("__dlpack__", "__dlpack_device__"):
-            try:
-                getattr(T, meth)(42)
-            except TypeError:
-                pass
-            else:
-                raise AssertionError(meth + " accepted an int before binding")
+
+        def bound_to():
+            return (T.__dict__["__dlpack__"].__objclass__, T.__dict__["__dlpack_device__"].__objclass__)
+
+        def refuses_an_int(when):
+            for meth in ("__dlpack__", "__dlpack_device__"):
+                try:
+                    getattr(T, meth)(42)
+                except TypeError:
+                    pass
+                else:
+                    raise AssertionError(meth + " accepted an int " + when)
+
+        assert bound_to() == (object, object), bound_to()
+        refuses_an_int("before binding")
         t = T.zeros((2, 3))
         assert t.__dlpack_device__() == (1, 0)
-        after = (T.__dict__["__dlpack__"].__objclass__, T.__dict__["__dlpack_device__"].__objclass__)
-        assert after == (T, T), after
-        for meth in ("__dlpack__", "__dlpack_device__"):
-            try:
-                getattr(T, meth)(42)
-            except TypeError:
-                pass
-            else:
-                raise AssertionError(meth + " accepted an int after binding")
+        assert bound_to() == (T, T), bound_to()
+        refuses_an_int("after binding")
         cap = t.__dlpack__()
         assert type(cap).__name__ == "PyCapsule"
         g = m.Growable([1.0, 2.0])

@@ -62,14 +62,27 @@ pub(crate) unsafe fn at_c_boundary<R>(
 /// one per installed function or method, never per call.
 static LEAKED_DEFS: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
 
-/// `def`, leaked and listed in [`LEAKED_DEFS`].
-fn leak_def(def: ffi::PyMethodDef) -> &'static mut ffi::PyMethodDef {
-    let def = Box::leak(Box::new(def));
+/// A leaked `PyMethodDef` named `name` with docstring `doc`, listed in [`LEAKED_DEFS`].
+fn leak_def(
+    name: &str,
+    doc: String,
+    meth: ffi::PyMethodDefPointer,
+    flags: std::ffi::c_int,
+) -> PyResult<&'static mut ffi::PyMethodDef> {
+    let leak = |s: String| std::ffi::CString::new(s).map(|c| &*Box::leak(c.into_boxed_c_str()));
+    let name = leak(name.to_string())?;
+    let doc = leak(doc)?;
+    let def = Box::leak(Box::new(ffi::PyMethodDef {
+        ml_name: name.as_ptr(),
+        ml_meth: meth,
+        ml_flags: flags,
+        ml_doc: doc.as_ptr(),
+    }));
     LEAKED_DEFS
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .push(std::ptr::from_mut(def) as usize);
-    def
+    Ok(def)
 }
 
 /// A leaked `METH_FASTCALL | METH_KEYWORDS` `PyMethodDef` named `name`, whose docstring is
@@ -79,17 +92,14 @@ pub(crate) fn leaked_fastcall_def(
     doc: String,
     meth: ffi::PyCFunctionFastWithKeywords,
 ) -> PyResult<&'static mut ffi::PyMethodDef> {
-    let leak = |s: String| std::ffi::CString::new(s).map(|c| &*Box::leak(c.into_boxed_c_str()));
-    let name = leak(name.to_string())?;
-    let doc = leak(doc)?;
-    Ok(leak_def(ffi::PyMethodDef {
-        ml_name: name.as_ptr(),
-        ml_meth: ffi::PyMethodDefPointer {
+    leak_def(
+        name,
+        doc,
+        ffi::PyMethodDefPointer {
             PyCFunctionFastWithKeywords: meth,
         },
-        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-        ml_doc: doc.as_ptr(),
-    }))
+        ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+    )
 }
 
 /// A leaked `METH_NOARGS` `PyMethodDef` named `name` with docstring `doc`.
@@ -98,15 +108,12 @@ pub(crate) fn leaked_noargs_def(
     doc: String,
     meth: ffi::PyCFunction,
 ) -> PyResult<&'static mut ffi::PyMethodDef> {
-    let leak = |s: String| std::ffi::CString::new(s).map(|c| &*Box::leak(c.into_boxed_c_str()));
-    let name = leak(name.to_string())?;
-    let doc = leak(doc)?;
-    Ok(leak_def(ffi::PyMethodDef {
-        ml_name: name.as_ptr(),
-        ml_meth: ffi::PyMethodDefPointer { PyCFunction: meth },
-        ml_flags: ffi::METH_NOARGS,
-        ml_doc: doc.as_ptr(),
-    }))
+    leak_def(
+        name,
+        doc,
+        ffi::PyMethodDefPointer { PyCFunction: meth },
+        ffi::METH_NOARGS,
+    )
 }
 
 /// Whether `tp`'s own dict maps `key` to a method descriptor bound to `tp` itself.

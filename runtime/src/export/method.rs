@@ -225,14 +225,7 @@ where
     T::Frozen: SourceAccess<T>,
 {
     // SAFETY: CPython holds the GIL for us; `slf` is a live object.
-    let ok = unsafe {
-        at_c_boundary(format_args!("{}", protocol::DLPACK_METHOD), false, |py| {
-            check_type::<T>(py, slf, protocol::DLPACK_METHOD)?;
-            bind_to_class::<T>(py)?;
-            Ok(true)
-        })
-    };
-    if !ok {
+    if !unsafe { check_and_bind::<T>(slf, protocol::DLPACK_METHOD) } {
         return ptr::null_mut();
     }
     // SAFETY: `slf` is a `T` (checked); same arguments as CPython passed.
@@ -284,18 +277,32 @@ where
     T::Frozen: SourceAccess<T>,
 {
     // SAFETY: CPython holds the GIL for us; `slf` is a live object.
-    let ok = unsafe {
-        at_c_boundary(format_args!("{}", protocol::DLPACK_DEVICE_METHOD), false, |py| {
-            check_type::<T>(py, slf, protocol::DLPACK_DEVICE_METHOD)?;
-            bind_to_class::<T>(py)?;
-            Ok(true)
-        })
-    };
-    if !ok {
+    if !unsafe { check_and_bind::<T>(slf, protocol::DLPACK_DEVICE_METHOD) } {
         return ptr::null_mut();
     }
     // SAFETY: `slf` is a `T` (checked).
     unsafe { dlpack_device_noargs::<T>(slf, unused) }
+}
+
+/// The first call through an `object`-bound class attribute (of `method`): checks that `slf` is
+/// a `T` and binds both methods to `T` ([`bind_to_class`]). `false` with the exception set
+/// when either fails.
+///
+/// # Safety
+/// The GIL is held; `slf` is a live object.
+unsafe fn check_and_bind<T>(slf: *mut ffi::PyObject, method: &str) -> bool
+where
+    T: PyClass + DLPackSource,
+    T::Frozen: SourceAccess<T>,
+{
+    // SAFETY: caller contract.
+    unsafe {
+        at_c_boundary(format_args!("{method}"), false, |py| {
+            check_type::<T>(py, slf, method)?;
+            bind_to_class::<T>(py)?;
+            Ok(true)
+        })
+    }
 }
 
 /// TypeError unless `slf` is a `T` (what CPython says for a descriptor of another type).
