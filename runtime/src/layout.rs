@@ -3,7 +3,7 @@
 //! address, element sizes, and the strided-to-contiguous host copy.
 //!
 //! Strides are in elements (DLPack's convention), any sign. Overflowing products saturate in
-//! [`c_strides_into`] (such a shape is refused by [`contiguous_nbytes`] and [`check_data_span`]
+//! [`c_strides_into`] (such a shape is refused by [`contiguous_nbytes`] and the export-side span check
 //! long before its strides are used) and are refused everywhere else.
 
 pub use crate::copy::{CopyError, ElemSize, contiguous_nbytes, copy_to_contiguous};
@@ -68,7 +68,7 @@ pub fn is_c_contiguous(shape: &[i64], strides: &[i64]) -> bool {
 /// not checked). An empty tensor addresses nothing. Cheap when it passes (one pass over the
 /// dims).
 #[inline]
-pub fn check_data_span(
+pub(crate) fn check_data_span(
     shape: &[i64],
     strides: &[i64],
     dtype: DLDataType,

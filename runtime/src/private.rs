@@ -18,7 +18,6 @@ pub use crate::export::method::{
 pub use crate::export::{DLPackSource, DataSource};
 pub use crate::ffi::{DLDataType, DLDeviceType};
 pub use crate::gpu::StreamHandle;
-pub use crate::layout::c_strides_into;
 pub use crate::spec::elements::DLPackElement;
 
 /// The older array protocols' entry points, as the derive's `#[pymethods]` call them.

@@ -18,7 +18,7 @@
 pub use crate::alloc::{pool_limit, set_pool_limit};
 pub use crate::cpython::freelist::{
     MAX_CAPACITY as MAX_FREELIST_CAPACITY, MAX_TYPES as MAX_FREELIST_TYPES, enable_freelist,
-    freelists_allowed, new_instance,
+    new_instance,
 };
-pub use crate::exchange::{same_type_views_enabled, set_same_type_views};
+pub use crate::exchange::set_same_type_views;
 pub use crate::export::UncheckedExtent;

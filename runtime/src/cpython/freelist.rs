@@ -200,7 +200,7 @@ unsafe extern "C" fn freelist_free(obj: *mut c_void) {
 /// default GC allocator (`PyType_GenericAlloc` / `PyObject_GC_Del`, which every PyO3 class
 /// uses), has a variable size, or [`MAX_TYPES`] types already have a list; `capacity` above
 /// [`MAX_CAPACITY`] is a ValueError (`BadArgumentValue`). On a free-threaded interpreter it does nothing, nor when
-/// the environment has `DLBIND_FREELIST=0` (see [`freelists_allowed`]).
+/// the environment has `DLBIND_FREELIST=0` (see `dlbind::tuning`'s environment switches).
 pub fn enable_freelist<T: PyClass>(py: Python<'_>, capacity: usize) -> PyResult<()> {
     if capacity > MAX_CAPACITY {
         return Err(DlpackError::new(
