@@ -3,6 +3,7 @@
 //! with the interned generated names. Every refusal is a spec failure kind.
 
 use std::ffi::c_int;
+use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 
 use pyo3::Borrowed;
 use pyo3::ffi;
@@ -236,11 +237,13 @@ fn numpy_bool(c: &Bound<'_, PyAny>) -> Option<bool> {
 }
 
 /// Parses vectorcall keyword arguments for `__dlpack__` into (stream, max_version, dl_device,
-/// copy). Names are matched by identity with the interned generated names first (what the
-/// interpreter passes for literal keywords), then by value.
+/// copy). Inlined into the method: the calls seen every time (no keywords, `max_version=` alone,
+/// a tuple of names resolved before) are decided here; anything else goes to
+/// [`parse_kwnames`].
 ///
 /// # Safety
 /// `args` holds `nargs + len(kwnames)` live objects; `kwnames` is NULL or a tuple of str.
+#[inline(always)]
 pub(super) unsafe fn parse_fastcall_kwargs<'a, 'py>(
     py: Python<'py>,
     args: *const *mut ffi::PyObject,
@@ -249,28 +252,63 @@ pub(super) unsafe fn parse_fastcall_kwargs<'a, 'py>(
 ) -> PyResult<[Option<Borrowed<'a, 'py, PyAny>>; 4]> {
     let mut out: [Option<Borrowed<'a, 'py, PyAny>>; 4] = [None, None, None, None];
     if nargs != 0 {
-        return Err(type_error(format!(
-            "{}() takes no positional arguments ({nargs} given)",
-            protocol::DLPACK_METHOD
-        ))
-        .into());
+        return Err(positional_error(nargs));
     }
     if kwnames.is_null() {
         return Ok(out);
     }
-    let n = names(py);
+    // A tuple of several names seen before (numpy's `from_dlpack` passes the same tuple of
+    // three on every call): its slots, resolved and checked once.
+    if kwnames == KW_TUPLE.load(Ordering::Relaxed) {
+        let slots = KW_SLOTS.load(Ordering::Relaxed);
+        for i in 0..(slots & 7) as isize {
+            let j = (slots >> (3 + 2 * i)) & 3;
+            // SAFETY: the cached tuple has `slots & 7` names; their values follow the
+            // positional args (caller contract).
+            out[j as usize] = Some(unsafe { Borrowed::from_ptr(py, *args.offset(nargs + i)) });
+        }
+        return Ok(out);
+    }
     // The common versioned call, `__dlpack__(max_version=…)`, matched by identity.
     // SAFETY: caller contract (kwnames is a tuple; its value follows the positional args).
     unsafe {
         if ffi::PyTuple_GET_SIZE(kwnames) == 1
-            && ffi::PyTuple_GET_ITEM(kwnames, 0) == n.kw_max_version.as_ptr()
+            && ffi::PyTuple_GET_ITEM(kwnames, 0) == names(py).kw_max_version.as_ptr()
         {
             out[1] = Some(Borrowed::from_ptr(py, *args.offset(nargs)));
             return Ok(out);
         }
+        parse_kwnames(py, args, nargs, kwnames)
     }
+}
+
+#[cold]
+fn positional_error(nargs: ffi::Py_ssize_t) -> PyErr {
+    type_error(format!(
+        "{}() takes no positional arguments ({nargs} given)",
+        protocol::DLPACK_METHOD
+    ))
+    .into()
+}
+
+/// [`parse_fastcall_kwargs`] for any other tuple of names: each matched by identity with the
+/// interned generated names first (what the interpreter passes for literal keywords), then by
+/// value; unknown and repeated names refused. A tuple of two or more valid names is remembered.
+///
+/// # Safety
+/// As for [`parse_fastcall_kwargs`]; `kwnames` is not NULL.
+#[inline(never)]
+unsafe fn parse_kwnames<'a, 'py>(
+    py: Python<'py>,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> PyResult<[Option<Borrowed<'a, 'py, PyAny>>; 4]> {
+    let mut out: [Option<Borrowed<'a, 'py, PyAny>>; 4] = [None, None, None, None];
+    let n = names(py);
     let order = [&n.kw_stream, &n.kw_max_version, &n.kw_dl_device, &n.kw_copy];
     let ptrs = order.map(|s| s.as_ptr());
+    let mut slots = 0u32;
     // SAFETY: caller contract (kwnames is a tuple; values follow the positional args).
     unsafe {
         let nkw = ffi::PyTuple_GET_SIZE(kwnames);
@@ -317,9 +355,38 @@ pub(super) unsafe fn parse_fastcall_kwargs<'a, 'py>(
                 .into());
             }
             out[j] = Some(Borrowed::from_ptr(py, *args.offset(nargs + i)));
+            slots |= (j as u32) << (3 + 2 * i);
+        }
+        if nkw >= 2 {
+            remember_kwnames(kwnames, slots | nkw as u32);
         }
     }
     Ok(out)
+}
+
+/// The keyword-name tuple [`parse_fastcall_kwargs`] resolved last (2 to 4 valid, distinct
+/// names), kept alive by one strong reference so that its address cannot be reused by another
+/// tuple while it is cached; and its slots: the name count in bits 0..3, then 2 bits per name.
+/// Only touched with the GIL held (dlbind modules declare `gil_used = true`), so the relaxed
+/// loads and stores never interleave with another thread's.
+static KW_TUPLE: AtomicPtr<ffi::PyObject> = AtomicPtr::new(std::ptr::null_mut());
+static KW_SLOTS: AtomicU32 = AtomicU32::new(0);
+
+/// Makes `kwnames` (with `slots`) the cached tuple, releasing the previous one.
+#[cold]
+fn remember_kwnames(kwnames: *mut ffi::PyObject, slots: u32) {
+    // SAFETY: GIL held; `kwnames` is a live tuple (a new strong reference is taken before it is
+    // published); the old tuple is unpublished before its reference is released, so whatever
+    // its release runs (a str subclass's `__del__`) sees a consistent cache.
+    unsafe {
+        ffi::Py_INCREF(kwnames);
+        let old = KW_TUPLE.swap(std::ptr::null_mut(), Ordering::Relaxed);
+        KW_SLOTS.store(slots, Ordering::Relaxed);
+        KW_TUPLE.store(kwnames, Ordering::Relaxed);
+        if !old.is_null() {
+            ffi::Py_DECREF(old);
+        }
+    }
 }
 
 /// Parses `(x, /, *, device=None, copy=None)` from vectorcall arguments (keyword names by

@@ -33,6 +33,7 @@
 //! the fast path off (every import then calls `__dlpack__`).
 
 use std::ffi::{c_char, c_int, c_void};
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use pyo3::ffi;
@@ -100,15 +101,19 @@ fn unpack(v: u32) -> DLDataType {
 
 /// Whether `tp` is the verified `numpy.ndarray` type (verifying it the first time a type of
 /// that name is seen).
-#[inline]
+#[inline(always)]
 fn is_ndarray(py: Python<'_>, tp: *mut ffi::PyTypeObject) -> bool {
     let known = NDARRAY.load(Ordering::Relaxed);
     if known == tp {
         return true;
     }
-    if !known.is_null() {
-        return false;
-    }
+    known.is_null() && first_ndarray_check(py, tp)
+}
+
+/// [`is_ndarray`] before the ndarray type is known: checks the name, then numpy's own account.
+#[cold]
+#[inline(never)]
+fn first_ndarray_check(py: Python<'_>, tp: *mut ffi::PyTypeObject) -> bool {
     // SAFETY: `tp` is the type of a live object: `tp_name` is a NUL-terminated C string.
     // `strcmp` stops at the first differing byte (no `strlen` of every other type's name).
     if unsafe { libc::strcmp((*tp).tp_name, c"numpy.ndarray".as_ptr()) } != 0 {
@@ -287,12 +292,14 @@ pub fn with_ndarray_view<R>(
         }
     };
     // `[shape.., element strides..]`: on the stack for up to 8 dimensions.
-    let mut small = [0i64; 16];
+    // Not zeroed first: the loops below write every one of the `2 * n` values before the
+    // slices are read.
+    let mut small = [MaybeUninit::<i64>::uninit(); 16];
     let mut big = Vec::new();
-    let meta: &mut [i64] = if n <= 8 {
+    let meta: &mut [MaybeUninit<i64>] = if n <= 8 {
         &mut small[..2 * n]
     } else {
-        big.resize(2 * n, 0);
+        big.resize(2 * n, MaybeUninit::uninit());
         &mut big
     };
     // Byte strides to element strides. The spec's typestr dtypes are 1, 2, 4, 8 or 16 bytes: a
@@ -308,11 +315,11 @@ pub fn with_ndarray_view<R>(
                 }
                 // A size-1 dimension's stride is never used to address anything; it is
                 // truncated as numpy's own export does.
-                meta[n + i] = s / item;
+                meta[n + i] = MaybeUninit::new(s / item);
             } else {
-                meta[n + i] = s >> shift;
+                meta[n + i] = MaybeUninit::new(s >> shift);
             }
-            meta[i] = d;
+            meta[i] = MaybeUninit::new(d);
         }
     } else {
         for i in 0..n {
@@ -320,10 +327,13 @@ pub fn with_ndarray_view<R>(
             if d != 1 && s % item != 0 {
                 return None;
             }
-            meta[i] = d;
-            meta[n + i] = s / item;
+            meta[i] = MaybeUninit::new(d);
+            meta[n + i] = MaybeUninit::new(s / item);
         }
     }
+    // SAFETY: both loops above wrote all `2 * n` values (or returned early); `MaybeUninit<i64>`
+    // has the layout of `i64`.
+    let meta: &[i64] = unsafe { &*(meta as *const [MaybeUninit<i64>] as *const [i64]) };
     let (shape, strides) = meta.split_at(n);
     let data = h.data.cast::<c_void>();
     let t = DLTensor {
