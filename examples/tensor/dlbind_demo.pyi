@@ -1,7 +1,7 @@
 """dlbind_demo: the reference user of dlbind (a DLPack array type built with PyO3)."""
 
 from types import ModuleType
-from typing import Any, ClassVar, Sequence, SupportsIndex, final
+from typing import Literal, Any, ClassVar, Sequence, SupportsIndex, final
 
 from typing_extensions import CapsuleType
 
@@ -72,6 +72,9 @@ class Tensor:
     @property
     def readonly(self) -> bool: ...
     @property
+    def writability(self) -> Literal["writable", "readonly", "unknown"]:
+        """'unknown' for data imported through a legacy capsule (it may leave through one again)."""
+    @property
     def data_ptr(self) -> int:
         """Address of element 0."""
     @property
@@ -94,6 +97,9 @@ class Tensor:
         step: int = 1,
     ) -> Tensor:
         """`x[start:stop:step]` along `axis`, as a view."""
+    def numpy(self) -> Any:
+        """A numpy array viewing this tensor's memory (zero-copy); `bfloat16` and `float8_*`
+        tensors give arrays of the `ml_dtypes` types, which `np.from_dlpack` refuses."""
     def set_readonly(self) -> Tensor:
         """A read-only view of the same storage."""
 

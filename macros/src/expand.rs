@@ -159,13 +159,19 @@ fn source_impl(model: &Model) -> TokenStream {
         None => quote! { ::dlbind::__private::Device::CPU },
     };
 
+    // A `readonly` field is a `bool` or a `Writability` (`ReadonlyField`).
+    let writability = match &model.readonly {
+        Readonly::Never => quote! { ::dlbind::__private::Writability::Writable },
+        Readonly::Always => quote! { ::dlbind::__private::Writability::ReadOnly },
+        Readonly::Field(f) => {
+            let a = access(f);
+            quote_spanned! {f.span=> ::dlbind::__private::ReadonlyField::writability(&#a) }
+        }
+    };
     let readonly = match &model.readonly {
         Readonly::Never => quote! { false },
         Readonly::Always => quote! { true },
-        Readonly::Field(f) => {
-            let a = access(f);
-            quote_spanned! {f.span=> { let r: bool = #a; r } }
-        }
+        Readonly::Field(_) => quote! { !(#writability).is_writable() },
     };
 
     let stream = match &model.stream {
@@ -207,6 +213,8 @@ fn source_impl(model: &Model) -> TokenStream {
             fn dlpack_device(&self) -> ::dlbind::__private::Device { #device }
             #[inline]
             fn dlpack_readonly(&self) -> bool { #readonly }
+            #[inline]
+            fn dlpack_writability(&self) -> ::dlbind::__private::Writability { #writability }
             #[inline]
             fn dlpack_data_bytes(&self) -> ::core::option::Option<usize> {
                 use ::dlbind::__private::probe::{ExtentOfData as _, ExtentTrusted as _};

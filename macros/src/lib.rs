@@ -27,7 +27,7 @@
 //! | `dtype` | field | `dlbind::spec::types::DLDataType` | dynamic dtype |
 //! | `dtype = "bfloat16"` | struct | — | a dtype name from the spec's table (raw storage) |
 //! | `device` | field | `dlbind::Device` | default CPU |
-//! | `readonly` | field (`bool`) or struct | — | default writable |
+//! | `readonly` | field (`bool`, or `dlbind::Writability` for data of unknown writability) or struct | — | default writable |
 //! | `stream` | field | `Option<u64>` | CUDA/ROCm stream with pending work on the data (default: the device's default stream) |
 //! | `custom_traverse` | struct | — | the type writes `__traverse__` itself (see below) |
 //!

@@ -64,7 +64,19 @@ macro_rules! internal_modules {
 }
 
 internal_modules!(
-    alloc, args, bridges, copy, cpython, device, dtype, error, exchange, export, import, storage,
+    alloc,
+    args,
+    bridges,
+    copy,
+    cpython,
+    device,
+    dtype,
+    error,
+    exchange,
+    export,
+    import,
+    storage,
+    writability,
 );
 
 /// The generated ABI types under the name the generated code uses (`crate::ffi::…`).
@@ -76,10 +88,11 @@ pub mod __private;
 
 pub use dlbind_macros::DLPackExport;
 
-pub use bridges::PythonView;
+pub use bridges::{PythonView, numpy_view};
 pub use device::Device;
 pub use error::DlpackError;
 pub use export::{DLPackSource, DataSource};
 pub use import::{FromDLPack, ImportedTensor, add_from_dlpack, from_dlpack};
 pub use spec::elements::DLPackElement;
 pub use storage::Buffer;
+pub use writability::Writability;

@@ -9,4 +9,5 @@ pub use crate::ffi::{DLDataType, DLDeviceType};
 pub use crate::import::{FromDLPack, ImportedTensor};
 pub use crate::spec::elements::DLPackElement;
 pub use crate::storage::Buffer;
+pub use crate::writability::Writability;
 pub use pyo3::prelude::*;

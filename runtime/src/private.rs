@@ -19,6 +19,7 @@ pub use crate::export::{DLPackSource, DataSource};
 pub use crate::ffi::{DLDataType, DLDeviceType};
 pub use crate::gpu::StreamHandle;
 pub use crate::spec::elements::DLPackElement;
+pub use crate::writability::{ReadonlyField, Writability};
 
 /// The older array protocols' entry points, as the derive's `#[pymethods]` call them.
 pub mod bridges {

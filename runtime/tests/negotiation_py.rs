@@ -611,9 +611,16 @@ spy = Spy(inner); old = Old(inner); broken = Broken(); notcap = NotCapsule()
             a.cast::<Arr>().unwrap().get().data.as_ptr()
         );
         drop(t);
-        // ... but not with copy=False (TypeError propagates).
-        let e = from_dlpack(&old, None, Some(false)).unwrap_err();
-        assert!(e.is_instance_of::<PyTypeError>(py));
+        // ... and with copy=False: retried too, and a legacy capsule is a view (issue 25),
+        // of unknown writability.
+        let t = from_dlpack(&old, None, Some(false)).unwrap();
+        assert!(t.readonly() && !t.is_copied());
+        assert_eq!(t.writability(), dlbind::Writability::Unknown);
+        assert_eq!(
+            t.data_ptr() as *const f32,
+            a.cast::<Arr>().unwrap().get().data.as_ptr()
+        );
+        drop(t);
         // Other producer errors propagate unchanged (no retry).
         let e = from_dlpack(&g.get_item("broken").unwrap().unwrap(), None, None).unwrap_err();
         assert!(e.is_instance_of::<PyValueError>(py) && e.to_string().contains("producer says no"));

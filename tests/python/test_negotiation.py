@@ -330,17 +330,6 @@ def test_strict_2022_12_producer_error_is_not_retried(m):
     assert type(ours.value) is type(theirs.value) and str(ours.value) == str(theirs.value)
 
 
-@pytest.mark.parametrize("kw", [{"copy": False}, {"device": (1, 0)}], ids=["copy=False", "device"])
-def test_legacy_only_producer_is_not_retried_when_keywords_matter(m, kw):
-    """A producer that takes only `stream` cannot honour `copy=False` or `device=`: dropping
-    them on the retry would silently ignore the request, so its TypeError is raised (numpy
-    does the same). Without those keywords the retry imports it (test_legacy_producer_fallback)."""
-    p = H.LegacyOnly(np.arange(3.0))
-    with pytest.raises(TypeError, match="max_version"):
-        m.from_dlpack(p, **kw)
-    assert p.calls == [], "the old signature was never called"
-
-
 def test_strict_api_version_roundtrip(m, Tensor):
     """Case 13: array-api-strict consumer of a Tensor and Tensor consumer of an xp array."""
     xp = pytest.importorskip("array_api_strict")

@@ -157,11 +157,15 @@ def test_what_numpy_refuses_still_raises_numpys_error(m, make):
     assert str(got.value) == str(expected.value)
 
 
-def test_ml_dtypes_array_steps_aside(m):
+def test_ml_dtypes_arrays_take_the_fast_path_sub_byte_ones_step_aside(m):
+    """Whole-byte ml_dtypes (bfloat16, float8) are read from the header (numpy's own capsule
+    refuses them; issue 25); sub-byte ones step aside and get numpy's BufferError."""
     ml_dtypes = pytest.importorskip("ml_dtypes", reason="ml_dtypes is one of the pinned peers")
-    a = np.zeros(3, ml_dtypes.bfloat16)
+    n0 = m._testing.numpy_fast_imports()
+    t = m.from_dlpack(np.zeros(3, ml_dtypes.bfloat16))
+    assert t.dtype == "bfloat16" and m._testing.numpy_fast_imports() == n0 + 1
     with pytest.raises(BufferError):
-        not_fast(m, lambda: m.from_dlpack(a))
+        not_fast(m, lambda: m.from_dlpack(np.zeros(3, ml_dtypes.float4_e2m1fn)))
 
 
 def test_as_strided_bogus_extent_is_malformed(m):

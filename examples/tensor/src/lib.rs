@@ -33,8 +33,9 @@ pub struct Tensor {
     strides: Dims,
     #[dlpack(device)]
     device: Device,
+    /// `Unknown` for data imported through a legacy capsule (it may leave through one again).
     #[dlpack(readonly)]
-    readonly: bool,
+    readonly: Writability,
 }
 
 // SAFETY: every `Tensor` is built here, from a layout that fits its storage: `owned` gets a
@@ -191,7 +192,7 @@ impl Tensor {
             strides: Dims::from(c_strides(&shape)),
             shape: Dims::from(shape),
             device: Device::CPU,
-            readonly,
+            readonly: Writability::from_readonly(readonly),
         }
     }
 
@@ -203,7 +204,7 @@ impl Tensor {
         elem_offset: i64,
         shape: Dims,
         strides: Dims,
-        readonly: bool,
+        readonly: Writability,
     ) -> PyResult<Tensor> {
         let this = slf.get();
         let eb = if elem_offset == 0 {
@@ -229,8 +230,13 @@ impl Tensor {
         // strides come from in-bounds indices of `this`), whose storage `slf` owns (or, for a
         // view, the owner `share_view` takes instead).
         let buf = unsafe {
-            this.buf
-                .share_view(slf.py(), slf.as_any(), data, this.device, readonly)
+            this.buf.share_view(
+                slf.py(),
+                slf.as_any(),
+                data,
+                this.device,
+                !readonly.is_writable(),
+            )
         };
         Ok(Tensor {
             buf,
@@ -265,7 +271,7 @@ impl Tensor {
             shape: Dims::from(shape),
             strides: Dims::from(strides),
             device: dl_device,
-            readonly: false,
+            readonly: Writability::Writable,
         })
     }
 
@@ -416,7 +422,18 @@ impl Tensor {
 
     #[getter]
     fn readonly(&self) -> bool {
-        self.readonly
+        !self.readonly.is_writable()
+    }
+
+    /// `"writable"`, `"readonly"`, or `"unknown"` (imported through a legacy capsule: not
+    /// written by dlbind, exported READ_ONLY in versioned capsules, allowed in legacy ones).
+    #[getter]
+    fn writability(&self) -> &'static str {
+        match self.readonly {
+            Writability::Writable => "writable",
+            Writability::ReadOnly => "readonly",
+            Writability::Unknown => "unknown",
+        }
     }
 
     /// Address of element 0.
@@ -457,7 +474,11 @@ impl Tensor {
             self.dtype_name(),
             tuple(&self.strides),
             self.device(),
-            if self.readonly { "True" } else { "False" }
+            if self.readonly.is_writable() {
+                "False"
+            } else {
+                "True"
+            }
         )
     }
 
@@ -541,10 +562,23 @@ impl Tensor {
         Tensor::view(slf, offset, shape, strides, this.readonly)
     }
 
+    /// A numpy array viewing this tensor's memory (zero-copy, keeps it alive), typed as numpy
+    /// or `ml_dtypes` names the dtype: `bfloat16` and `float8_*` tensors give arrays of
+    /// `ml_dtypes.bfloat16` etc., which `np.from_dlpack` refuses (`dlbind::numpy_view`).
+    fn numpy<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        dlbind::numpy_view(slf)
+    }
+
     /// A read-only view of the same storage.
     fn set_readonly(slf: &Bound<'_, Self>) -> PyResult<Tensor> {
         let this = slf.get();
-        Tensor::view(slf, 0, this.shape.clone(), this.strides.clone(), true)
+        Tensor::view(
+            slf,
+            0,
+            this.shape.clone(),
+            this.strides.clone(),
+            Writability::ReadOnly,
+        )
     }
 }
 
@@ -556,7 +590,7 @@ impl Tensor {
         let strides = Dims::from_slice(imported.strides());
         let dtype = imported.dtype();
         let device = imported.device();
-        let readonly = imported.readonly();
+        let readonly = imported.writability();
         Tensor {
             buf: Buffer::from(imported),
             dtype,
@@ -593,7 +627,7 @@ impl FromDLPack for Tensor {
             shape,
             strides,
             device: v.device,
-            readonly: v.readonly,
+            readonly: Writability::from_readonly(v.readonly),
         }))
     }
 

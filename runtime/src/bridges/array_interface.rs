@@ -61,12 +61,66 @@ where
     T: PyClass + DLPackSource,
     T::Frozen: SourceAccess<T>,
 {
+    Ok(interface_dict(slf, None)?.into_any().unbind())
+}
+
+/// The `__array_interface__` dict of `slf` (with `typestr` in place of the dtype's own when
+/// given): a pointer tuple for a frozen class, a borrow guard for any other.
+fn interface_dict<'py, T>(slf: &Bound<'py, T>, typestr: Option<&str>) -> PyResult<Bound<'py, PyDict>>
+where
+    T: PyClass + DLPackSource,
+    T::Frozen: SourceAccess<T>,
+{
     if !<T::Frozen as SourceAccess<T>>::FROZEN {
-        return borrowing_array_interface(slf);
+        return borrowing_array_interface(slf, typestr);
     }
     let s = snapshot(slf)?;
     host_only(&s)?;
-    Ok(v3_dict(slf.py(), &s, ATTR)?.into_any().unbind())
+    v3_dict_as(slf.py(), &s, ATTR, typestr)
+}
+
+/// A numpy array viewing `slf`'s host memory (zero-copy; the array keeps `slf` alive, and for a
+/// non-frozen class a shared borrow of it), typed as numpy or `ml_dtypes` names the dtype:
+/// for a dtype with a numpy typestr in the spec, what `numpy.asarray(slf)` gives; for
+/// `bfloat16` and the `float8_*` types (no numpy typestr), an array of `ml_dtypes.<name>`
+/// (`ml_dtypes` is imported on first use: ImportError without it). `np.from_dlpack` of such a
+/// tensor stays numpy's decision (numpy refuses them); this is the way to get the typed view.
+/// BufferError for sub-byte dtypes, AttributeError for memory the host cannot read.
+pub fn numpy_view<'py, T>(slf: &Bound<'py, T>) -> PyResult<Bound<'py, PyAny>>
+where
+    T: PyClass + DLPackSource,
+    T::Frozen: SourceAccess<T>,
+{
+    let py = slf.py();
+    let dtype = snapshot(slf)?.dtype;
+    let np = py.import("numpy")?;
+    let row = crate::spec::dtypes::dtype_by_dl(dtype);
+    if row.is_some_and(|r| r.numpy_typestr.is_some()) {
+        return np.call_method1("asarray", (slf,));
+    }
+    let unsupported = || {
+        crate::error::DlpackError::new(
+            crate::spec::errors::FailureKind::UnsupportedDtype,
+            format!("no numpy view of dtype {}: only whole-byte dtypes", crate::dtype::describe(dtype)),
+        )
+    };
+    let row = row.ok_or_else(unsupported)?;
+    let same_width = match (dtype.lanes, dtype.bits) {
+        (1, 8) => "|u1",
+        (1, 16) => "<u2",
+        (1, 32) => "<u4",
+        (1, 64) => "<u8",
+        _ => return Err(unsupported().into()),
+    };
+    let scalar = py.import("ml_dtypes")?.getattr(row.name)?;
+    let d = interface_dict(slf, Some(same_width))?;
+    // numpy keeps the object it read the interface from as the array's base: a namespace
+    // holding `slf` (the pointer tuple's owner) as well as the dict.
+    let kw = PyDict::new(py);
+    kw.set_item("__array_interface__", d)?;
+    kw.set_item("owner", slf)?;
+    let holder = py.import("types")?.getattr("SimpleNamespace")?.call((), Some(&kw))?;
+    np.call_method1("asarray", (holder,))?.call_method1("view", (scalar,))
 }
 
 /// AttributeError unless the host can read the data.
@@ -83,7 +137,7 @@ fn host_only(s: &Snapshot) -> PyResult<()> {
 /// [`array_interface`](fn@array_interface) of a non-frozen class: `data` is a borrow guard
 /// exposing the bytes the array reaches, plus `offset` (see the module docs).
 #[inline(never)]
-fn borrowing_array_interface<T>(slf: &Bound<'_, T>) -> PyResult<Py<PyAny>>
+fn borrowing_array_interface<'py, T>(slf: &Bound<'py, T>, typestr: Option<&str>) -> PyResult<Bound<'py, PyDict>>
 where
     T: PyClass + DLPackSource,
 {
@@ -91,8 +145,8 @@ where
     let s = Snapshot::of(&*r)?;
     host_only(&s)?;
     let py = slf.py();
-    let d = v3_dict(py, &s, ATTR)?;
-    // `v3_dict` refused sub-byte dtypes.
+    let d = v3_dict_as(py, &s, ATTR, typestr)?;
+    // `v3_dict_as` refused sub-byte dtypes.
     let item = itemsize(s.dtype).ok_or_else(|| not_applicable(ATTR, "sub-byte dtype"))?;
     let (below, len) = reach(&s.shape, &s.strides, item)
         .ok_or_else(|| not_applicable(ATTR, "the shape and strides overflow"))?;
@@ -104,7 +158,7 @@ where
     let guard = crate::export::borrow::hold(r, Some(window))?;
     d.set_item("data", guard)?;
     d.set_item("offset", below)?;
-    Ok(d.into_any().unbind())
+    Ok(d)
 }
 
 /// The bytes an array reaches: how far below element 0 it starts and how many bytes it spans
@@ -130,7 +184,21 @@ pub(crate) fn v3_dict<'py>(
     s: &Snapshot,
     attr: &str,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let ts = typestr_of(s.dtype).map_err(|e| not_applicable(attr, e.message()))?;
+    v3_dict_as(py, s, attr, None)
+}
+
+/// [`v3_dict`] with `typestr` in place of the dtype's own (`numpy_view`'s same-width unsigned
+/// integers for the `ml_dtypes` types).
+fn v3_dict_as<'py>(
+    py: Python<'py>,
+    s: &Snapshot,
+    attr: &str,
+    typestr: Option<&str>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let ts = match typestr {
+        Some(ts) => ts,
+        None => typestr_of(s.dtype).map_err(|e| not_applicable(attr, e.message()))?,
+    };
     let item = itemsize(s.dtype).ok_or_else(|| not_applicable(attr, "sub-byte dtype"))?;
     let d = base_dict(py, s, ts, 3)?;
     match byte_strides(s, item) {

@@ -374,13 +374,8 @@ pub fn import_interface_dict(
                 .unwrap_or(0);
             let (keeper, base, len, ro) = hold_bytes(&src)?;
             check_extent(&shape, &strides, item, offset, len)?;
-            (
-                base.cast::<u8>()
-                    .wrapping_add(offset as usize)
-                    .cast::<c_void>(),
-                ro,
-                keeper,
-            )
+            // `check_extent` put `offset` within the buffer's `len` bytes.
+            (base.cast::<u8>().wrapping_add(offset as usize).cast::<c_void>(), ro, keeper)
         }
     };
     let device = match kind {
@@ -406,10 +401,7 @@ pub fn import_interface_dict(
                 .map(|v| v.extract())
                 .transpose()?
                 .unwrap_or(0);
-            data_ptr = data_ptr
-                .cast::<u8>()
-                .wrapping_offset((offset as isize).wrapping_mul(item as isize))
-                .cast::<c_void>();
+            data_ptr = offset_pointer(kind, data_ptr, offset, item)?;
             Device::oneapi(0)
         }
     };
@@ -435,6 +427,26 @@ fn hold_bytes(src: &Bound<'_, PyAny>) -> PyResult<(Keeper, *mut c_void, usize, b
     Ok((buffer_keeper(src.py(), view), buf, len, ro))
 }
 
+/// `ptr` moved by `offset` elements of `item` bytes (the SYCL USM interface's `offset`),
+/// computed exactly: a result outside the address space is a malformed tensor (BufferError),
+/// never a pointer that wrapped around.
+fn offset_pointer(kind: InterfaceKind, ptr: *mut c_void, offset: i64, item: usize) -> PyResult<*mut c_void> {
+    let addr = ptr as usize as i128 + offset as i128 * item as i128;
+    if !(0..=usize::MAX as i128).contains(&addr) {
+        return Err(DlpackError::new(
+            FailureKind::MalformedTensor,
+            format!(
+                "{}: offset {offset} elements of {item} bytes from {:#x} leaves the address space",
+                kind.attr(),
+                ptr as usize
+            ),
+        )
+        .into());
+    }
+    // `addr` is in range, so adding the difference modulo 2^64 lands exactly on it.
+    Ok(ptr.cast::<u8>().wrapping_add((addr - ptr as usize as i128) as usize).cast::<c_void>())
+}
+
 /// Every element addressed by `shape` / `strides` (elements) from byte `offset` lies within
 /// `len` bytes.
 fn check_extent(
@@ -444,6 +456,14 @@ fn check_extent(
     offset: i64,
     len: usize,
 ) -> PyResult<()> {
+    // Even an empty array's pointer (`offset` bytes in) must lie within the buffer.
+    if offset < 0 || offset as u128 > len as u128 {
+        return Err(DlpackError::new(
+            FailureKind::UnsupportedLayout,
+            format!("__array_interface__: offset {offset} is outside the {len}-byte data buffer"),
+        )
+        .into());
+    }
     if shape.contains(&0) {
         return Ok(());
     }

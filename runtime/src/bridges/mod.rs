@@ -48,7 +48,7 @@ use crate::spec::errors::FailureKind;
 use crate::ffi::DLDataType;
 use crate::export::access::SourceAccess;
 
-pub use array_interface::array_interface;
+pub use array_interface::{array_interface, numpy_view};
 pub use buffer::{getbuffer, releasebuffer};
 pub(crate) use consume::Keeper;
 pub use consume::import_bridges;

@@ -211,7 +211,7 @@ fn dtype_of_cached(descr: &Bound<'_, PyAny>, key: usize) -> Option<DLDataType> {
         }
     }
     let resolved = match descr.getattr("str").and_then(|s| s.extract::<String>()) {
-        Ok(s) => dtype_from_typestr(&s).ok(),
+        Ok(s) => dtype_from_typestr(&s).ok().or_else(|| ml_dtypes_dtype(descr, &s)),
         Err(_) => None,
     };
     // `dtype.str` may have run Python code (and let another thread insert): index afresh. The
@@ -227,6 +227,33 @@ fn dtype_of_cached(descr: &Bound<'_, PyAny>, key: usize) -> Option<DLDataType> {
         DESCR_LAST.store(len, Ordering::Relaxed);
     }
     resolved
+}
+
+/// The spec dtype of an `ml_dtypes` dtype object (`bfloat16`, the `float8_*` types), whose
+/// typestr (`"<V2"`, `"<f1"`) says nothing the spec's table knows: recognised by its registered scalar type (`dtype.type` is
+/// `ml_dtypes.<name>` for a spec dtype `<name>` without a numpy typestr), never by its name. Only
+/// whole-byte types: numpy stores the sub-byte ones (`float4_e2m1fn`, `float6_*`) one per byte,
+/// which a plain DLPack dtype of 4 or 6 bits does not describe. `None` when `ml_dtypes` has not
+/// been imported (then no array can have its dtypes) or the dtype is another void type.
+#[cold]
+fn ml_dtypes_dtype(descr: &Bound<'_, PyAny>, typestr: &str) -> Option<DLDataType> {
+    // Native (little-endian on every platform numpy ships ml_dtypes for) or byte-order free.
+    // The kind varies (`"<V2"` for bfloat16, `"<f1"` for float8_e5m2): the scalar type decides.
+    if !(typestr.starts_with('<') || typestr.starts_with('|')) {
+        return None;
+    }
+    let py = descr.py();
+    let ml = py.import("sys").ok()?.getattr("modules").ok()?.get_item("ml_dtypes").ok()?;
+    let scalar = descr.getattr("type").ok()?;
+    let itemsize: usize = descr.getattr("itemsize").ok()?.extract().ok()?;
+    crate::spec::dtypes::DTYPES
+        .iter()
+        .filter(|d| d.numpy_typestr.is_none() && d.dtype.lanes == 1 && d.dtype.bits % 8 == 0)
+        .find(|d| {
+            itemsize * 8 == d.dtype.bits as usize
+                && ml.getattr(d.name).is_ok_and(|t| t.is(&scalar))
+        })
+        .map(|d| d.dtype)
 }
 
 /// A zero-copy view of host memory owned by a Python object, described by that object (an exact

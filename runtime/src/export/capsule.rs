@@ -146,7 +146,7 @@ pub(super) fn negotiate_and_export<S: DLPackSource + ?Sized>(
         req,
         SourceInfo {
             device: src.dlpack_device(),
-            readonly: src.dlpack_readonly(),
+            writability: src.dlpack_writability(),
         },
     )?;
     export_planned_on(owner, src, &plan, req.stream, runtime)
@@ -196,7 +196,7 @@ pub fn export_versioned_managed<S: DLPackSource + ?Sized>(
         &req,
         SourceInfo {
             device: src.dlpack_device(),
-            readonly: src.dlpack_readonly(),
+            writability: src.dlpack_writability(),
         },
     )?;
     // SAFETY: `owner` is live and bound to the GIL.

@@ -81,6 +81,15 @@ pub unsafe trait DLPackSource {
     fn dlpack_readonly(&self) -> bool {
         false
     }
+    /// Whether consumers may write, when that is known ([`Writability`]); the default follows
+    /// [`Self::dlpack_readonly`]. Data of `Unknown` writability (a view imported from a legacy
+    /// capsule) is exported read-only in versioned capsules but may also leave through a legacy
+    /// one, which known read-only data refuses.
+    ///
+    /// [`Writability`]: crate::Writability
+    fn dlpack_writability(&self) -> crate::Writability {
+        crate::Writability::from_readonly(self.dlpack_readonly())
+    }
     /// The stream (raw `CUstream` / `hipStream_t`) on which work that writes this tensor may
     /// still be pending, or `None` (the default): host data has nothing pending, and CUDA/ROCm
     /// data is then taken to be ready on the device's default stream (the one `stream=None`

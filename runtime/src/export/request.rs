@@ -12,7 +12,8 @@
 //! * `copy=True` → a real copy (IS_COPIED when versioned; a legacy capsule carries no flags,
 //!   so a legacy copy is made without one, as numpy does); `copy=False` when a copy would be
 //!   needed → `CopyRequired`.
-//! * read-only data + legacy request (and no copy) → `ReadOnlyLegacy`; versioned → READ_ONLY.
+//! * read-only data + legacy request (and no copy) → `ReadOnlyLegacy`; versioned → READ_ONLY;
+//!   data of unknown writability (a legacy import) → READ_ONLY when versioned, allowed when legacy.
 
 use crate::device::Device;
 use crate::error::DlpackError;
@@ -22,6 +23,7 @@ use crate::ffi::{
     DLPACK_MINOR_VERSION, DLPackVersion,
 };
 use crate::spec::streams::{StreamAction, resolve_stream};
+use crate::writability::Writability;
 
 /// The version dlbind writes into versioned capsules (from the generated constants).
 pub const EXPORT_VERSION: DLPackVersion = DLPackVersion {
@@ -64,7 +66,7 @@ impl ExportRequest {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SourceInfo {
     pub device: Device,
-    pub readonly: bool,
+    pub writability: Writability,
 }
 
 /// How the export will be produced.
@@ -99,12 +101,11 @@ pub fn plan_export(req: &ExportRequest, src: SourceInfo) -> Result<ExportPlan, D
         // copy or stream question arises, only the version and the read-only rule below (the
         // same answers as the general path; the stream rule folds to a constant).
         let stream = resolve_stream(Device::CPU.device_type, None).map_err(DlpackError::from)?;
-        let flags = if !src.readonly {
-            0
-        } else if versioned {
-            DLPACK_FLAG_BITMASK_READ_ONLY
-        } else {
-            return Err(read_only_legacy());
+        let flags = match src.writability {
+            Writability::Writable => 0,
+            _ if versioned => DLPACK_FLAG_BITMASK_READ_ONLY,
+            Writability::Unknown => 0,
+            Writability::ReadOnly => return Err(read_only_legacy()),
         };
         return Ok(ExportPlan {
             versioned,
@@ -166,11 +167,15 @@ pub fn plan_export(req: &ExportRequest, src: SourceInfo) -> Result<ExportPlan, D
         if versioned {
             flags |= DLPACK_FLAG_BITMASK_IS_COPIED;
         }
-    } else if src.readonly {
-        if !versioned {
-            return Err(read_only_legacy());
+    } else {
+        match src.writability {
+            Writability::Writable => {}
+            _ if versioned => flags |= DLPACK_FLAG_BITMASK_READ_ONLY,
+            // Unknown writability (a legacy import) leaves through a legacy capsule again:
+            // it loses nothing it had.
+            Writability::Unknown => {}
+            Writability::ReadOnly => return Err(read_only_legacy()),
         }
-        flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
     }
 
     Ok(ExportPlan {
@@ -200,11 +205,11 @@ mod tests {
 
     const CPU_RW: SourceInfo = SourceInfo {
         device: Device::CPU,
-        readonly: false,
+        writability: Writability::Writable,
     };
     const CPU_RO: SourceInfo = SourceInfo {
         device: Device::CPU,
-        readonly: true,
+        writability: Writability::ReadOnly,
     };
 
     fn req(
@@ -245,6 +250,24 @@ mod tests {
         }
         assert_eq!(EXPORT_VERSION.major, DLPACK_MAJOR_VERSION);
         assert_eq!(EXPORT_VERSION.minor, DLPACK_MINOR_VERSION);
+    }
+
+    #[test]
+    fn unknown_writability_leaves_legacy_and_versioned_read_only() {
+        let unknown = SourceInfo {
+            device: Device::CPU,
+            writability: Writability::Unknown,
+        };
+        // Both paths of plan_export: the host fast path and the general one (copy=False).
+        for copy in [None, Some(false)] {
+            let p = plan_export(&req(None, copy, None, None), unknown).unwrap();
+            assert!(!p.versioned && p.flags == 0, "{copy:?}");
+            let p = plan_export(&req(Some((1, 0)), copy, None, None), unknown).unwrap();
+            assert!(p.versioned, "{copy:?}");
+            assert_eq!(p.flags, DLPACK_FLAG_BITMASK_READ_ONLY, "{copy:?}");
+            // Known read-only still refuses the legacy capsule.
+            assert_eq!(kind(plan_export(&req(None, copy, None, None), CPU_RO)), FailureKind::ReadOnlyLegacy);
+        }
     }
 
     #[test]
@@ -321,7 +344,7 @@ mod tests {
         for src in [Device::CUDA_HOST, Device::CUDA_MANAGED, Device::ROCM_HOST] {
             let s = SourceInfo {
                 device: src,
-                readonly: false,
+                writability: Writability::Writable,
             };
             let p =
                 plan_export(&req(Some((1, 0)), Some(false), Some(Device::CPU), None), s).unwrap();
@@ -335,7 +358,7 @@ mod tests {
         // CUDA memory → CPU: a device-to-host copy, IS_COPIED; copy=False → CopyRequired.
         let s = SourceInfo {
             device: Device::cuda(0),
-            readonly: false,
+            writability: Writability::Writable,
         };
         let p = plan_export(&req(Some((1, 0)), None, Some(Device::CPU), None), s).unwrap();
         assert!(p.copy && p.flags == DLPACK_FLAG_BITMASK_IS_COPIED && p.device == Device::CPU);
@@ -354,7 +377,7 @@ mod tests {
         );
         let r = SourceInfo {
             device: Device::rocm(0),
-            readonly: false,
+            writability: Writability::Writable,
         };
         assert_eq!(
             kind(plan_export(
@@ -395,7 +418,7 @@ mod tests {
             for to in devices {
                 let s = SourceInfo {
                     device: from,
-                    readonly: false,
+                    writability: Writability::Writable,
                 };
                 let stream = crate::spec::streams::consumer_default_stream(to.device_type);
                 let ours = plan_export(&req(Some((1, 0)), Some(true), Some(to), stream), s);
@@ -426,7 +449,7 @@ mod tests {
         // CUDA source: every stream value is checked by the generated table, nothing else.
         let cuda = SourceInfo {
             device: Device::cuda(0),
-            readonly: false,
+            writability: Writability::Writable,
         };
         for s in [
             None,
@@ -446,7 +469,7 @@ mod tests {
         }
         let rocm = SourceInfo {
             device: Device::rocm(0),
-            readonly: false,
+            writability: Writability::Writable,
         };
         for s in [None, Some(-1), Some(0), Some(1), Some(2), Some(3)] {
             let ours = plan_export(&req(Some((1, 0)), None, None, s), rocm).map(|p| p.stream);
@@ -459,7 +482,7 @@ mod tests {
         // The stream is checked against the target: managed memory exported to CPU takes None only.
         let managed = SourceInfo {
             device: Device::CUDA_MANAGED,
-            readonly: false,
+            writability: Writability::Writable,
         };
         assert!(
             plan_export(

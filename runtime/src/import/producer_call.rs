@@ -152,7 +152,10 @@ pub(super) fn capsule_or_dlpack(
 
 /// Calls the producer's `__dlpack__` with `max_version` and the keywords the call needs
 /// (`dl_device`, `stream`, `copy`); a TypeError from a producer without the DLPack 2023.12
-/// keywords is retried once with `stream` alone (or nothing), when that can honour the call.
+/// keywords (`__dlpack__(self, stream=None)`, before 2023) is retried once with `stream` alone
+/// (or nothing). The caller checks what came back against the request (`finish_import`): the
+/// device must match (BufferError otherwise); a legacy capsule is a view, so `copy=False`
+/// holds; for `copy=True` dlbind copies.
 fn call_producer<'py>(
     obj: &Bound<'py, PyAny>,
     descr: &Bound<'py, PyAny>,
@@ -194,10 +197,14 @@ fn call_producer<'py>(
     };
     match first {
         Ok(c) => Ok(c),
-        Err(e)
-            if e.is_instance_of::<PyTypeError>(py) && device.is_none() && copy != Some(false) =>
-        {
-            // A producer without the DLPack 2023.12 keywords (it still takes `stream`).
+        Err(e) if e.is_instance_of::<PyTypeError>(py) => {
+            // A producer without the DLPack 2023.12 keywords (it still takes `stream`). Without
+            // `dl_device` it exports where its data is, so the stream is the consumer's on that
+            // device (none for host memory), not on the device asked for.
+            let stream = match device {
+                Some(_) => stream_for_producer_device(obj)?,
+                None => stream,
+            };
             let retry = match stream {
                 // SAFETY: live objects, no keywords.
                 None => unsafe { call_method(obj, descr.as_ptr(), &[], ptr::null_mut()) },

@@ -527,6 +527,19 @@ impl ImportedTensor {
         self.readonly
     }
 
+    /// Whether consumers may write the data: `Unknown` for a legacy capsule's tensor (it cannot
+    /// say), which may leave through a legacy capsule again ([`Writability`]).
+    ///
+    /// [`Writability`]: crate::Writability
+    #[inline]
+    pub fn writability(&self) -> crate::Writability {
+        match (&self.owner, self.readonly) {
+            (_, false) => crate::Writability::Writable,
+            (Owner::Legacy(_), true) => crate::Writability::Unknown,
+            (_, true) => crate::Writability::ReadOnly,
+        }
+    }
+
     /// The versioned flags (0 for legacy tensors; IS_COPIED for dlbind's own copies).
     #[inline]
     pub fn flags(&self) -> u64 {

@@ -1,0 +1,59 @@
+//! Whether consumers may write the data: known writable, known read-only, or unknown.
+
+/// Whether consumers may write a tensor's data. DLPack's legacy capsule has no read-only flag,
+/// so a view imported through one is of *unknown* writability: dlbind never writes it and
+/// exports it with READ_ONLY in versioned capsules, but lets it leave through a legacy capsule
+/// again, since that loses nothing it had (a JAX array, which JAX 0.10 moves only through
+/// legacy capsules, can go into dlbind and back). Data known to be read-only (a versioned
+/// READ_ONLY flag, a non-writeable numpy array, a read-only buffer) refuses legacy export, as
+/// numpy does.
+///
+/// `#[dlpack(readonly)]` fields may be a `bool` (`true`: known read-only) or a `Writability`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Writability {
+    /// Consumers may write.
+    Writable,
+    /// Consumers must not write (the producer said so).
+    ReadOnly,
+    /// Nobody said (a legacy capsule): treated as read-only, except that a legacy export is
+    /// allowed.
+    Unknown,
+}
+
+impl Writability {
+    /// `ReadOnly` when `readonly`, else `Writable`.
+    #[inline]
+    pub const fn from_readonly(readonly: bool) -> Self {
+        if readonly { Writability::ReadOnly } else { Writability::Writable }
+    }
+
+    /// Whether writing is allowed (only for `Writable`).
+    #[inline]
+    pub const fn is_writable(self) -> bool {
+        matches!(self, Writability::Writable)
+    }
+}
+
+/// A `#[dlpack(readonly)]` field's type: `bool` or [`Writability`] (used by the derive).
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "`#[dlpack(readonly)]` expects a `bool` or a `dlbind::Writability`, not `{Self}`",
+    label = "a `bool` or a `dlbind::Writability`"
+)]
+pub trait ReadonlyField {
+    fn writability(&self) -> Writability;
+}
+
+impl ReadonlyField for bool {
+    #[inline(always)]
+    fn writability(&self) -> Writability {
+        Writability::from_readonly(*self)
+    }
+}
+
+impl ReadonlyField for Writability {
+    #[inline(always)]
+    fn writability(&self) -> Writability {
+        *self
+    }
+}
