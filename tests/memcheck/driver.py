@@ -153,6 +153,52 @@ def paths_demo():
         ok("buffer->ours")
 
 
+class _Legacy:
+    """A producer from before 2023: `__dlpack__(self, stream=None)` only."""
+
+    def __init__(self, t):
+        self.t = t
+
+    def __dlpack__(self, stream=None):
+        return self.t.__dlpack__(stream=stream)
+
+    def __dlpack_device__(self):
+        return self.t.__dlpack_device__()
+
+
+def interop_edges():
+    """Issue 25's paths: ml_dtypes arrays from numpy's header and the typed view back, a legacy
+    import of unknown writability leaving through legacy and versioned capsules, the pre-2023
+    producer retry (copy=False, device=, a device mismatch), bridge offsets refused."""
+    try:
+        import ml_dtypes
+    except ImportError:
+        ml_dtypes = None
+    if ml_dtypes is not None:
+        for dt in (ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn):
+            b = np.arange(12, dtype=np.float32).reshape(3, 4).astype(dt)
+            t = m.from_dlpack(b[:, ::2])
+            v = t.numpy()
+            del t, v
+    src = OURS[0]
+    u = m.from_dlpack(W(src.__dlpack__()))  # unknown writability
+    w = m.from_dlpack(W(u.__dlpack__()))
+    w2 = m.from_dlpack(W(u.__dlpack__(max_version=(1, 3))))
+    del u, w, w2
+    p = _Legacy(src)
+    for kw in ({"copy": False}, {"device": (1, 0)}, {"copy": True}):
+        x = m.from_dlpack(p, **kw)
+        del x
+    expect(BufferError, m.from_dlpack, p, device=(4, 0))
+    expect(ValueError, m.from_dlpack, np.ones(2), device=(1, 0, 0))
+
+    class S:
+        __sycl_usm_array_interface__ = {"data": (0x7F0000100000, False), "shape": (640,), "strides": (1,),
+                                        "typestr": "<i8", "offset": 2**62, "version": 1}
+    expect(BufferError, m.from_dlpack, S())
+    ok("interop edges")
+
+
 def exports_every_flag():
     """Every __dlpack__ flag combination on every source; capsules dropped unconsumed or consumed."""
     n = 0
@@ -349,6 +395,7 @@ def main() -> int:
                 cycles_collected()
                 plain_pyclass_borrows()
             paths_mutable()
+            interop_edges()
     gc.collect()
     bad = []
     if m is not None:
