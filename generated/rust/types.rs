@@ -87,6 +87,12 @@ impl DLDeviceType {
             _ => None,
         }
     }
+
+    /// Whether the CPU can read memory of this device type directly (the spec's
+    /// `host_accessible` values: `kDLCPU`, `kDLCUDAHost`, `kDLROCMHost`, `kDLCUDAManaged`).
+    pub const fn is_host_accessible(self) -> bool {
+        matches!(self.0, 1 | 3 | 11 | 13)
+    }
 }
 
 /// A device: its type and its index.
