@@ -420,6 +420,10 @@ fn generated_header_matches_rust_layout_and_facts() {
         ("kDLHexagon", 16, ffi::DLDeviceType::kDLHexagon),
         ("kDLMAIA", 17, ffi::DLDeviceType::kDLMAIA),
         ("kDLTrn", 18, ffi::DLDeviceType::kDLTrn),
+        // upstream main after v1.3 (94485e2)
+        ("kDLTPU", 19, ffi::DLDeviceType::kDLTPU),
+        ("kDLTPUHost", 20, ffi::DLDeviceType::kDLTPUHost),
+        ("kDLAscend", 21, ffi::DLDeviceType::kDLAscend),
     ];
     for &(name, v, r) in devices {
         assert_eq!(c[&format!("enum {name}")], v, "C {name}");
@@ -444,6 +448,8 @@ fn generated_header_matches_rust_layout_and_facts() {
         "kDLFloat6_e2m3fn",
         "kDLFloat6_e3m2fn",
         "kDLFloat4_e2m1fn",
+        // upstream main after v1.3 (94485e2)
+        "kDLBcomplex",
     ];
     for (v, name) in codes.iter().enumerate() {
         assert_eq!(c[&format!("enum {name}")], v as u64, "C {name}");

@@ -47,6 +47,12 @@ class DLDeviceType(IntEnum):
     """Microsoft MAIA device."""
     kDLTrn = 18
     """AWS Trainium device."""
+    kDLTPU = 19
+    """Google TPU device memory."""
+    kDLTPUHost = 20
+    """Pinned host memory of a TPU host, readable by the CPU (the TPU counterpart of kDLCUDAHost)."""
+    kDLAscend = 21
+    """Huawei Ascend NPU device."""
 
 class DLDataTypeCode(IntEnum):
     """Type codes of DLDataType. Stored in the uint8_t `code` field, never as the enum type itself."""
@@ -87,6 +93,9 @@ class DLDataTypeCode(IntEnum):
     """FP6 e3m2, finite only; `bits` must be 6 (consumers stop on any other value)."""
     kDLFloat4_e2m1fn = 17
     """FP4 e2m1, finite only; `bits` must be 4 (consumers stop on any other value)."""
+    kDLBcomplex = 18
+    """Complex number made of two bfloat16 parts, a compact (real, imag) pair per element; `bits`
+    counts both parts (32)."""
 
 DLPACK_FLAG_BITMASK_READ_ONLY: Final = 1
 """The tensor is read-only and must not be written."""
@@ -105,7 +114,7 @@ DLPACK_EXCHANGE_API_CAPSULE_NAME: Final = "dlpack_exchange_api"
 DLPACK_EXCHANGE_API_ATTR: Final = "__dlpack_c_exchange_api__"
 DLPACK_EXCHANGE_API_ATTR_LEGACY: Final = "__c_dlpack_exchange_api__"
 
-DTypeName: TypeAlias = Literal["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64", "complex64", "complex128", "bfloat16", "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn"]
+DTypeName: TypeAlias = Literal["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64", "complex64", "complex128", "bfloat16", "bcomplex32", "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn"]
 """Python names of the dtypes in the DLPack dtype table."""
 
 @runtime_checkable

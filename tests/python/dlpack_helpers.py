@@ -93,6 +93,13 @@ class Spec:
     def device_type(self, name: str) -> int:
         return self.enums["DLDeviceType"][name]
 
+    def host_accessible(self, name: str) -> bool:
+        """Whether the spec marks a device type `host_accessible` (the CPU reads its memory)."""
+        for t in self.raw.get("types", []) or []:
+            if isinstance(t, dict) and t.get("enum") == "DLDeviceType":
+                return any(v["name"] == name and v.get("host_accessible", False) for v in t["values"])
+        return False
+
     def _dtypes(self) -> list[DType]:
         codes = self.enums.get("DLDataTypeCode", {})
         rows = self.raw.get("dtypes")
