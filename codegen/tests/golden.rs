@@ -59,7 +59,12 @@ fn dlpack_1_3_fixture_is_the_pre_update_spec() {
     for e in old.enums() {
         let ne = new.enum_named(&e.name).expect("enum kept");
         for v in &e.values {
-            assert_eq!(ne.value(&v.name).map(|n| n.value), Some(v.value), "{}", v.name);
+            assert_eq!(
+                ne.value(&v.name).map(|n| n.value),
+                Some(v.value),
+                "{}",
+                v.name
+            );
         }
     }
     let added: Vec<&str> = new
