@@ -280,3 +280,23 @@ fn usage_and_missing_files_exit_2() {
         "{err}"
     );
 }
+
+/// The report the README and the guide show is the one the binary prints.
+#[test]
+fn readme_and_guide_show_the_real_report() {
+    let (_, out, _) = dlbind(&["diff", V13, CURRENT]);
+    let cmd = format!("-- diff {V13} {CURRENT}\n");
+    for doc in ["README.md", "docs/guide/following-upstream.md"] {
+        let text = std::fs::read_to_string(root().join(doc)).unwrap();
+        let start = text
+            .find(&cmd)
+            .unwrap_or_else(|| panic!("{doc} does not run `dlbind diff {V13} {CURRENT}`"));
+        let rest = &text[start + cmd.len()..];
+        let rest = rest.strip_prefix("```\n\n```text\n").unwrap_or(rest);
+        let shown = &rest[..rest.find("```").unwrap()];
+        assert_eq!(
+            shown, out,
+            "{doc} shows another report than `dlbind diff` prints"
+        );
+    }
+}
