@@ -2,11 +2,11 @@
 //! change keeps the ABI.
 //!
 //! Both specs are parsed and validated first (an invalid one is a spec error with
-//! `file:line:col`, exit status 2). [`compare`] walks the two [`Ir`]s ([`classify`]) and
-//! returns a [`Report`] of [`Change`]s ([`model`]); [`report`] prints it. A change is
-//! [`Compat::Compatible`] (an addition to an open enum, a new flag, struct, dtype, stream rule
-//! or failure kind) or [`Compat::Break`] (a removed or renumbered value, a field whose type,
-//! offset or size changed, a struct whose size changed, a remapped exception, ...).
+//! `file:line:col`, exit status 2). [`compare`] walks the two [`Ir`]s (classify.rs) and
+//! returns a [`Report`] of [`Change`]s ([`model`]), which prints itself (`Display`, report.rs).
+//! A change is [`Compat::Compatible`] (an addition to an open enum, a new flag, struct, dtype,
+//! stream rule or failure kind) or [`Compat::Break`] (a removed or renumbered value, a field
+//! whose type, offset or size changed, a struct whose size changed, a remapped exception, ...).
 
 mod classify;
 pub mod model;
