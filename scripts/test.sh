@@ -62,7 +62,7 @@ if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" ]]; then
 else
   "$PY" -m pip install -q -r "$REQS"
   "$PY" - <<'PYEOF'
-import numpy, jax, jax.numpy as jnp, pyarrow, array_api_strict, ml_dtypes, tvm_ffi, yaml, pytest, hypothesis
+import numpy, jax, jax.numpy as jnp, pyarrow, array_api_strict, ml_dtypes, tvm_ffi, yaml, pytest, hypothesis, Cython, mypy
 jnp.zeros(3).block_until_ready()
 print("peers:", "numpy", numpy.__version__, "| jax", jax.__version__, "| pyarrow", pyarrow.__version__,
       "| array_api_strict", array_api_strict.__version__, "| ml_dtypes", ml_dtypes.__version__,

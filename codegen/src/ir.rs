@@ -162,6 +162,8 @@ pub struct EnumValue {
     pub value: i64,
     /// The only valid `bits` for this data type code (FP8/bool 8, FP6 6, FP4 4).
     pub bits: Option<u8>,
+    /// The CPU can read memory of this device type directly (`host_accessible: true`).
+    pub host_accessible: bool,
     pub doc: String,
 }
 

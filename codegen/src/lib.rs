@@ -19,6 +19,7 @@
 //! With `default-features = false` only the spec parser and the IR are built
 //! (no template engine); the derive macro uses [`ir::Ir::embedded`].
 
+pub mod diff;
 pub mod error;
 pub mod ir;
 pub mod positions;

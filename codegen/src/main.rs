@@ -3,8 +3,10 @@
 //! ```text
 //! dlbind generate [--spec P] [--out D] [--project F] [--verbose]
 //! dlbind check    [--spec P] [--out D] [--project F]
+//! dlbind diff OLD NEW
 //! ```
-//! Exit status: 0 ok, 1 stale files / I/O errors, 2 invalid spec or usage.
+//! Exit status: 0 ok, 1 stale files / I/O errors / an ABI break found by `diff`, 2 invalid spec
+//! or usage.
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -33,6 +35,8 @@ const DEFAULT_PROJECT: &str = dlbind_codegen::project::DEFAULT_PROJECT_FILE;
 const USAGE: &str = "usage:
   dlbind generate [--spec PATH] [--out DIR] [--project FILE] [--verbose]   write generated files
   dlbind check    [--spec PATH] [--out DIR] [--project FILE]               exit 1 with a diff if stale
+  dlbind diff OLD NEW                                                      what changed between two specs;
+                                                                           exit 1 if anything breaks the ABI
 
 defaults: --spec spec/dlpack.yaml if it exists (else the spec embedded in dlbind), --out generated;
 --project dlbind.yaml (the copies each crate ships) when it exists and neither --spec nor --out is given";
@@ -84,7 +88,38 @@ fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
+/// `dlbind diff OLD NEW`: prints every change and exits 0 (all compatible), 1 (an ABI break)
+/// or 2 (a spec error, `file:line:col: message`; a usage error).
+fn diff_main(rest: &[String]) -> ExitCode {
+    if rest.iter().any(|a| a == "-h" || a == "--help") {
+        say!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
+    let [old, new] = rest else {
+        eprintln!("dlbind: diff needs two spec files: dlbind diff OLD NEW\n{USAGE}");
+        return ExitCode::from(2);
+    };
+    match dlbind_codegen::diff::compare_files(old.as_ref(), new.as_ref()) {
+        Ok(report) => {
+            say!("dlbind diff {old} {new}");
+            for line in report.to_string().lines() {
+                say!("{line}");
+            }
+            ExitCode::from(report.exit_code() as u8)
+        }
+        Err(e) => {
+            eprintln!("{}", format_error(&e));
+            // an unreadable file is as much a bad input as a malformed one
+            ExitCode::from(2)
+        }
+    }
+}
+
 fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.first().map(String::as_str) == Some("diff") {
+        return diff_main(&argv[1..]);
+    }
     let args = match parse_args() {
         Ok(a) => a,
         Err(msg) => {

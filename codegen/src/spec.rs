@@ -188,6 +188,10 @@ pub struct EnumOrFlagValue {
     /// enum DLDataTypeCode: the only valid `bits` for this code.
     #[serde(default)]
     pub bits: Option<u8>,
+    /// enum DLDeviceType: the CPU can read this memory directly (pinned or managed host
+    /// memory), so host-only paths (buffer protocol, host copies) accept it.
+    #[serde(default)]
+    pub host_accessible: bool,
     #[serde(default)]
     pub doc: String,
 }

@@ -59,6 +59,46 @@ pub const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../templates/python/dlpack.pyi.tera"),
     ),
     (
+        "python/dlpack_ctypes.py",
+        include_str!("../templates/python/dlpack_ctypes.py.tera"),
+    ),
+    (
+        "python/ctypes_struct.py",
+        include_str!("../templates/python/ctypes_struct.py.tera"),
+    ),
+    (
+        "python/ctypes_enum.py",
+        include_str!("../templates/python/ctypes_enum.py.tera"),
+    ),
+    (
+        "python/ctypes_fn.py",
+        include_str!("../templates/python/ctypes_fn.py.tera"),
+    ),
+    (
+        "python/ctypes_flags.py",
+        include_str!("../templates/python/ctypes_flags.py.tera"),
+    ),
+    (
+        "cython/dlpack.pxd",
+        include_str!("../templates/cython/dlpack.pxd.tera"),
+    ),
+    (
+        "cython/struct.pxd",
+        include_str!("../templates/cython/struct.pxd.tera"),
+    ),
+    (
+        "cython/enum.pxd",
+        include_str!("../templates/cython/enum.pxd.tera"),
+    ),
+    (
+        "cython/fn.pxd",
+        include_str!("../templates/cython/fn.pxd.tera"),
+    ),
+    (
+        "cython/flags.pxd",
+        include_str!("../templates/cython/flags.pxd.tera"),
+    ),
+    (
         "docs/dtypes.md",
         include_str!("../templates/docs/dtypes.md.tera"),
     ),

@@ -420,6 +420,10 @@ fn generated_header_matches_rust_layout_and_facts() {
         ("kDLHexagon", 16, ffi::DLDeviceType::kDLHexagon),
         ("kDLMAIA", 17, ffi::DLDeviceType::kDLMAIA),
         ("kDLTrn", 18, ffi::DLDeviceType::kDLTrn),
+        // upstream main after v1.3 (94485e2)
+        ("kDLTPU", 19, ffi::DLDeviceType::kDLTPU),
+        ("kDLTPUHost", 20, ffi::DLDeviceType::kDLTPUHost),
+        ("kDLAscend", 21, ffi::DLDeviceType::kDLAscend),
     ];
     for &(name, v, r) in devices {
         assert_eq!(c[&format!("enum {name}")], v, "C {name}");
@@ -444,6 +448,8 @@ fn generated_header_matches_rust_layout_and_facts() {
         "kDLFloat6_e2m3fn",
         "kDLFloat6_e3m2fn",
         "kDLFloat4_e2m1fn",
+        // upstream main after v1.3 (94485e2)
+        "kDLBcomplex",
     ];
     for (v, name) in codes.iter().enumerate() {
         assert_eq!(c[&format!("enum {name}")], v as u64, "C {name}");
@@ -616,4 +622,117 @@ fn upstream_style_code_compiles_against_the_generated_header() {
     run(&mut Command::new(&exe_c));
     run(&mut Command::new(&exe_cpp));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The interpreter for the ctypes checks: `DLBIND_PYTHON`, else the test venv's, else `python3`.
+fn python() -> Option<std::path::PathBuf> {
+    let candidates = [
+        std::env::var_os("DLBIND_PYTHON").map(PathBuf::from),
+        Some(root().join(".venv/bin/python")),
+        Some(PathBuf::from("python3")),
+    ];
+    candidates.into_iter().flatten().find(|p| {
+        Command::new(p)
+            .args(["-c", "import ctypes"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
+/// A Python program printing, from the generated ctypes module, the same keys the C probe
+/// prints (sizes, alignments, offsets, field sizes, enum values, flag macros).
+fn ctypes_probe_source(ir: &Ir) -> String {
+    let mut s = String::from(
+        "import ctypes, importlib.util, sys\n\
+         spec = importlib.util.spec_from_file_location('dlpack_ctypes', sys.argv[1])\n\
+         m = importlib.util.module_from_spec(spec)\n\
+         spec.loader.exec_module(m)\n",
+    );
+    let mut p = |key: String, expr: String| writeln!(s, "print({key:?}, int({expr}))").unwrap();
+    for mac in [&ir.c_header.major_macro, &ir.c_header.minor_macro] {
+        p(mac.clone(), format!("m.{mac}"));
+    }
+    for item in &ir.items {
+        match item {
+            Item::Struct(st) => {
+                let n = &st.name;
+                p(format!("sizeof {n}"), format!("ctypes.sizeof(m.{n})"));
+                p(format!("alignof {n}"), format!("ctypes.alignment(m.{n})"));
+                for f in &st.fields {
+                    let k = format!("{n}.{}", f.name);
+                    p(format!("offsetof {k}"), format!("m.{k}.offset"));
+                    p(format!("sizeof {k}"), format!("m.{k}.size"));
+                }
+            }
+            Item::Enum(e) => {
+                for v in &e.values {
+                    p(format!("enum {}", v.name), format!("m.{}", v.name));
+                }
+            }
+            Item::Fn(f) => p(
+                format!("sizeof {}", f.name),
+                format!("ctypes.sizeof(m.{})", f.name),
+            ),
+            Item::Flags(f) => {
+                for v in &f.values {
+                    p(format!("macro {}", v.name), format!("m.{}", v.name));
+                }
+            }
+        }
+    }
+    s
+}
+
+/// `generated/python/dlpack_ctypes.py` (and each fixture's): every size, alignment, offset,
+/// enum value and flag equals what the C program compiled against the generated header prints.
+#[test]
+fn ctypes_module_matches_the_c_probe() {
+    let Some(py) = python() else {
+        eprintln!(
+            "SKIPPED ctypes_module_matches_the_c_probe: no Python interpreter (set DLBIND_PYTHON)"
+        );
+        return;
+    };
+    let mut cases: Vec<(String, String)> = fixture_cases()
+        .into_iter()
+        .map(|c| {
+            (
+                format!("tests/fixtures/{c}/spec.yaml"),
+                format!("tests/fixtures/{c}"),
+            )
+        })
+        .collect();
+    cases.push(("spec/dlpack.yaml".into(), "generated".into()));
+    for (spec, out) in cases {
+        let ir = Ir::from_path(root().join(&spec)).unwrap();
+        let dir = scratch(&format!("ctypes-{}", out.replace('/', "-")));
+        let c = probe(&ir, &root().join(format!("{out}/include/dlpack.h")), &dir);
+        let script = dir.join("probe_ctypes.py");
+        std::fs::write(&script, ctypes_probe_source(&ir)).unwrap();
+        let printed = run(Command::new(&py)
+            .arg(&script)
+            .arg(root().join(format!("{out}/python/dlpack_ctypes.py"))));
+        let mut n = 0;
+        for line in printed.lines() {
+            let (k, v) = line.rsplit_once(' ').unwrap();
+            let v: u64 = v.parse::<i64>().unwrap() as u64;
+            assert_eq!(
+                c.get(k),
+                Some(&v),
+                "{out}: ctypes {k} = {v}, C says {:?}",
+                c.get(k)
+            );
+            n += 1;
+        }
+        // everything the C probe prints except the C size of an enum type has a ctypes twin
+        let expected = c
+            .keys()
+            .filter(|k| !ir.enums().any(|e| **k == format!("sizeof {}", e.name)))
+            .count();
+        assert_eq!(
+            n, expected,
+            "{out}: ctypes printed {n} of {expected} numbers"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

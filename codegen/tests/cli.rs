@@ -76,7 +76,7 @@ fn generate_then_check() {
         stdout.contains("rust/types.rs") && stdout.contains("include/dlpack.h"),
         "{stdout}"
     );
-    assert!(stdout.contains("generated 13 files"), "{stdout}");
+    assert!(stdout.contains("generated 15 files"), "{stdout}");
     assert!(stdout.contains("elapsed:"), "{stdout}");
     let (code, stdout, _) = dlbind(&["check", "--out", out]);
     assert_eq!(code, 0, "{stdout}");
@@ -356,7 +356,7 @@ fn project_copies_are_written_and_checked() {
     let (out_s, p_s) = (out.to_str().unwrap(), p.to_str().unwrap());
     let (code, stdout, err) = dlbind(&["generate", "--out", out_s, "--project", p_s]);
     assert_eq!(code, 0, "{err}");
-    assert!(stdout.contains("generated 15 files"), "{stdout}");
+    assert!(stdout.contains("generated 17 files"), "{stdout}");
     let types = std::fs::read_to_string(out.join("rust/types.rs")).unwrap();
     assert_eq!(
         std::fs::read_to_string(dir.join("crate_b/src/types.rs")).unwrap(),
@@ -369,7 +369,7 @@ fn project_copies_are_written_and_checked() {
     let (code, stdout, err) = dlbind(&["check", "--out", out_s, "--project", p_s]);
     assert_eq!(code, 0, "{stdout}{err}");
     assert!(
-        stdout.contains("15 generated files are up to date"),
+        stdout.contains("17 generated files are up to date"),
         "{stdout}"
     );
     // A hand edit of a copy is reported with a diff naming the copy.

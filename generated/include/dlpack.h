@@ -97,6 +97,12 @@ typedef enum {
   kDLMAIA = 17,
   /*! \brief AWS Trainium device. */
   kDLTrn = 18,
+  /*! \brief Google TPU device memory. */
+  kDLTPU = 19,
+  /*! \brief Pinned host memory of a TPU host, readable by the CPU (the TPU counterpart of kDLCUDAHost). */
+  kDLTPUHost = 20,
+  /*! \brief Huawei Ascend NPU device. */
+  kDLAscend = 21,
 } DLDeviceType;
 
 /*! \brief A device: its type and its index. */
@@ -145,6 +151,11 @@ typedef enum {
   kDLFloat6_e3m2fn = 16U,
   /*! \brief FP4 e2m1, finite only; `bits` must be 4 (consumers stop on any other value). */
   kDLFloat4_e2m1fn = 17U,
+  /*!
+   * \brief Complex number made of two bfloat16 parts, a compact (real, imag) pair per element; `bits`
+   * counts both parts (32).
+   */
+  kDLBcomplex = 18U,
 } DLDataTypeCode;
 
 /*!

@@ -64,6 +64,12 @@ impl DLDeviceType {
     pub const kDLMAIA: Self = Self(17);
     /// AWS Trainium device.
     pub const kDLTrn: Self = Self(18);
+    /// Google TPU device memory.
+    pub const kDLTPU: Self = Self(19);
+    /// Pinned host memory of a TPU host, readable by the CPU (the TPU counterpart of kDLCUDAHost).
+    pub const kDLTPUHost: Self = Self(20);
+    /// Huawei Ascend NPU device.
+    pub const kDLAscend: Self = Self(21);
 
     /// The C name of this value (`"kDLCPU"`), or `None` for a value this spec does not know.
     pub const fn name(self) -> Option<&'static str> {
@@ -84,8 +90,17 @@ impl DLDeviceType {
             16 => Some("kDLHexagon"),
             17 => Some("kDLMAIA"),
             18 => Some("kDLTrn"),
+            19 => Some("kDLTPU"),
+            20 => Some("kDLTPUHost"),
+            21 => Some("kDLAscend"),
             _ => None,
         }
+    }
+
+    /// Whether the CPU can read memory of this device type directly (the spec's
+    /// `host_accessible` values: `kDLCPU`, `kDLCUDAHost`, `kDLROCMHost`, `kDLCUDAManaged`, `kDLTPUHost`).
+    pub const fn is_host_accessible(self) -> bool {
+        matches!(self.0, 1 | 3 | 11 | 13 | 20)
     }
 }
 
@@ -142,6 +157,9 @@ impl DLDataTypeCode {
     pub const kDLFloat6_e3m2fn: Self = Self(16);
     /// FP4 e2m1, finite only; `bits` must be 4 (consumers stop on any other value).
     pub const kDLFloat4_e2m1fn: Self = Self(17);
+    /// Complex number made of two bfloat16 parts, a compact (real, imag) pair per element; `bits`
+    /// counts both parts (32).
+    pub const kDLBcomplex: Self = Self(18);
 
     /// The C name of this value (`"kDLInt"`), or `None` for a value this spec does not know.
     pub const fn name(self) -> Option<&'static str> {
@@ -164,6 +182,7 @@ impl DLDataTypeCode {
             15 => Some("kDLFloat6_e2m3fn"),
             16 => Some("kDLFloat6_e3m2fn"),
             17 => Some("kDLFloat4_e2m1fn"),
+            18 => Some("kDLBcomplex"),
             _ => None,
         }
     }

@@ -77,14 +77,11 @@ impl Device {
         self.device_type.0 == DLDeviceType::kDLCPU.0
     }
 
-    /// Memory the CPU can read and write directly: `kDLCPU`, `kDLCUDAHost`, `kDLCUDAManaged`,
-    /// `kDLROCMHost`. Such memory may be exported to `(kDLCPU, 0)` without a copy.
+    /// Memory the CPU can read and write directly: the device types the spec marks
+    /// `host_accessible` (`kDLCPU`, `kDLCUDAHost`, `kDLCUDAManaged`, `kDLROCMHost`, ...). Such
+    /// memory may be exported to `(kDLCPU, 0)` without a copy.
     pub const fn is_host_accessible(self) -> bool {
-        let t = self.device_type.0;
-        t == DLDeviceType::kDLCPU.0
-            || t == DLDeviceType::kDLCUDAHost.0
-            || t == DLDeviceType::kDLCUDAManaged.0
-            || t == DLDeviceType::kDLROCMHost.0
+        self.device_type.is_host_accessible()
     }
 
     /// The C header's name of the device type (`"kDLCUDA"`), `None` for values this spec

@@ -93,6 +93,13 @@ class Spec:
     def device_type(self, name: str) -> int:
         return self.enums["DLDeviceType"][name]
 
+    def host_accessible(self, name: str) -> bool:
+        """Whether the spec marks a device type `host_accessible` (the CPU reads its memory)."""
+        for t in self.raw.get("types", []) or []:
+            if isinstance(t, dict) and t.get("enum") == "DLDeviceType":
+                return any(v["name"] == name and v.get("host_accessible", False) for v in t["values"])
+        return False
+
     def _dtypes(self) -> list[DType]:
         codes = self.enums.get("DLDataTypeCode", {})
         rows = self.raw.get("dtypes")
@@ -201,7 +208,6 @@ LEGACY = SPEC.capsule_names["legacy"]
 VERSIONED = SPEC.capsule_names["versioned"]
 LEGACY_USED = SPEC.capsule_names["legacy_used"]
 VERSIONED_USED = SPEC.capsule_names["versioned_used"]
-FLAG_READ_ONLY, FLAG_IS_COPIED, FLAG_SUBBYTE_PADDED = 1, 2, 4
 KDLCPU = SPEC.device_type("kDLCPU") if SPEC.enums else 1
 
 
@@ -225,35 +231,29 @@ NO_CUDA_REASON = "no CUDA driver/device on this machine (GPU suite skipped)"
 
 
 # ------------------------------------------------------------- ctypes ABI
-class DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+def _load_generated_ctypes():
+    """generated/python/dlpack_ctypes.py, generated from the same spec (structures, constants,
+    capsule names and pointer helpers); loaded by path, registered as `dlpack_ctypes`."""
+    import importlib.util
+    import sys
+
+    if "dlpack_ctypes" in sys.modules:
+        return sys.modules["dlpack_ctypes"]
+    path = ROOT / "generated" / "python" / "dlpack_ctypes.py"
+    spec = importlib.util.spec_from_file_location("dlpack_ctypes", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["dlpack_ctypes"] = mod
+    spec.loader.exec_module(mod)
+    return mod
 
 
-class DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32),
-                ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
-
-
-class DLManagedTensor(ctypes.Structure):
-    _fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
-
-
-class DLPackVersion(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
-
-
-class DLManagedTensorVersioned(ctypes.Structure):
-    _fields_ = [("version", DLPackVersion), ("manager_ctx", ctypes.c_void_p),
-                ("deleter", ctypes.c_void_p), ("flags", ctypes.c_uint64), ("dl_tensor", DLTensor)]
-
-
-assert ctypes.sizeof(DLTensor) == 48 and ctypes.sizeof(DLManagedTensor) == 64
-assert ctypes.sizeof(DLManagedTensorVersioned) == 80 and DLManagedTensorVersioned.dl_tensor.offset == 32
+D = _load_generated_ctypes()
+DLDevice, DLDataType, DLTensor = D.DLDevice, D.DLDataType, D.DLTensor
+DLPackVersion, DLManagedTensor, DLManagedTensorVersioned = (
+    D.DLPackVersion, D.DLManagedTensor, D.DLManagedTensorVersioned)
+FLAG_READ_ONLY = D.DLPACK_FLAG_BITMASK_READ_ONLY
+FLAG_IS_COPIED = D.DLPACK_FLAG_BITMASK_IS_COPIED
+FLAG_SUBBYTE_PADDED = D.DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED
 
 _api = ctypes.pythonapi
 _api.PyCapsule_GetName.restype = ctypes.c_char_p

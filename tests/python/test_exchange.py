@@ -18,67 +18,15 @@ from dlbind_demo import Tensor
 
 EXC = H.SPEC.exc  # exception classes from the spec's failure mapping
 
-ATTR = "__dlpack_c_exchange_api__"
-CAPSULE_NAME = b"dlpack_exchange_api"
+D = H.D  # the generated ctypes module (generated/python/dlpack_ctypes.py)
+ATTR = D.DLPACK_EXCHANGE_API_ATTR
+CAPSULE_NAME = D.DLPACK_EXCHANGE_API_CAPSULE_NAME
 
-
-# --- ctypes mirror of the generated structs (layout asserted in generated/rust/types.rs) -------
-
-class DLPackVersion(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
-
-
-class DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class DLTensor(ctypes.Structure):
-    _fields_ = [
-        ("data", ctypes.c_void_p),
-        ("device", DLDevice),
-        ("ndim", ctypes.c_int32),
-        ("dtype", DLDataType),
-        ("shape", ctypes.POINTER(ctypes.c_int64)),
-        ("strides", ctypes.POINTER(ctypes.c_int64)),
-        ("byte_offset", ctypes.c_uint64),
-    ]
-
-
-class DLManagedTensorVersioned(ctypes.Structure):
-    pass
-
-
-DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensorVersioned))
-DLManagedTensorVersioned._fields_ = [
-    ("version", DLPackVersion),
-    ("manager_ctx", ctypes.c_void_p),
-    ("deleter", DELETER),
-    ("flags", ctypes.c_uint64),
-    ("dl_tensor", DLTensor),
-]
+DLPackVersion, DLDevice, DLDataType, DLTensor = D.DLPackVersion, D.DLDevice, D.DLDataType, D.DLTensor
+DLManagedTensorVersioned = D.DLManagedTensorVersioned
+DELETER = D.field_type(DLManagedTensorVersioned, "deleter")
 MTV_P = ctypes.POINTER(DLManagedTensorVersioned)
-
-
-class Header(ctypes.Structure):
-    _fields_ = [("version", DLPackVersion), ("prev_api", ctypes.c_void_p)]
-
-
-class ExchangeAPI(ctypes.Structure):
-    _fields_ = [
-        ("header", Header),
-        ("managed_tensor_allocator", ctypes.c_void_p),
-        ("managed_tensor_from_py_object_no_sync", ctypes.c_void_p),
-        ("managed_tensor_to_py_object_no_sync", ctypes.c_void_p),
-        ("dltensor_from_py_object_no_sync", ctypes.c_void_p),
-        ("current_work_stream", ctypes.c_void_p),
-    ]
-
-
-assert ctypes.sizeof(ExchangeAPI) == 56 and ctypes.sizeof(DLManagedTensorVersioned) == 80
+ExchangeAPI = D.DLPackExchangeAPI
 
 SET_ERROR = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p)
 # PYFUNCTYPE: the GIL stays held and a Python exception set by the callee is raised.
@@ -109,12 +57,12 @@ def api_of(cls=Tensor) -> ExchangeAPI:
 def fns(cls=Tensor):
     api = api_of(cls)
     return dict(
-        from_py=FROM_PY(api.managed_tensor_from_py_object_no_sync),
-        from_py_raw=FROM_PY_RAW(api.managed_tensor_from_py_object_no_sync),
-        to_py=TO_PY(api.managed_tensor_to_py_object_no_sync),
-        fill=FILL(api.dltensor_from_py_object_no_sync),
-        alloc=ALLOC(api.managed_tensor_allocator),
-        stream=STREAM(api.current_work_stream),
+        from_py=FROM_PY(D.fn_address(api.managed_tensor_from_py_object_no_sync)),
+        from_py_raw=FROM_PY_RAW(D.fn_address(api.managed_tensor_from_py_object_no_sync)),
+        to_py=TO_PY(D.fn_address(api.managed_tensor_to_py_object_no_sync)),
+        fill=FILL(D.fn_address(api.dltensor_from_py_object_no_sync)),
+        alloc=ALLOC(D.fn_address(api.managed_tensor_allocator)),
+        stream=STREAM(D.fn_address(api.current_work_stream)),
     )
 
 
@@ -149,7 +97,7 @@ def test_capsule_on_the_type():
     assert _get_pointer(t.__dlpack_c_exchange_api__, CAPSULE_NAME) == _get_pointer(cap, CAPSULE_NAME)
     api = api_of()
     assert (api.header.version.major, api.header.version.minor) == (1, 3)
-    assert api.header.prev_api is None
+    assert not api.header.prev_api  # NULL
     for f in ("managed_tensor_allocator", "managed_tensor_from_py_object_no_sync",
               "managed_tensor_to_py_object_no_sync", "dltensor_from_py_object_no_sync", "current_work_stream"):
         assert getattr(api, f), f  # Tensor's Dims deref to [i64]: the non-owning fill is there too
@@ -204,7 +152,7 @@ def test_owning_export_wrong_type_sets_exception():
     with pytest.raises(EXC("BadArgumentValue"), match="NULL"):
         f["from_py_raw"](None, ctypes.byref(out))
     with pytest.raises(EXC("BadArgumentValue"), match="out is NULL"):
-        FROM_PY(api_of().managed_tensor_from_py_object_no_sync)(Tensor.arange(2), None)
+        FROM_PY(D.fn_address(api_of().managed_tensor_from_py_object_no_sync))(Tensor.arange(2), None)
 
 
 # --- managed_tensor_to_py_object_no_sync ---------------------------------------------------------
@@ -547,20 +495,6 @@ def test_torch_when_installed():
         assert m._testing.exchange_imports() == n + 1
 
 
-class _Header(ctypes.Structure):
-    pass
-
-
-_Header._fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32), ("prev_api", ctypes.POINTER(_Header))]
-
-
-class _Table(ctypes.Structure):
-    # The header and the five entries (a consumer must not call into a table whose major
-    # version it does not know; the test's entries record any call).
-    _fields_ = [("header", _Header)] + [(n, ctypes.c_void_p) for n in (
-        "allocator", "from_py", "to_py", "dltensor_from_py", "current_work_stream")]
-
-
 _ENTRY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
 
 
@@ -579,10 +513,10 @@ def test_table_of_an_unknown_major_falls_back_to_dunder_dlpack(major, prev_major
     entry = _ENTRY(lambda obj, out: called.append(1) or -1)
 
     def make(mj):
-        t = _Table()
-        t.header.major, t.header.minor = mj, 0
-        for name in ("allocator", "from_py", "to_py", "dltensor_from_py", "current_work_stream"):
-            setattr(t, name, ctypes.cast(entry, ctypes.c_void_p))
+        t = D.DLPackExchangeAPI()
+        t.header.version.major, t.header.version.minor = mj, 0
+        for name, fn_t in D.DLPackExchangeAPI._fields_[1:]:
+            setattr(t, name, ctypes.cast(entry, fn_t))
         return t
     prev = None if prev_major is None else make(prev_major)
     table = make(major)

@@ -96,7 +96,8 @@ class Fake:
             self.s.version.major, self.s.version.minor = version
             self.s.flags = flags
         self._deleter = DELETER(self._on_delete)
-        self.s.deleter = ctypes.cast(self._deleter, ctypes.c_void_p).value if deleter else None
+        fn_t = H.D.field_type(type(self.s), "deleter")
+        self.s.deleter = ctypes.cast(self._deleter, fn_t) if deleter else fn_t()
 
     def _on_delete(self, p):
         assert p == ctypes.addressof(self.s), "deleter called with another tensor"

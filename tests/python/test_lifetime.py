@@ -179,7 +179,7 @@ def test_our_deleter_called_without_the_gil(m, Tensor):
 
     def worker(chunk):
         for p in chunk:
-            deleter_t(H.DLManagedTensorVersioned.from_address(p).deleter)(p)
+            deleter_t(H.D.fn_address(H.DLManagedTensorVersioned.from_address(p).deleter))(p)
 
     ths = [threading.Thread(target=worker, args=(ptrs[i::4],)) for i in range(4)]
     for th in ths:

@@ -95,7 +95,7 @@ def _table_export(g):
 
     api = api_of(type(g))
     out = MTV_P()
-    assert FROM_PY(api.managed_tensor_from_py_object_no_sync)(g, ctypes.byref(out)) == 0
+    assert FROM_PY(H.D.fn_address(api.managed_tensor_from_py_object_no_sync))(g, ctypes.byref(out)) == 0
     assert out.contents.dl_tensor.data == g.data_ptr
 
     class Held:
@@ -311,10 +311,10 @@ def test_exchange_table_has_no_non_owning_fill():
     from test_exchange import api_of
 
     api = api_of(Growable)
-    assert api.dltensor_from_py_object_no_sync is None
+    assert not api.dltensor_from_py_object_no_sync  # NULL
     assert api.managed_tensor_from_py_object_no_sync and api.managed_tensor_allocator
     assert api.managed_tensor_to_py_object_no_sync and api.current_work_stream
-    assert api_of(m.Tensor).dltensor_from_py_object_no_sync is not None
+    assert api_of(m.Tensor).dltensor_from_py_object_no_sync  # not NULL
 
 
 def test_dlbind_from_dlpack_never_lends_a_non_frozen_object():

@@ -220,10 +220,12 @@ fn device_rows(ir: &Ir) -> Vec<Vec<String>> {
                     } else {
                         "only `None`"
                     };
+                    let host = if v.host_accessible { "yes" } else { "no" };
                     vec![
                         v.value.to_string(),
                         code(&v.name),
                         cell(&v.doc),
+                        host.to_string(),
                         rule.to_string(),
                     ]
                 })

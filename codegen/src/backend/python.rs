@@ -17,6 +17,8 @@ struct PyiView {
     flags: Vec<ConstView>,
     capsules: Vec<ConstView>,
     attribute: Option<ConstView>,
+    /// The exchange attribute itself (`__dlpack_c_exchange_api__`), for the protocol.
+    attribute_name: Option<String>,
     legacy_attributes: Vec<ConstView>,
     dlpack: MethodView,
     dlpack_device: MethodView,
@@ -85,6 +87,7 @@ pub fn render(ir: &Ir, source: &str) -> Result<Vec<Output>> {
             .exchange_attribute
             .as_ref()
             .map(|a| ConstView::string(a, quoted)),
+        attribute_name: ir.exchange_attribute.as_ref().map(|a| a.value.clone()),
         legacy_attributes: ir
             .exchange_legacy_attributes
             .iter()

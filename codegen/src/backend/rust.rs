@@ -101,6 +101,8 @@ struct EnumView {
     doc: Vec<String>,
     repr: String,
     values: Vec<ValueView>,
+    /// Values marked `host_accessible` (empty: no `is_host_accessible` method).
+    host_accessible: Vec<ValueView>,
 }
 
 #[derive(Serialize)]
@@ -164,6 +166,16 @@ fn types_view(ir: &Ir, source: &str) -> TypesView {
                         name: v.name.clone(),
                         value: v.value.to_string(),
                         doc: doc_lines(&v.doc),
+                    })
+                    .collect(),
+                host_accessible: e
+                    .values
+                    .iter()
+                    .filter(|v| v.host_accessible)
+                    .map(|v| ValueView {
+                        name: v.name.clone(),
+                        value: v.value.to_string(),
+                        doc: Vec::new(),
                     })
                     .collect(),
             }),

@@ -417,6 +417,12 @@ impl Lower {
             if v.bit.is_some() {
                 self.err(format!("{vp}.bit"), "`bit` is only valid for flags");
             }
+            if v.host_accessible && (v.bits.is_some()) {
+                self.err(
+                    format!("{vp}.host_accessible"),
+                    "`host_accessible` describes a device type, not a data type code with a bits rule",
+                );
+            }
             let Some(value) = v.value else {
                 self.err(
                     format!("{vp}.name"),
@@ -450,6 +456,7 @@ impl Lower {
                 name: v.name.clone(),
                 value,
                 bits: v.bits,
+                host_accessible: v.host_accessible,
                 doc: v.doc.clone(),
             });
         }

@@ -24,6 +24,7 @@ pub const DTYPES: &[DtypeRow] = &[
     ("complex64", 5, 64, 1, Some("num_complex::Complex<f32>")),
     ("complex128", 5, 128, 1, Some("num_complex::Complex<f64>")),
     ("bfloat16", 4, 16, 1, Some("half::bf16")),
+    ("bcomplex32", 18, 32, 1, Some("num_complex::Complex<half::bf16>")),
     ("float8_e3m4", 7, 8, 1, None),
     ("float8_e4m3", 8, 8, 1, None),
     ("float8_e4m3b11fnuz", 9, 8, 1, None),

@@ -139,7 +139,15 @@ pub static DTYPES: &[DTypeInfo] = &[
         buffer_format: None,
         rust_type: Some("half::bf16"),
     },
-    // 15: kDLFloat8_e3m4
+    // 15: kDLBcomplex
+    DTypeInfo {
+        name: "bcomplex32",
+        dtype: crate::ffi::DLDataType { code: 18, bits: 32, lanes: 1 },
+        numpy_typestr: None,
+        buffer_format: None,
+        rust_type: Some("num_complex::Complex<half::bf16>"),
+    },
+    // 16: kDLFloat8_e3m4
     DTypeInfo {
         name: "float8_e3m4",
         dtype: crate::ffi::DLDataType { code: 7, bits: 8, lanes: 1 },
@@ -147,7 +155,7 @@ pub static DTYPES: &[DTypeInfo] = &[
         buffer_format: None,
         rust_type: None,
     },
-    // 16: kDLFloat8_e4m3
+    // 17: kDLFloat8_e4m3
     DTypeInfo {
         name: "float8_e4m3",
         dtype: crate::ffi::DLDataType { code: 8, bits: 8, lanes: 1 },
@@ -155,7 +163,7 @@ pub static DTYPES: &[DTypeInfo] = &[
         buffer_format: None,
         rust_type: None,
     },
-    // 17: kDLFloat8_e4m3b11fnuz
+    // 18: kDLFloat8_e4m3b11fnuz
     DTypeInfo {
         name: "float8_e4m3b11fnuz",
         dtype: crate::ffi::DLDataType { code: 9, bits: 8, lanes: 1 },
@@ -163,7 +171,7 @@ pub static DTYPES: &[DTypeInfo] = &[
         buffer_format: None,
         rust_type: None,
     },
-    // 18: kDLFloat8_e4m3fn
+    // 19: kDLFloat8_e4m3fn
     DTypeInfo {
         name: "float8_e4m3fn",
         dtype: crate::ffi::DLDataType { code: 10, bits: 8, lanes: 1 },
@@ -171,7 +179,7 @@ pub static DTYPES: &[DTypeInfo] = &[
         buffer_format: None,
         rust_type: None,
     },
-    // 19: kDLFloat8_e4m3fnuz
+    // 20: kDLFloat8_e4m3fnuz
     DTypeInfo {
         name: "float8_e4m3fnuz",
         dtype: crate::ffi::DLDataType { code: 11, bits: 8, lanes: 1 },
@@ -179,7 +187,7 @@ pub static DTYPES: &[DTypeInfo] = &[
         buffer_format: None,
         rust_type: None,
     },
-    // 20: kDLFloat8_e5m2
+    // 21: kDLFloat8_e5m2
     DTypeInfo {
         name: "float8_e5m2",
         dtype: crate::ffi::DLDataType { code: 12, bits: 8, lanes: 1 },
@@ -187,7 +195,7 @@ pub static DTYPES: &[DTypeInfo] = &[
         buffer_format: None,
         rust_type: None,
     },
-    // 21: kDLFloat8_e5m2fnuz
+    // 22: kDLFloat8_e5m2fnuz
     DTypeInfo {
         name: "float8_e5m2fnuz",
         dtype: crate::ffi::DLDataType { code: 13, bits: 8, lanes: 1 },
@@ -195,7 +203,7 @@ pub static DTYPES: &[DTypeInfo] = &[
         buffer_format: None,
         rust_type: None,
     },
-    // 22: kDLFloat8_e8m0fnu
+    // 23: kDLFloat8_e8m0fnu
     DTypeInfo {
         name: "float8_e8m0fnu",
         dtype: crate::ffi::DLDataType { code: 14, bits: 8, lanes: 1 },
@@ -203,7 +211,7 @@ pub static DTYPES: &[DTypeInfo] = &[
         buffer_format: None,
         rust_type: None,
     },
-    // 23: kDLFloat6_e2m3fn
+    // 24: kDLFloat6_e2m3fn
     DTypeInfo {
         name: "float6_e2m3fn",
         dtype: crate::ffi::DLDataType { code: 15, bits: 6, lanes: 1 },
@@ -211,7 +219,7 @@ pub static DTYPES: &[DTypeInfo] = &[
         buffer_format: None,
         rust_type: None,
     },
-    // 24: kDLFloat6_e3m2fn
+    // 25: kDLFloat6_e3m2fn
     DTypeInfo {
         name: "float6_e3m2fn",
         dtype: crate::ffi::DLDataType { code: 16, bits: 6, lanes: 1 },
@@ -219,7 +227,7 @@ pub static DTYPES: &[DTypeInfo] = &[
         buffer_format: None,
         rust_type: None,
     },
-    // 25: kDLFloat4_e2m1fn
+    // 26: kDLFloat4_e2m1fn
     DTypeInfo {
         name: "float4_e2m1fn",
         dtype: crate::ffi::DLDataType { code: 17, bits: 4, lanes: 1 },
@@ -247,17 +255,18 @@ pub fn dtype_by_name(name: &str) -> Option<&'static DTypeInfo> {
         "complex64" => 12,
         "complex128" => 13,
         "bfloat16" => 14,
-        "float8_e3m4" => 15,
-        "float8_e4m3" => 16,
-        "float8_e4m3b11fnuz" => 17,
-        "float8_e4m3fn" => 18,
-        "float8_e4m3fnuz" => 19,
-        "float8_e5m2" => 20,
-        "float8_e5m2fnuz" => 21,
-        "float8_e8m0fnu" => 22,
-        "float6_e2m3fn" => 23,
-        "float6_e3m2fn" => 24,
-        "float4_e2m1fn" => 25,
+        "bcomplex32" => 15,
+        "float8_e3m4" => 16,
+        "float8_e4m3" => 17,
+        "float8_e4m3b11fnuz" => 18,
+        "float8_e4m3fn" => 19,
+        "float8_e4m3fnuz" => 20,
+        "float8_e5m2" => 21,
+        "float8_e5m2fnuz" => 22,
+        "float8_e8m0fnu" => 23,
+        "float6_e2m3fn" => 24,
+        "float6_e3m2fn" => 25,
+        "float4_e2m1fn" => 26,
         _ => return None,
     };
     Some(&DTYPES[index])
@@ -281,17 +290,18 @@ pub fn dtype_by_dl(dtype: crate::ffi::DLDataType) -> Option<&'static DTypeInfo> 
         (5, 64, 1) => 12,
         (5, 128, 1) => 13,
         (4, 16, 1) => 14,
-        (7, 8, 1) => 15,
-        (8, 8, 1) => 16,
-        (9, 8, 1) => 17,
-        (10, 8, 1) => 18,
-        (11, 8, 1) => 19,
-        (12, 8, 1) => 20,
-        (13, 8, 1) => 21,
-        (14, 8, 1) => 22,
-        (15, 6, 1) => 23,
-        (16, 6, 1) => 24,
-        (17, 4, 1) => 25,
+        (18, 32, 1) => 15,
+        (7, 8, 1) => 16,
+        (8, 8, 1) => 17,
+        (9, 8, 1) => 18,
+        (10, 8, 1) => 19,
+        (11, 8, 1) => 20,
+        (12, 8, 1) => 21,
+        (13, 8, 1) => 22,
+        (14, 8, 1) => 23,
+        (15, 6, 1) => 24,
+        (16, 6, 1) => 25,
+        (17, 4, 1) => 26,
         _ => return None,
     };
     Some(&DTYPES[index])

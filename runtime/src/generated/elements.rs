@@ -76,3 +76,8 @@ impl super::DLPackElement for half::bf16 {
     const DTYPE: crate::ffi::DLDataType = crate::ffi::DLDataType { code: 4, bits: 16, lanes: 1 };
     const NAME: &'static str = "bfloat16";
 }
+
+impl super::DLPackElement for num_complex::Complex<half::bf16> {
+    const DTYPE: crate::ffi::DLDataType = crate::ffi::DLDataType { code: 18, bits: 32, lanes: 1 };
+    const NAME: &'static str = "bcomplex32";
+}

@@ -38,6 +38,17 @@ struct Half {
     readonly: bool,
 }
 
+// Vec of kDLBcomplex elements (upstream main after v1.3): the derive knows the type from the
+// generated dtype table alone.
+#[pyclass(frozen)]
+#[derive(DLPackExport)]
+struct BComplex {
+    #[dlpack(data)]
+    values: Vec<num_complex::Complex<half::bf16>>,
+    #[dlpack(shape)]
+    len: [usize; 1],
+}
+
 // Arc<[T]> raw storage with a struct-level dtype and struct-level readonly.
 #[pyclass(frozen)]
 #[derive(DLPackExport)]
@@ -128,6 +139,7 @@ fn assert_source<T: dlbind::DLPackSource>() {}
 fn main() {
     assert_source::<Image>();
     assert_source::<Half>();
+    assert_source::<BComplex>();
     assert_source::<Raw>();
     assert_source::<Tensor>();
     assert_source::<Grid>();
@@ -158,6 +170,12 @@ fn main() {
     assert!(grid.dlpack_fill_strides(&mut s));
     assert_eq!(s, [3, 1]);
     assert_eq!(grid.dlpack_dtype(), <f64 as DLPackElement>::DTYPE);
+
+    let zero_one = num_complex::Complex::new(half::bf16::ZERO, half::bf16::ONE);
+    let bc = BComplex { values: vec![zero_one; 3], len: [3] };
+    let code = dlbind::spec::types::DLDataTypeCode::kDLBcomplex.0;
+    assert_eq!(bc.dlpack_dtype(), DLDataType { code, bits: 32, lanes: 1 });
+    assert_eq!(bc.dlpack_data_bytes(), Some(12));
 
     let inline = Inline { values: vec![0.0; 3], shape: Dims4([3, 0, 0, 0], 1) };
     assert_eq!(inline.dlpack_ndim(), 1);
