@@ -319,7 +319,7 @@ def test_jax_round_trip(name):
 
 
 # --------------------------------------------------------------------------- 5. ml_dtypes
-ML_NAMES = ["bfloat16", "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn",
+ML_NAMES = ["bfloat16", "bcomplex32", "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn",
             "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu"]
 
 
@@ -337,14 +337,15 @@ def test_ml_dtypes_arrays_import_zero_copy_and_come_back_typed(name):
     after = m._testing.numpy_fast_imports()
     assert after == before + 1, "read from numpy's header"
     assert t.dtype == name and t.data_ptr == a.ctypes.data and t.writability == "writable"
+    wide = np.complex64 if "complex" in name else np.float32
     v = t.numpy()
     assert v.dtype == np.dtype(dt) and np.shares_memory(v, a)
-    assert np.array_equal(v.astype(np.float32), a.astype(np.float32), equal_nan=True)
+    assert np.array_equal(v.astype(wide), a.astype(wide), equal_nan=True)
     # a strided view too
     s = a[:, ::2]
     ts = m.from_dlpack(s)
     assert tuple(ts.strides) == (4, 2) and ts.data_ptr == s.ctypes.data
-    assert np.array_equal(ts.numpy().astype(np.float32), s.astype(np.float32), equal_nan=True)
+    assert np.array_equal(ts.numpy().astype(wide), s.astype(wide), equal_nan=True)
 
 
 def test_plain_void_dtypes_are_not_mistaken_for_ml_dtypes():
