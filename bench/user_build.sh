@@ -16,7 +16,8 @@ PY="$ROOT/.venv/bin/python"
 export PYO3_PYTHON="$PY" JAX_PLATFORMS=cpu
 MAIN_TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 cd "$ROOT" && cargo package --workspace --allow-dirty --no-verify -q 2>/dev/null
-rm -rf "$OUT/src" "$OUT/site" && mkdir -p "$OUT/src" "$OUT/site"
+# Fresh result files: `--write` replaces only its own marked section and would keep older tables.
+rm -rf "$OUT/src" "$OUT/site" "$OUT"/instr-*.md "$OUT"/timeit-*.md && mkdir -p "$OUT/src" "$OUT/site"
 for c in dlbind dlbind-macros dlbind-demo; do
   tar xzmf "$MAIN_TARGET/package/$c-0.1.0.crate" -C "$OUT/src"
 done
