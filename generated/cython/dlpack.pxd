@@ -69,7 +69,9 @@ cdef extern from "dlpack.h" nogil:
         kDLFloat6_e2m3fn  # = 15: FP6 e2m3, finite only; `bits` must be 6 (consumers stop on any other value).
         kDLFloat6_e3m2fn  # = 16: FP6 e3m2, finite only; `bits` must be 6 (consumers stop on any other value).
         kDLFloat4_e2m1fn  # = 17: FP4 e2m1, finite only; `bits` must be 4 (consumers stop on any other value).
-        kDLBcomplex  # = 18: Complex number made of two bfloat16 parts, a compact (real, imag) pair per element; `bits`
+        # Complex number made of two bfloat16 parts, a compact (real, imag) pair per element; `bits`
+        # counts both parts (32).
+        kDLBcomplex  # = 18
 
     # The element type of a tensor, in native byte order.
     #
@@ -102,8 +104,12 @@ cdef extern from "dlpack.h" nogil:
 
     # Bit masks for DLManagedTensorVersioned::flags (0 by default).
     uint64_t DLPACK_FLAG_BITMASK_READ_ONLY  # = 1: The tensor is read-only and must not be written.
-    uint64_t DLPACK_FLAG_BITMASK_IS_COPIED  # = 2: The producer made a copy: the consumer owns the data outright until it calls the deleter.
-    uint64_t DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED  # = 4: Sub-byte elements (FP4, FP6) are padded to one per byte instead of the default packed
+    # The producer made a copy: the consumer owns the data outright until it calls the deleter.
+    # Must be set whenever `copy` caused a copy.
+    uint64_t DLPACK_FLAG_BITMASK_IS_COPIED  # = 2
+    # Sub-byte elements (FP4, FP6) are padded to one per byte instead of the default packed
+    # layout.
+    uint64_t DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED  # = 4
 
     # The versioned managed tensor, the current exchange structure. Everything up to
     # and including `flags` stays at the same place across major versions, so the
