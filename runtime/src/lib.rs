@@ -37,8 +37,9 @@
 //!   (`__array_interface__`, CUDA/SYCL interfaces, the buffer protocol, numpy's header),
 //!   `exchange` (the C exchange table, both directions), [`gpu`] (device plans and runtimes).
 //! * **Base**: [`spec`], [`layout`], `copy` (kernels), `alloc`, `dtype`, `error`, `device`,
-//!   `storage` ([`Buffer`]), `args` (Python argument parsing) and `cpython` (every CPython
-//!   internal: private symbols, interpreter state, C boundary, interned names, GC, free lists).
+//!   `storage` ([`Buffer`]), `writability` ([`Writability`]), `args` (Python argument parsing)
+//!   and `cpython` (every CPython internal: private symbols, interpreter state, C boundary,
+//!   interned names, GC, free lists).
 //!
 //! The derive's expansion names only `dlbind::__private`.
 #![deny(unsafe_op_in_unsafe_fn)]
