@@ -190,22 +190,25 @@ pub fn parse_device_arg(device: Option<&Bound<'_, PyAny>>) -> PyResult<Option<De
             "device values out of range",
         )
         .into()),
-        // A tuple of another length is the right type with the wrong shape: ValueError, as
-        // numpy's and dpctl's `from_dlpack(device=…)` raise; anything else is a TypeError.
-        // SAFETY: type check of a live object.
-        None if unsafe { ffi::PyTuple_Check(d.as_ptr()) } != 0 && d.len().is_ok_and(|n| n != 2) => {
-            Err(DlpackError::new(
-                FailureKind::BadArgumentValue,
-                format!(
-                    "device must be a (device_type, device_id) pair, got a tuple of {}: {}",
-                    d.len().unwrap_or(0),
-                    d.repr().map(|r| r.to_string()).unwrap_or_default()
-                ),
-            )
-            .into())
-        }
         None => {
-            Err(type_error("device must be None, 'cpu' or a (device_type, device_id) tuple").into())
+            // A tuple of another length is the right type with the wrong shape: ValueError, as
+            // numpy's and dpctl's `from_dlpack(device=…)` raise; anything else is a TypeError.
+            // SAFETY: type check of a live object.
+            let is_tuple = unsafe { ffi::PyTuple_Check(d.as_ptr()) } != 0;
+            match d.len() {
+                Ok(n) if is_tuple && n != 2 => Err(DlpackError::new(
+                    FailureKind::BadArgumentValue,
+                    format!(
+                        "device must be a (device_type, device_id) pair, got a tuple of {n}: {}",
+                        d.repr().map(|r| r.to_string()).unwrap_or_default()
+                    ),
+                )
+                .into()),
+                _ => Err(type_error(
+                    "device must be None, 'cpu' or a (device_type, device_id) tuple",
+                )
+                .into()),
+            }
         }
     }
 }

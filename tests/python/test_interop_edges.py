@@ -114,16 +114,15 @@ typestrs = st.sampled_from([("|u1", 1), ("<i8", 8), ("<f4", 4)])
 EDGE = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def _check_pointer_bridge(make, ptr, shape, strides_el, offset, ts, item, device):
-    """The import either fails with BufferError / ValueError, or describes exactly the
-    requested memory, inside the address space. Nothing is read: the pointers are arbitrary."""
+def _check_pointer_bridge(make, ptr, shape, offset, item, device):
+    """The import either fails with BufferError / ValueError (in-range requests may still be
+    refused, e.g. by the span limit; any other exception fails the test), or describes exactly
+    the requested memory, inside the address space, so an out-of-range request can only fail.
+    Nothing is read: the pointers are arbitrary."""
     base = ptr + offset * item
     try:
         t = m.from_dlpack(make())
-    except (BufferError, ValueError) as e:
-        # Out-of-range requests must fail; in-range ones may still be refused (e.g. by the
-        # span limit), but never with another exception type.
-        assert isinstance(e, (BufferError, ValueError))
+    except (BufferError, ValueError):
         return
     assert 0 <= base < U64, f"imported a pointer outside the address space: {base:#x}"
     assert t.data_ptr == base
@@ -140,11 +139,11 @@ def test_property_sycl_and_cuda_interfaces_never_wrap(ptr, shape, data, offset, 
     strides = data.draw(st.lists(near_limits, min_size=len(shape), max_size=len(shape)))
     suai = {"data": (ptr, False), "shape": tuple(shape), "strides": tuple(strides), "typestr": typestr,
             "offset": offset, "version": 1}
-    _check_pointer_bridge(lambda: SUAI(suai), ptr, shape, strides, offset, typestr, item, 14)
+    _check_pointer_bridge(lambda: SUAI(suai), ptr, shape, offset, item, 14)
     cai = {"data": (ptr, False), "shape": tuple(shape), "strides": tuple(s * item for s in strides),
            "typestr": typestr, "version": 3}
     if all(-(2**63) <= s * item < 2**63 for s in strides):
-        _check_pointer_bridge(lambda: CAI(cai), ptr, shape, strides, 0, typestr, item, 2)
+        _check_pointer_bridge(lambda: CAI(cai), ptr, shape, 0, item, 2)
 
 
 @EDGE
@@ -156,7 +155,7 @@ def test_property_array_interface_pointer_never_wraps(ptr, shape, data, ts):
     if not all(-(2**63) <= s < 2**63 for s in byte_strides):
         return
     d = {"data": (ptr, False), "shape": tuple(shape), "strides": byte_strides, "typestr": typestr, "version": 3}
-    _check_pointer_bridge(lambda: AI(d), ptr, shape, strides, 0, typestr, item, 1)
+    _check_pointer_bridge(lambda: AI(d), ptr, shape, 0, item, 1)
 
 
 @EDGE

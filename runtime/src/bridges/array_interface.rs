@@ -92,7 +92,7 @@ where
     T::Frozen: SourceAccess<T>,
 {
     let py = slf.py();
-    let dtype = snapshot(slf)?.dtype;
+    let dtype = <T::Frozen as SourceAccess<T>>::with(slf, |src| src.dlpack_dtype())?;
     let np = py.import("numpy")?;
     let row = crate::spec::dtypes::dtype_by_dl(dtype);
     if row.is_some_and(|r| r.numpy_typestr.is_some()) {

@@ -101,12 +101,7 @@ pub fn plan_export(req: &ExportRequest, src: SourceInfo) -> Result<ExportPlan, D
         // copy or stream question arises, only the version and the read-only rule below (the
         // same answers as the general path; the stream rule folds to a constant).
         let stream = resolve_stream(Device::CPU.device_type, None).map_err(DlpackError::from)?;
-        let flags = match src.writability {
-            Writability::Writable => 0,
-            _ if versioned => DLPACK_FLAG_BITMASK_READ_ONLY,
-            Writability::Unknown => 0,
-            Writability::ReadOnly => return Err(read_only_legacy()),
-        };
+        let flags = read_only_flags(src.writability, versioned)?;
         return Ok(ExportPlan {
             versioned,
             copy: false,
@@ -168,14 +163,7 @@ pub fn plan_export(req: &ExportRequest, src: SourceInfo) -> Result<ExportPlan, D
             flags |= DLPACK_FLAG_BITMASK_IS_COPIED;
         }
     } else {
-        match src.writability {
-            Writability::Writable => {}
-            _ if versioned => flags |= DLPACK_FLAG_BITMASK_READ_ONLY,
-            // Unknown writability (a legacy import) leaves through a legacy capsule again:
-            // it loses nothing it had.
-            Writability::Unknown => {}
-            Writability::ReadOnly => return Err(read_only_legacy()),
-        }
+        flags |= read_only_flags(src.writability, versioned)?;
     }
 
     Ok(ExportPlan {
@@ -185,6 +173,20 @@ pub fn plan_export(req: &ExportRequest, src: SourceInfo) -> Result<ExportPlan, D
         device: target,
         stream,
     })
+}
+
+/// The read-only rule for data that is not copied: READ_ONLY in a versioned capsule unless the
+/// data is writable; a legacy capsule (no flags) for writable data and for data of unknown
+/// writability (a legacy import: it loses nothing it had), `ReadOnlyLegacy` for known
+/// read-only data.
+#[inline(always)]
+fn read_only_flags(w: Writability, versioned: bool) -> Result<u64, DlpackError> {
+    match w {
+        Writability::Writable => Ok(0),
+        _ if versioned => Ok(DLPACK_FLAG_BITMASK_READ_ONLY),
+        Writability::Unknown => Ok(0),
+        Writability::ReadOnly => Err(read_only_legacy()),
+    }
 }
 
 /// The `ReadOnlyLegacy` error (out of line: exports only pay for the check).
