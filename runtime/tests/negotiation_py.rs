@@ -1133,3 +1133,72 @@ fn freed_small_blocks_are_reused() {
         }
     });
 }
+
+/// A frozen source whose `dlpack_device` panics for device ids above 9 (and answers otherwise),
+/// with `__dlpack_device__` from the runtime's descriptor.
+#[pyclass(frozen)]
+struct DevicePanics {
+    device: Device,
+}
+
+// SAFETY: describes no memory (no export is made from it in the test).
+unsafe impl DLPackSource for DevicePanics {
+    fn dlpack_data_ptr(&self) -> *mut c_void {
+        std::ptr::null_mut()
+    }
+    fn dlpack_dtype(&self) -> DLDataType {
+        <f32 as DLPackElement>::DTYPE
+    }
+    fn dlpack_ndim(&self) -> usize {
+        0
+    }
+    fn dlpack_fill_shape(&self, _out: &mut [i64]) {}
+    fn dlpack_device(&self) -> Device {
+        assert!(self.device.device_id < 10, "device id out of range");
+        self.device
+    }
+}
+
+#[pymethods]
+impl DevicePanics {
+    #[classattr]
+    #[pyo3(name = "__dlpack_device__")]
+    fn dlpack_device_attr(py: Python<'_>) -> PyResult<Py<PyAny>> {
+        dlbind::__private::dlpack_device_descriptor::<Self>(py)
+    }
+}
+
+/// `__dlpack_device__`'s fast path (a frozen type's device 0 from the cached tuples) and its
+/// general path agree, and a panic in the type's `dlpack_device` becomes the spec's internal
+/// error on both the first call (which binds the method to the class) and later ones (the
+/// bound fast path), never an abort.
+#[test]
+fn dlpack_device_fast_and_general_paths() {
+    let _g = common::serial();
+    Python::attach(|py| {
+        let make = |t: i32, id: i32| {
+            Bound::new(py, DevicePanics { device: Device::from_tuple((t, id)) })
+                .unwrap()
+                .into_any()
+        };
+        fn call<'py>(o: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+            o.call_method0("__dlpack_device__")
+        }
+        for _ in 0..2 {
+            for (t, id) in [(1, 0), (2, 0), (2, 7), (13, 0), (31, 0), (40, 0), (40, 2)] {
+                let d = call(&make(t, id)).unwrap();
+                assert_eq!(d.extract::<(i32, i32)>().unwrap(), (t, id));
+            }
+            let e = call(&make(2, 12)).unwrap_err();
+            let want = dlbind::error::py_exception(
+                dlbind::spec::errors::FailureKind::InternalError.exception(),
+                String::new(),
+            );
+            assert!(e.get_type(py).is(want.get_type(py)), "{e}");
+            assert!(e.to_string().contains("panic in __dlpack_device__"), "{e}");
+        }
+        // Device 0 of a cached type is one tuple for the process.
+        let (a, b) = (call(&make(2, 0)).unwrap(), call(&make(2, 0)).unwrap());
+        assert!(a.is(&b));
+    });
+}

@@ -234,3 +234,26 @@ def test_dlpack_device_returns_plain_int_pairs(Tensor):
         dev = t.__dlpack_device__()
         assert type(dev) is tuple and dev == (H.KDLCPU, 0)
         assert all(type(x) is int for x in dev)
+
+
+@pytest.mark.parametrize("dev", [(1, 0), (4, 0), (2, 3), (10, 1)])
+def test_dlpack_device_of_every_id(m, dev):
+    """`__dlpack_device__`'s fast path answers device 0 of each type from a per-process cache
+    (the same tuple object every time) and everything else through the general path (a new
+    tuple): both say the tensor's own device."""
+    a = np.arange(3, dtype=np.float32)
+
+    def make():
+        cap = H.device_tagged_capsule(a, dev[0])
+        H.dl_tensor_of(cap).device.device_id = dev[1]
+        return cap
+
+    t = m.from_dlpack(H.fresh_producer(make, dev=dev)) if dev != (1, 0) else m.from_dlpack(a)
+    got = t.__dlpack_device__()
+    assert type(got) is tuple and got == dev and all(type(x) is int for x in got)
+    again = t.__dlpack_device__()
+    assert again == dev
+    if dev[1] == 0:
+        assert again is got, "device 0 of a type is one cached tuple"
+    else:
+        assert again is not got, "other ids are built per call"

@@ -29,11 +29,14 @@ pub(crate) unsafe fn this_thread_holds_gil() -> bool {
 /// `PyErr` is restored and a panic becomes a `SystemError` ("panic in {what}"), and `failed` is
 /// returned then. Panics never cross the C boundary.
 ///
+/// `what` names the entry point; it is formatted only when a panic is caught (pass a `&str`
+/// constant, not `format_args!`, whose pieces would be laid out on the stack on every call).
+///
 /// # Safety
 /// The calling thread holds the GIL.
 #[inline(always)]
 pub(crate) unsafe fn at_c_boundary<R>(
-    what: std::fmt::Arguments<'_>,
+    what: impl std::fmt::Display,
     failed: R,
     f: impl FnOnce(Python<'_>) -> PyResult<R>,
 ) -> R {

@@ -6,6 +6,9 @@
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyString, PyTuple};
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+use crate::device::Device;
 
 use crate::export::request::EXPORT_VERSION;
 use crate::ffi::{DLPACK_EXCHANGE_API_ATTR, DLPACK_EXCHANGE_API_LEGACY_ATTRS};
@@ -47,8 +50,56 @@ pub(crate) const DEVICE_TUPLES: usize = 32;
 
 pub(crate) static NAMES: PyOnceLock<Names> = PyOnceLock::new();
 
+/// The tuples of [`Names::device_tuples`] as borrowed pointers, for `__dlpack_device__`'s fast
+/// path ([`cached_device_tuple`]), which must not spend instructions on the `PyOnceLock`'s
+/// state: null until [`names`] first returns, set before it returns, never changed after
+/// (`NAMES` keeps the strong references, for the life of the process).
+static DEVICE_TUPLE_PTRS: [AtomicPtr<pyo3::ffi::PyObject>; DEVICE_TUPLES] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; DEVICE_TUPLES];
+
+/// A new reference to the cached `(device_type, 0)` tuple of `device`, or `None` (another id or
+/// a type without a cached tuple: callers then take the general path).
+///
+/// # Safety
+/// The calling thread holds the GIL (the incref), and [`names`] has returned before, on this
+/// thread or on one whose work this thread has seen (as a method descriptor installed after it
+/// is seen by whoever calls that method).
+#[inline(always)]
+pub(crate) unsafe fn cached_device_tuple(device: Device) -> Option<*mut pyo3::ffi::PyObject> {
+    if device.device_id != 0 {
+        return None;
+    }
+    let slot = DEVICE_TUPLE_PTRS.get(usize::try_from(device.device_type.0).ok()?)?;
+    let t = slot.load(Ordering::Relaxed);
+    debug_assert!(!t.is_null(), "cached_device_tuple before names()");
+    // SAFETY: GIL held (caller); `t` is one of `NAMES`'s tuples, alive for the process, and
+    // non-null because `names` ran first (caller).
+    unsafe { pyo3::ffi::Py_INCREF(t) };
+    Some(t)
+}
+
+#[inline]
 pub(crate) fn names(py: Python<'_>) -> &Names {
-    NAMES.get_or_init(py, || {
+    match NAMES.get(py) {
+        Some(n) => n,
+        None => init_names(py),
+    }
+}
+
+/// The first [`names`]: builds them (the value `NAMES` keeps, should two threads race) and
+/// publishes the device tuples of that value to [`DEVICE_TUPLE_PTRS`].
+#[cold]
+#[inline(never)]
+fn init_names(py: Python<'_>) -> &Names {
+    let names = NAMES.get_or_init(py, || make_names(py));
+    for (slot, t) in DEVICE_TUPLE_PTRS.iter().zip(&names.device_tuples) {
+        slot.store(t.as_ptr(), Ordering::Relaxed);
+    }
+    names
+}
+
+fn make_names(py: Python<'_>) -> Names {
+    {
         let s = |n: &str| PyString::intern(py, n).unbind();
         let kw_max_version = s(protocol::KW_MAX_VERSION);
         Names {
@@ -78,7 +129,7 @@ pub(crate) fn names(py: Python<'_>) -> &Names {
                 .map(|t| PyTuple::new(py, [t, 0]).expect("tuple").unbind())
                 .collect(),
         }
-    })
+    }
 }
 
 /// `(device_type, device_id)` as a new reference: the cached tuple for device 0 of a common

@@ -45,9 +45,17 @@ const OWNING_REQUEST: ExportRequest = ExportRequest {
 unsafe fn with_gil_held(what: &'static str, f: impl FnOnce(Python<'_>) -> PyResult<()>) -> c_int {
     // SAFETY: caller contract (GIL held).
     unsafe {
-        crate::cpython::boundary::at_c_boundary(format_args!("the DLPack exchange API ({what})"), -1, |py| {
-            f(py).map(|()| 0)
-        })
+        crate::cpython::boundary::at_c_boundary(ExchangeEntry(what), -1, |py| f(py).map(|()| 0))
+    }
+}
+
+/// "the DLPack exchange API (`entry`)": the name a caught panic's SystemError gives, formatted
+/// only then.
+struct ExchangeEntry(&'static str);
+
+impl std::fmt::Display for ExchangeEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the DLPack exchange API ({})", self.0)
     }
 }
 

@@ -111,7 +111,7 @@ where
 {
     // SAFETY: CPython holds the GIL for us; `slf` is a `T` (the descriptor is bound to `T`).
     unsafe {
-        at_c_boundary(format_args!("{}", protocol::DLPACK_METHOD), ptr::null_mut(), |py| {
+        at_c_boundary(protocol::DLPACK_METHOD, ptr::null_mut(), |py| {
             let this = Borrowed::from_ptr(py, slf).cast_unchecked::<T>();
             export_with(&this, &ExportRequest::DEFAULT).map(Py::into_ptr)
         })
@@ -136,7 +136,7 @@ where
     // SAFETY: CPython holds the GIL for us and passes `nargs + len(kwnames)` live arguments;
     // `slf` is a `T` (the descriptor is bound to `T`).
     unsafe {
-        at_c_boundary(format_args!("{}", protocol::DLPACK_METHOD), ptr::null_mut(), |py| {
+        at_c_boundary(protocol::DLPACK_METHOD, ptr::null_mut(), |py| {
             let nargs = ffi::PyVectorcall_NARGS(nargsf as usize);
             let this = Borrowed::from_ptr(py, slf).cast_unchecked::<T>();
             parse_fastcall_kwargs(py, args, nargs, kwnames).and_then(|[s, mv, dd, c]| {
@@ -235,9 +235,54 @@ where
 /// `__dlpack_device__` bound to `T` (`METH_NOARGS`): `(device_type, device_id)`, the cached
 /// tuple for device 0 of a common type.
 ///
+/// A frozen class's device 0 of a cached type is answered here, with nothing but the field
+/// read, one table load and an incref (no stack frame: the rest is a tail call); everything
+/// else, and every non-frozen class (its borrow can fail), goes to [`dlpack_device_general`].
+///
 /// # Safety
-/// Called by CPython through a method descriptor bound to `T`'s type, with the GIL held.
+/// Called by CPython through a method descriptor bound to `T`'s type, with the GIL held. Only
+/// [`bind_to_class`] makes that descriptor, after `names()` returned (which the cached tuples
+/// need: [`crate::cpython::names::cached_device_tuple`]); [`dlpack_device_unbound`] calls this
+/// after `bind_to_class` too.
 unsafe extern "C" fn dlpack_device_noargs<T>(
+    slf: *mut ffi::PyObject,
+    unused: *mut ffi::PyObject,
+) -> *mut ffi::PyObject
+where
+    T: PyClass + DLPackSource,
+    T::Frozen: SourceAccess<T>,
+{
+    if <T::Frozen as SourceAccess<T>>::FROZEN {
+        // SAFETY: CPython holds the GIL for us and checked that `slf` is a `T`.
+        let py = unsafe { Python::assume_attached() };
+        // SAFETY: as above; `slf` is a live object CPython lends for the call (never NULL, so
+        // no null check: `Bound::ref_from_ptr` borrows the pointer as it is).
+        let this = unsafe { Bound::ref_from_ptr(py, &slf).cast_unchecked::<T>() };
+        // A panic in the type's `dlpack_device` must not cross into CPython: it is caught here
+        // and the general path runs it again, inside `at_c_boundary`, which reports it. For a
+        // field read the guard compiles to nothing.
+        let device = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            <T::Frozen as SourceAccess<T>>::with(this, |src| src.dlpack_device())
+        }));
+        // SAFETY: GIL held (above); `names()` ran before this method could be called (see the
+        // function's safety section).
+        if let Ok(Ok(device)) = device
+            && let Some(t) = unsafe { crate::cpython::names::cached_device_tuple(device) }
+        {
+            return t;
+        }
+    }
+    // SAFETY: as for this function.
+    unsafe { dlpack_device_general::<T>(slf, unused) }
+}
+
+/// [`dlpack_device_noargs`] for everything its fast path does not answer.
+///
+/// # Safety
+/// As for [`dlpack_device_noargs`].
+#[inline(never)]
+#[cold]
+unsafe extern "C" fn dlpack_device_general<T>(
     slf: *mut ffi::PyObject,
     _unused: *mut ffi::PyObject,
 ) -> *mut ffi::PyObject
@@ -247,19 +292,15 @@ where
 {
     // SAFETY: CPython holds the GIL for us and checked that `slf` is a `T`.
     unsafe {
-        at_c_boundary(
-            format_args!("{}", protocol::DLPACK_DEVICE_METHOD),
-            ptr::null_mut(),
-            |py| {
-                let slf = Borrowed::from_ptr(py, slf).cast_unchecked::<T>();
-                let (t, id) = dlpack_device_method(&slf)?;
-                let out = crate::cpython::names::device_tuple(py, t, id);
-                if out.is_null() {
-                    return Err(PyErr::fetch(py));
-                }
-                Ok(out)
-            },
-        )
+        at_c_boundary(protocol::DLPACK_DEVICE_METHOD, ptr::null_mut(), |py| {
+            let slf = Borrowed::from_ptr(py, slf).cast_unchecked::<T>();
+            let (t, id) = dlpack_device_method(&slf)?;
+            let out = crate::cpython::names::device_tuple(py, t, id);
+            if out.is_null() {
+                return Err(PyErr::fetch(py));
+            }
+            Ok(out)
+        })
     }
 }
 
@@ -297,7 +338,7 @@ where
 {
     // SAFETY: caller contract.
     unsafe {
-        at_c_boundary(format_args!("{method}"), false, |py| {
+        at_c_boundary(method, false, |py| {
             check_type::<T>(py, slf, method)?;
             bind_to_class::<T>(py)?;
             Ok(true)

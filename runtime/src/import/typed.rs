@@ -159,7 +159,7 @@ where
 {
     // SAFETY: CPython holds the GIL for us and passes `nargs + len(kwnames)` live arguments.
     unsafe {
-        at_c_boundary(format_args!("{FROM_DLPACK_NAME}"), ptr::null_mut(), |py| {
+        at_c_boundary(FROM_DLPACK_NAME, ptr::null_mut(), |py| {
             let nargs = ffi::PyVectorcall_NARGS(nargsf as usize);
             if nargs == 1 && (kwnames.is_null() || ffi::PyTuple_GET_SIZE(kwnames) == 0) {
                 // `x` is borrowed from the caller's argument array for the whole call.
