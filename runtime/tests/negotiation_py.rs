@@ -1177,9 +1177,14 @@ fn dlpack_device_fast_and_general_paths() {
     let _g = common::serial();
     Python::attach(|py| {
         let make = |t: i32, id: i32| {
-            Bound::new(py, DevicePanics { device: Device::from_tuple((t, id)) })
-                .unwrap()
-                .into_any()
+            Bound::new(
+                py,
+                DevicePanics {
+                    device: Device::from_tuple((t, id)),
+                },
+            )
+            .unwrap()
+            .into_any()
         };
         fn call<'py>(o: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
             o.call_method0("__dlpack_device__")

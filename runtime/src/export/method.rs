@@ -264,9 +264,9 @@ where
         let device = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             <T::Frozen as SourceAccess<T>>::with(this, |src| src.dlpack_device())
         }));
-        // SAFETY: GIL held (above); `names()` ran before this method could be called (see the
-        // function's safety section).
         if let Ok(Ok(device)) = device
+            // SAFETY: GIL held (above); `names()` ran before this method could be called (see
+            // the function's safety section).
             && let Some(t) = unsafe { crate::cpython::names::cached_device_tuple(device) }
         {
             return t;
