@@ -83,6 +83,17 @@ impl AlignedBuffer {
         Self::allocate(len, false)
     }
 
+    /// An empty buffer (nothing allocated, nothing to free).
+    pub(crate) const fn empty() -> Self {
+        Self {
+            // SAFETY: SMALL_ALIGN is a non-zero power of two (see `allocate`).
+            ptr: unsafe { NonNull::new_unchecked(Self::SMALL_ALIGN as *mut u8) },
+            len: 0,
+            align: Self::SMALL_ALIGN,
+            backing: Backing::Empty,
+        }
+    }
+
     fn allocate(len: usize, zero: bool) -> Result<Self, AllocError> {
         let err = AllocError { bytes: len };
         if len == 0 {

@@ -188,6 +188,34 @@ impl Buffer {
         })
     }
 
+    /// Gives back now the Python reference a view holds (its owner's: decref'd here, with the
+    /// GIL `py` proves), leaving an empty buffer, so that dropping the buffer afterwards drops
+    /// no `Py<…>`; `true` then, and for owned and imported memory, whose drops need no
+    /// `Py<…>` (an imported tensor's deleter and keeper take the GIL themselves). `false` for
+    /// [`Buffer::from_owner`] memory, whose owner may hold anything. What a
+    /// [`ReleasePython`](crate::tuning::ReleasePython) type's `release_python_refs` calls for
+    /// its buffer field.
+    #[inline]
+    pub fn release_python_refs(&mut self, py: Python<'_>) -> bool {
+        match self {
+            Buffer::View(v) => {
+                let owner = v.owner.as_ptr();
+                // SAFETY: the view's `Py` is given up without its drop: the buffer is overwritten
+                // in place (the view's other fields are plain data), and its reference is given
+                // back here, at once, with the GIL (`py`); a `Py` dropped outside PyO3's own
+                // trampolines would wait in PyO3's pool instead.
+                unsafe {
+                    std::ptr::write(self, Buffer::Owned(AlignedBuffer::empty()));
+                    pyo3::ffi::Py_DECREF(owner);
+                }
+                let _ = py;
+                true
+            }
+            Buffer::Owned(_) | Buffer::Imported(_) | Buffer::Shared(_) => true,
+            Buffer::Kept(_) => false,
+        }
+    }
+
     /// Address of the first byte (element 0 for imported tensors and views).
     #[inline]
     pub fn data_ptr(&self) -> *mut c_void {

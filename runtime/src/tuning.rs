@@ -4,6 +4,7 @@
 //! | knob | what it does |
 //! |---|---|
 //! | [`enable_freelist`] | a per-type free list of released instances (imports and views create one object per call); [`new_instance`] builds from it |
+//! | [`enable_direct_release`] | for a [`ReleasePython`] free-list type: instances are released without PyO3's deallocation trampoline (its Python references given back first) |
 //! | [`set_pool_limit`] / [`pool_limit`] | the byte limit of the reuse pool for freed huge host buffers (copies into fresh memory skip the page faults) |
 //! | [`set_same_type_views`] | `from_dlpack(t)` of your own type as a direct view (on by default) or through its exchange table |
 //! | [`UncheckedExtent`] | a derived type whose constructors keep shape and strides inside the data skips the per-export span check |
@@ -17,8 +18,8 @@
 
 pub use crate::alloc::{pool_limit, set_pool_limit};
 pub use crate::cpython::freelist::{
-    MAX_CAPACITY as MAX_FREELIST_CAPACITY, MAX_TYPES as MAX_FREELIST_TYPES, enable_freelist,
-    new_instance,
+    MAX_CAPACITY as MAX_FREELIST_CAPACITY, MAX_TYPES as MAX_FREELIST_TYPES, ReleasePython,
+    enable_direct_release, enable_freelist, new_instance,
 };
 pub use crate::exchange::set_same_type_views;
 pub use crate::export::UncheckedExtent;

@@ -4,11 +4,13 @@
 mod common;
 
 use dlbind::cpython::freelist::{
-    MAX_CAPACITY, builds_directly, enable_freelist, freelist_len, new_instance,
+    MAX_CAPACITY, ReleasePython, builds_directly, enable_direct_release, enable_freelist,
+    freelist_len, new_instance,
 };
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A frozen class with a weak-reference slot and a Python object inside (like the demo's views).
 #[pyclass(frozen, weakref)]
@@ -276,5 +278,115 @@ fn types_with_their_own_allocator_are_refused() {
         let b = new_instance(py, PyO3FreeList { v: 3 }).unwrap();
         assert!(!builds_directly::<PyO3FreeList>(py));
         drop(b);
+    });
+}
+
+/// Counts its drops.
+struct DropCount;
+
+static DROPS: AtomicUsize = AtomicUsize::new(0);
+
+impl Drop for DropCount {
+    fn drop(&mut self) {
+        DROPS.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// What `release_python_refs` does: 0 gives the owner back, 1 refuses, 2 panics.
+#[pyclass(frozen, weakref)]
+struct Releasing {
+    mode: u8,
+    owner: std::sync::Mutex<Option<Py<PyAny>>>,
+    _count: DropCount,
+}
+
+impl ReleasePython for Releasing {
+    fn release_python_refs(&mut self, py: Python<'_>) -> bool {
+        match self.mode {
+            0 => {
+                if let Some(o) = self.owner.get_mut().unwrap().take() {
+                    drop(o.into_bound(py));
+                }
+                true
+            }
+            1 => false,
+            _ => panic!("release refused by panicking"),
+        }
+    }
+}
+
+#[test]
+fn direct_release_drops_once_gives_owners_back_and_falls_back_to_pyo3() {
+    let _g = common::serial();
+    Python::attach(|py| {
+        // Without a free list it is refused.
+        let e = enable_direct_release::<Releasing>(py).unwrap_err();
+        assert!(e.to_string().contains("no free list"), "{e}");
+        enable_freelist::<Releasing>(py, 8).unwrap();
+        enable_direct_release::<Releasing>(py).unwrap();
+        enable_direct_release::<Releasing>(py).unwrap(); // twice: no change
+
+        let owner = py.eval(c"object()", None, None).unwrap();
+        let base = owner.refcnt();
+        let weakref = py.import("weakref").unwrap();
+        let hook_calls = py
+            .eval(c"__import__('types').SimpleNamespace(n=0)", None, None)
+            .unwrap();
+        let sys = py.import("sys").unwrap();
+        let old_hook = sys.getattr("unraisablehook").unwrap();
+        let locals = PyDict::new(py);
+        locals.set_item("calls", &hook_calls).unwrap();
+        let hook = py
+            .eval(
+                c"lambda u: setattr(calls, 'n', calls.n + 1)",
+                Some(&locals),
+                None,
+            )
+            .unwrap();
+        sys.setattr("unraisablehook", &hook).unwrap();
+
+        let make = |mode: u8| {
+            new_instance(
+                py,
+                Releasing {
+                    mode,
+                    owner: std::sync::Mutex::new(Some(owner.clone().unbind())),
+                    _count: DropCount,
+                },
+            )
+            .unwrap()
+        };
+        // The first instance is PyO3's (the probe); later ones are direct.
+        drop(make(0));
+        assert!(builds_directly::<Releasing>(py));
+        for round in 0..3 {
+            for mode in [0u8, 1, 2] {
+                let d0 = DROPS.load(Ordering::SeqCst);
+                let o = make(mode);
+                assert_eq!(owner.refcnt(), base + 1);
+                let w = weakref.call_method1("ref", (&o,)).unwrap();
+                let listed = freelist_len::<Releasing>(py).unwrap();
+                drop(o);
+                assert_eq!(
+                    owner.refcnt(),
+                    base,
+                    "mode {mode}, round {round}: owner not given back at once"
+                );
+                assert_eq!(
+                    DROPS.load(Ordering::SeqCst),
+                    d0 + 1,
+                    "mode {mode}: dropped once"
+                );
+                assert!(
+                    w.call0().unwrap().is_none(),
+                    "mode {mode}: weak reference outlived the object"
+                );
+                assert_eq!(freelist_len::<Releasing>(py).unwrap(), (listed + 1).min(8));
+            }
+        }
+        // Each panic was reported as unraisable (and the value still dropped, by PyO3).
+        let n: usize = hook_calls.getattr("n").unwrap().extract().unwrap();
+        sys.setattr("unraisablehook", old_hook).unwrap();
+        assert_eq!(n, 3, "one unraisable report per panicking release");
     });
 }

@@ -261,3 +261,30 @@ def test_soak_error_paths(m, Tensor):
         return [u]
 
     soak(m, srcs, error_paths, expect_live=1)
+
+
+def test_soak_error_paths_with_no_other_call(m, Tensor):
+    """Error paths in a loop that makes no other call into the module: dlbind's entry points run
+    without PyO3's attach count, so a `Py` an error leaves behind would wait in PyO3's pool until
+    PyO3 next attaches, and pile up here (144 bytes a call for a consumed capsule, before errors
+    were restored attached). Nothing may grow."""
+    t = Tensor.arange(8, "float32")
+    ro = Tensor.arange(8, "float32").set_readonly()
+    cap = t.__dlpack__(max_version=(1, 3))
+    m.from_dlpack(cap)  # consumed: every later import of it fails
+
+    def errors(ss):
+        n = 0
+        for _ in range(4):
+            try:
+                m.from_dlpack(cap)
+            except ValueError:
+                n += 1
+            try:
+                ro.__dlpack__()
+            except BufferError:
+                n += 1
+        assert n == 8, f"only {n} of 8 error paths raised"
+        return [n]
+
+    soak(m, (t, ro), errors)

@@ -653,6 +653,13 @@ impl FromDLPack for Tensor {
     }
 }
 
+/// A `Tensor`'s only Python reference is its buffer's (a view's owner); the rest is plain data.
+impl tuning::ReleasePython for Tensor {
+    fn release_python_refs(&mut self, py: Python<'_>) -> bool {
+        self.buf.release_python_refs(py)
+    }
+}
+
 /// Released `Tensor`s whose memory is kept for the next one (`dlbind::tuning::enable_freelist`): imports and
 /// views create a `Tensor` per call, and most of such a call is the object's allocation.
 pub(crate) const TENSOR_FREELIST: usize = 64;
@@ -666,6 +673,7 @@ fn dlbind_demo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Tensor>()?;
     m.add_class::<growable::Growable>()?;
     tuning::enable_freelist::<Tensor>(m.py(), TENSOR_FREELIST)?;
+    tuning::enable_direct_release::<Tensor>(m.py())?;
     dlbind::add_from_dlpack::<Tensor>(m)?;
     testing::add_submodule(m)
 }

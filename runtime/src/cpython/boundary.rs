@@ -45,18 +45,31 @@ pub(crate) unsafe fn at_c_boundary<R>(
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(py))) {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => {
-            e.restore(py);
+            restore_attached(e);
             failed
         }
         Err(_) => {
-            PyErr::from(DlpackError::new(
+            restore_attached(PyErr::from(DlpackError::new(
                 FailureKind::InternalError,
                 format!("panic in {what}"),
-            ))
-            .restore(py);
+            )));
             failed
         }
     }
+}
+
+/// Restores `e` as the current exception inside `Python::attach` (cold: error paths only).
+///
+/// The entry points run their bodies on the caller's GIL without PyO3's attach count (which
+/// costs thread-local accesses on every call). A `Py<…>` dropped there, as an error's parts
+/// are when it is restored, waits in PyO3's reference pool until PyO3 next attaches; an error
+/// path taken in a loop with no other PyO3 call in between would grow that pool without bound.
+/// Attached, those drops are immediate and the pool is emptied. (`attach` on a thread that holds
+/// the GIL only counts; it takes nothing.)
+#[cold]
+#[inline(never)]
+pub(crate) fn restore_attached(e: PyErr) {
+    Python::attach(|py| e.restore(py));
 }
 
 /// Every `PyMethodDef` this module leaked: process-lifetime by design (CPython keeps pointers to

@@ -52,6 +52,9 @@ struct List {
     items: Vec<*mut ffi::PyObject>,
     /// Where [`new_instance`] may write the Rust value itself (see [`Direct`]).
     direct: Direct,
+    /// PyO3's `tp_dealloc` of the type, once [`enable_direct_release`] replaced it (what
+    /// [`direct_dealloc`] falls back to).
+    pyo3_dealloc: Option<ffi::destructor>,
 }
 
 /// Whether [`new_instance`] may build an instance without PyO3's initializer.
@@ -85,6 +88,7 @@ const UNUSED: List = List {
     capacity: 0,
     items: Vec::new(),
     direct: Direct::Refused,
+    pyo3_dealloc: None,
 };
 
 static REGISTRY: Registry = Registry(UnsafeCell::new(Lists {
@@ -184,13 +188,26 @@ unsafe extern "C" fn freelist_free(obj: *mut c_void) {
         if ffi::PyObject_GC_IsTracked(o) != 0 {
             ffi::PyObject_GC_UnTrack(obj);
         }
+        keep_or_free(o);
+    }
+}
+
+/// Keeps the released, untracked instance `o` in its type's list while it has room; otherwise
+/// `PyObject_GC_Del`.
+///
+/// # Safety
+/// GIL held; `o`'s `tp_dealloc` has run and it is untracked; `o` is not used after this.
+#[inline(always)]
+unsafe fn keep_or_free(o: *mut ffi::PyObject) {
+    // SAFETY: caller contract.
+    unsafe {
         if let Some(list) = list_of(ffi::Py_TYPE(o))
             && list.items.len() < list.capacity
         {
             list.items.push(o);
             return;
         }
-        ffi::PyObject_GC_Del(obj);
+        ffi::PyObject_GC_Del(o.cast::<c_void>());
     }
 }
 
@@ -268,12 +285,145 @@ pub fn enable_freelist<T: PyClass>(py: Python<'_>, capacity: usize) -> PyResult<
             capacity,
             items: Vec::with_capacity(capacity),
             direct,
+            pyo3_dealloc: None,
         };
         r.len += 1;
         (*ty).tp_alloc = Some(freelist_alloc);
         (*ty).tp_free = Some(freelist_free);
     }
     Ok(())
+}
+
+/// A frozen free-list type (see [`enable_direct_release`]) that can give back the Python
+/// references its value holds, so that the rest of the value drops without any `Py<…>`.
+///
+/// PyO3's `tp_dealloc` runs a value's drop inside its trampoline (a thread-local count that
+/// makes a dropped `Py<…>` decref at once instead of waiting in PyO3's reference pool, and a
+/// panic guard); for a type whose value holds Python references only where it can release them
+/// itself, [`enable_direct_release`] installs a `tp_dealloc` without that trampoline.
+pub trait ReleasePython: PyClass<Frozen = True> + Sync {
+    /// Gives back (decrefs, with the GIL `py` proves) every Python reference the value holds,
+    /// and returns `true` when dropping what remains drops no `Py<…>` / `Bound<…>` (one it
+    /// did drop would be decref'd at PyO3's next attach, not at once: delayed, never unsafe).
+    /// `false` leaves the value to PyO3's own deallocation. A `Buffer` field gives its back
+    /// with [`Buffer::release_python_refs`](crate::Buffer::release_python_refs).
+    fn release_python_refs(&mut self, py: Python<'_>) -> bool;
+}
+
+/// Gives `T`'s instances a `tp_dealloc` of dlbind's that releases the value's Python
+/// references through [`ReleasePython`], drops it and keeps the memory in `T`'s free list,
+/// without PyO3's deallocation trampoline. Instances it cannot take that way (not built by
+/// [`new_instance`]'s direct path yet, a Python subclass, `release_python_refs` answering
+/// `false`) go to PyO3's `tp_dealloc` as before. Call it after [`enable_freelist`]; it does
+/// nothing where free lists are off (free-threaded interpreter, `DLBIND_FREELIST=0`), and is a
+/// RuntimeError (`SetupRefused`) when `T` has no free list.
+pub fn enable_direct_release<T: ReleasePython>(py: Python<'_>) -> PyResult<()> {
+    if cfg!(Py_GIL_DISABLED) || !freelists_allowed() {
+        return Ok(());
+    }
+    let ty = T::type_object_raw(py);
+    // SAFETY: GIL held (`py`); `ty` is T's live, ready type object; the registry reference
+    // ends before anything else runs. The slot swap keeps PyO3's function for the fallback.
+    unsafe {
+        let Some(list) = list_of(ty) else {
+            return Err(DlpackError::new(
+                FailureKind::SetupRefused,
+                format!(
+                    "cannot give {} a direct release: it has no free list (enable_freelist first)",
+                    <T as PyClass>::NAME
+                ),
+            )
+            .into());
+        };
+        if list.pyo3_dealloc.is_none() {
+            list.pyo3_dealloc = (*ty).tp_dealloc;
+            (*ty).tp_dealloc = Some(direct_dealloc::<T>);
+        }
+    }
+    Ok(())
+}
+
+/// `tp_dealloc` installed by [`enable_direct_release`]: what PyO3's does (untrack, weak
+/// references, drop the value, `tp_free`, the type's reference) in CPython's order, with the
+/// value's Python references given back first by [`ReleasePython::release_python_refs`].
+unsafe extern "C" fn direct_dealloc<T: ReleasePython>(obj: *mut ffi::PyObject) {
+    // SAFETY: CPython calls `tp_dealloc` with the GIL held, on an instance of `T` (or of a
+    // Python subclass) whose last reference went.
+    unsafe {
+        let py = Python::assume_attached();
+        let ty = ffi::Py_TYPE(obj);
+        // Exactly `T` with a probed layout: the value is at `off`. Only a raw pointer to the
+        // list is kept (lists never move or go): Python code runs below, and may reach the
+        // registry itself.
+        let Some(list) = list_of(ty).map(ptr::from_mut) else {
+            return pyo3_dealloc::<T>(py, obj);
+        };
+        let Direct::At(off) = (*list).direct else {
+            return pyo3_dealloc::<T>(py, obj);
+        };
+        // Untracked before anything can run Python code (as every GC type's dealloc does).
+        ffi::PyObject_GC_UnTrack(obj.cast::<c_void>());
+        let value = &mut *obj.cast::<u8>().add(off).cast::<T>();
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            value.release_python_refs(py)
+        })) {
+            Ok(true) => {}
+            Ok(false) => return pyo3_dealloc::<T>(py, obj),
+            Err(_) => {
+                unraisable_panic::<T>(py, "release_python_refs");
+                return pyo3_dealloc::<T>(py, obj);
+            }
+        }
+        // Weak references before the value goes (CPython's order for its own types).
+        let wlo = (*ty).tp_weaklistoffset;
+        if wlo > 0 && !(*obj.cast::<u8>().add(wlo as usize).cast::<*mut ffi::PyObject>()).is_null()
+        {
+            ffi::PyObject_ClearWeakRefs(obj);
+        }
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ptr::drop_in_place(value)))
+            .is_err()
+        {
+            unraisable_panic::<T>(py, "drop");
+        }
+        // Kept while the list has room (the registry is not borrowed anywhere now).
+        let list = &mut *list;
+        if list.items.len() < list.capacity {
+            list.items.push(obj);
+        } else {
+            ffi::PyObject_GC_Del(obj.cast::<c_void>());
+        }
+        // The instance's reference to its (heap) type.
+        ffi::Py_DECREF(ty.cast::<ffi::PyObject>());
+    }
+}
+
+/// PyO3's own `tp_dealloc` of `T` on `obj` (what [`enable_direct_release`] replaced).
+///
+/// # Safety
+/// As for `tp_dealloc`; `obj` is untouched but for GC untracking.
+#[cold]
+#[inline(never)]
+unsafe fn pyo3_dealloc<T: ReleasePython>(py: Python<'_>, obj: *mut ffi::PyObject) {
+    // SAFETY: caller contract; the registry reference ends before the call.
+    unsafe {
+        let f = list_of(T::type_object_raw(py)).and_then(|l| l.pyo3_dealloc);
+        match f {
+            Some(f) => f(obj),
+            // Unreachable: installed only together with the saved function.
+            None => std::process::abort(),
+        }
+    }
+}
+
+/// Reports a panic in `T`'s `what` during deallocation (as PyO3 does: unraisable).
+#[cold]
+#[inline(never)]
+fn unraisable_panic<T: PyClass>(py: Python<'_>, what: &str) {
+    PyErr::from(DlpackError::new(
+        FailureKind::InternalError,
+        format!("panic in {}'s {what} during deallocation", <T as PyClass>::NAME),
+    ))
+    .write_unraisable(py, None);
 }
 
 /// Whether dlbind reuses released memory in this process: not when the environment has

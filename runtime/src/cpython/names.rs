@@ -146,7 +146,7 @@ pub(crate) fn device_tuple(py: Python<'_>, device_type: i32, device_id: i32) -> 
     match PyTuple::new(py, [device_type, device_id]) {
         Ok(t) => t.into_ptr(),
         Err(e) => {
-            e.restore(py);
+            crate::cpython::boundary::restore_attached(e);
             std::ptr::null_mut()
         }
     }

@@ -130,11 +130,11 @@ where
     new_instance(py, value)
 }
 
-/// Sets `e` as the Python exception; NULL.
+/// Sets `e` as the Python exception (attached: see `restore_attached`); NULL.
 #[cold]
 #[inline(never)]
-fn restore_error(py: Python<'_>, e: PyErr) -> *mut ffi::PyObject {
-    e.restore(py);
+fn restore_error(_py: Python<'_>, e: PyErr) -> *mut ffi::PyObject {
+    crate::cpython::boundary::restore_attached(e);
     ptr::null_mut()
 }
 
