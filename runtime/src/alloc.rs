@@ -83,6 +83,12 @@ impl AlignedBuffer {
         Self::allocate(len, false)
     }
 
+    /// Whether nothing is allocated (dropping the buffer frees nothing).
+    #[inline]
+    pub(crate) fn is_unallocated(&self) -> bool {
+        matches!(self.backing, Backing::Empty)
+    }
+
     /// An empty buffer (nothing allocated, nothing to free).
     pub(crate) const fn empty() -> Self {
         Self {

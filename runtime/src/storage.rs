@@ -194,7 +194,8 @@ impl Buffer {
     /// `Py<…>` (an imported tensor's deleter and keeper take the GIL themselves). `false` for
     /// [`Buffer::from_owner`] memory, whose owner may hold anything. What a
     /// [`ReleasePython`](crate::tuning::ReleasePython) type's `release_python_refs` calls for
-    /// its buffer field.
+    /// its buffer field. [`Buffer::owns_nothing`] then says whether its drop has anything left
+    /// to do.
     #[inline]
     pub fn release_python_refs(&mut self, py: Python<'_>) -> bool {
         match self {
@@ -214,6 +215,13 @@ impl Buffer {
             Buffer::Owned(_) | Buffer::Imported(_) | Buffer::Shared(_) => true,
             Buffer::Kept(_) => false,
         }
+    }
+
+    /// Whether dropping the buffer would do nothing: an empty owned buffer (what a view becomes
+    /// once [`Buffer::release_python_refs`] gave its owner back).
+    #[inline]
+    pub fn owns_nothing(&self) -> bool {
+        matches!(self, Buffer::Owned(b) if b.is_unallocated())
     }
 
     /// Address of the first byte (element 0 for imported tensors and views).

@@ -19,7 +19,7 @@
 pub use crate::alloc::{pool_limit, set_pool_limit};
 pub use crate::cpython::freelist::{
     MAX_CAPACITY as MAX_FREELIST_CAPACITY, MAX_TYPES as MAX_FREELIST_TYPES, ReleasePython,
-    enable_direct_release, enable_freelist, new_instance,
+    Released, enable_direct_release, enable_freelist, new_instance,
 };
 pub use crate::exchange::set_same_type_views;
 pub use crate::export::UncheckedExtent;

@@ -4,7 +4,7 @@
 mod common;
 
 use dlbind::cpython::freelist::{
-    MAX_CAPACITY, ReleasePython, builds_directly, enable_direct_release, enable_freelist,
+    MAX_CAPACITY, ReleasePython, Released, builds_directly, enable_direct_release, enable_freelist,
     freelist_len, new_instance,
 };
 use pyo3::exceptions::PyValueError;
@@ -292,7 +292,8 @@ impl Drop for DropCount {
     }
 }
 
-/// What `release_python_refs` does: 0 gives the owner back, 1 refuses, 2 panics.
+/// What `release_python_refs` does: 0 gives the owner back (the rest is dropped), 1 refuses,
+/// 2 panics, 3 gives the owner back and answers `Nothing` (the drop counter is not dropped).
 #[pyclass(frozen, weakref)]
 struct Releasing {
     mode: u8,
@@ -301,15 +302,19 @@ struct Releasing {
 }
 
 impl ReleasePython for Releasing {
-    fn release_python_refs(&mut self, py: Python<'_>) -> bool {
+    fn release_python_refs(&mut self, py: Python<'_>) -> Released {
         match self.mode {
-            0 => {
+            0 | 3 => {
                 if let Some(o) = self.owner.get_mut().unwrap().take() {
                     drop(o.into_bound(py));
                 }
-                true
+                if self.mode == 0 {
+                    Released::Drop
+                } else {
+                    Released::Nothing
+                }
             }
-            1 => false,
+            1 => Released::No,
             _ => panic!("release refused by panicking"),
         }
     }
@@ -360,7 +365,7 @@ fn direct_release_drops_once_gives_owners_back_and_falls_back_to_pyo3() {
         drop(make(0));
         assert!(builds_directly::<Releasing>(py));
         for round in 0..3 {
-            for mode in [0u8, 1, 2] {
+            for mode in [0u8, 1, 2, 3] {
                 let d0 = DROPS.load(Ordering::SeqCst);
                 let o = make(mode);
                 assert_eq!(owner.refcnt(), base + 1);
@@ -372,9 +377,11 @@ fn direct_release_drops_once_gives_owners_back_and_falls_back_to_pyo3() {
                     base,
                     "mode {mode}, round {round}: owner not given back at once"
                 );
+                // `Nothing`: not dropped (the counter field is forgotten with the value).
+                let dropped = if mode == 3 { 0 } else { 1 };
                 assert_eq!(
                     DROPS.load(Ordering::SeqCst),
-                    d0 + 1,
+                    d0 + dropped,
                     "mode {mode}: dropped once"
                 );
                 assert!(

@@ -19,6 +19,28 @@ pub enum Dims {
 }
 
 impl Dims {
+    /// Writes a clone of `self` to `dst` (uninitialised): inline values are copied from here to
+    /// there directly, without the clone-then-move of `dst.write(self.clone())`.
+    ///
+    /// # Safety
+    /// `dst` is valid for writes of a `Dims` and does not overlap `self`.
+    #[inline(always)]
+    pub unsafe fn clone_to(&self, dst: *mut Dims) {
+        match self {
+            // SAFETY: an inline `Dims` owns nothing, so a bitwise copy is a clone; `dst` is
+            // valid and apart from `self` (caller).
+            Dims::Inline { .. } => unsafe { std::ptr::copy_nonoverlapping(self, dst, 1) },
+            // SAFETY: as above.
+            Dims::Heap(_) => unsafe { dst.write(self.clone()) },
+        }
+    }
+
+    /// Whether the values are stored inline (dropping the `Dims` frees nothing).
+    #[inline]
+    pub fn is_inline(&self) -> bool {
+        matches!(self, Dims::Inline { .. })
+    }
+
     pub fn from_slice(s: &[i64]) -> Dims {
         if s.len() <= INLINE {
             // Element by element, not `copy_from_slice`: a variable-length `memcpy` writes

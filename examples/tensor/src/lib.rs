@@ -646,17 +646,57 @@ impl FromDLPack for Tensor {
         ))
     }
 
+    /// [`share_from`](FromDLPack::share_from)'s value, written in place into a new instance.
+    #[inline(always)]
+    fn share_into(source: &Bound<'_, Self>, out: &mut std::mem::MaybeUninit<Self>) -> bool {
+        let this = source.get();
+        // SAFETY: the same pointer, shape and strides as `source`, whose storage `source` owns
+        // (or, for a view, the owner `share_view` takes instead).
+        let buf = unsafe {
+            this.buf.share_view(
+                source.py(),
+                source.as_any(),
+                this.ptr().cast(),
+                this.device,
+                !this.readonly.is_writable(),
+            )
+        };
+        // Field by field, so that each is written where it lives (a whole `Tensor` written
+        // at once is built first and then copied, about 30 instructions more).
+        let p = out.as_mut_ptr();
+        // SAFETY: `p` is valid for writes of a `Tensor`; every field is written once, so `out`
+        // holds a whole `Tensor` when this returns `true`.
+        unsafe {
+            (&raw mut (*p).buf).write(buf);
+            (&raw mut (*p).dtype).write(this.dtype);
+            this.shape.clone_to(&raw mut (*p).shape);
+            this.strides.clone_to(&raw mut (*p).strides);
+            (&raw mut (*p).device).write(this.device);
+            (&raw mut (*p).readonly).write(this.readonly);
+        }
+        true
+    }
+
     /// `Tensor` is frozen and has a free list: instances are built without `object.__new__`.
-    #[inline]
+    #[inline(always)]
     fn into_instance(py: Python<'_>, value: Self) -> PyResult<Bound<'_, Self>> {
         tuning::new_instance(py, value)
     }
 }
 
-/// A `Tensor`'s only Python reference is its buffer's (a view's owner); the rest is plain data.
+/// A `Tensor`'s only Python reference is its buffer's (a view's owner); the rest is plain data,
+/// with nothing to free when the buffer was a view and the dims are inline.
 impl tuning::ReleasePython for Tensor {
-    fn release_python_refs(&mut self, py: Python<'_>) -> bool {
-        self.buf.release_python_refs(py)
+    #[inline]
+    fn release_python_refs(&mut self, py: Python<'_>) -> tuning::Released {
+        if !self.buf.release_python_refs(py) {
+            return tuning::Released::No;
+        }
+        if self.buf.owns_nothing() && self.shape.is_inline() && self.strides.is_inline() {
+            tuning::Released::Nothing
+        } else {
+            tuning::Released::Drop
+        }
     }
 }
 

@@ -117,6 +117,19 @@ impl List {
     /// before anything can look at the object.
     #[inline(always)]
     unsafe fn pop(&mut self, keep: std::ops::Range<usize>) -> Option<*mut ffi::PyObject> {
+        // SAFETY: caller contract.
+        let obj = unsafe { self.pop_untracked(keep) }?;
+        // SAFETY: a live GC object, untracked.
+        unsafe { ffi::PyObject_GC_Track(obj.cast::<c_void>()) };
+        Some(obj)
+    }
+
+    /// [`List::pop`] without the GC tracking (the caller tracks the object once it is filled).
+    ///
+    /// # Safety
+    /// As for [`List::pop`].
+    #[inline(always)]
+    unsafe fn pop_untracked(&mut self, keep: std::ops::Range<usize>) -> Option<*mut ffi::PyObject> {
         let obj = self.items.pop()?;
         // SAFETY: `obj` is `basicsize` bytes that `freelist_free` took from a released instance
         // of this type (allocated by `PyType_GenericAlloc` with a GC header, untracked since).
@@ -127,9 +140,70 @@ impl List {
             zero(base, keep.end..self.basicsize);
             // Type (a new reference for heap types) and a reference count of 1.
             ffi::PyObject_Init(obj, self.ty);
-            ffi::PyObject_GC_Track(obj.cast::<c_void>());
         }
         Some(obj)
+    }
+}
+
+/// A new instance of `T` (a new reference) whose value `fill` writes in place: `Some(obj)`
+/// once `fill` returned `true`; `None` when `T` is not built directly ([`new_instance`] has not
+/// probed it, or the probe refused), when its list is empty, or when `fill` declined (the
+/// instance is given back). `Some(NULL)` never happens: nothing here raises.
+///
+/// The instance is untracked by the garbage collector until `fill` is done, so nothing looks
+/// at the value before it is written; a panic in `fill` gives the instance back and resumes.
+///
+/// # Safety
+/// GIL held. `fill` writes a whole, valid `T` into its argument when it returns `true`.
+#[inline(always)]
+pub(crate) unsafe fn direct_instance<T: PyClass>(
+    py: Python<'_>,
+    fill: impl FnOnce(&mut std::mem::MaybeUninit<T>) -> bool,
+) -> Option<*mut ffi::PyObject> {
+    let ty = T::type_object_raw(py);
+    // SAFETY: GIL held; the registry reference ends before `fill` runs. `Direct::At` is set
+    // only by a probe of a PyO3-made instance of exactly `T` (`new_instance`, frozen types):
+    // the value lives at `off`, and every other byte after the header is zero.
+    unsafe {
+        let list = list_of(ty)?;
+        let Direct::At(off) = list.direct else {
+            return None;
+        };
+        let obj = list.pop_untracked(off..off + std::mem::size_of::<T>())?;
+        // Gives the instance back if `fill` panics (a guard, not `catch_unwind`: no frame of its
+        // own on the way that does not panic).
+        struct Unfilled(*mut ffi::PyObject);
+        impl Drop for Unfilled {
+            fn drop(&mut self) {
+                // SAFETY: the instance was popped and not filled (see below).
+                unsafe { give_back_unfilled(self.0) }
+            }
+        }
+        let guard = Unfilled(obj);
+        let slot = &mut *obj.cast::<u8>().add(off).cast::<std::mem::MaybeUninit<T>>();
+        if fill(slot) {
+            std::mem::forget(guard);
+            ffi::PyObject_GC_Track(obj.cast::<c_void>());
+            Some(obj)
+        } else {
+            drop(guard);
+            None
+        }
+    }
+}
+
+/// Returns an instance [`direct_instance`] popped and did not fill: its type reference goes,
+/// its memory back to the list.
+///
+/// # Safety
+/// GIL held; `obj` came from `pop_untracked` and was not filled or shared.
+#[cold]
+unsafe fn give_back_unfilled(obj: *mut ffi::PyObject) {
+    // SAFETY: caller contract (the reference `PyObject_Init` took for the heap type).
+    unsafe {
+        let ty = ffi::Py_TYPE(obj);
+        keep_or_free(obj);
+        ffi::Py_DECREF(ty.cast::<ffi::PyObject>());
     }
 }
 
@@ -142,9 +216,14 @@ impl List {
 unsafe fn zero(base: *mut u8, range: std::ops::Range<usize>) {
     // SAFETY: caller contract.
     unsafe {
-        if range.start.is_multiple_of(8) && range.end.is_multiple_of(8) {
-            for i in (range.start..range.end).step_by(8) {
-                base.add(i).cast::<u64>().write(0);
+        if (range.start | range.end).is_multiple_of(8) {
+            // Volatile word stores: LLVM turns a loop of plain ones into a `memset` call, a
+            // dozen instructions for the usual single word.
+            let mut p = base.add(range.start).cast::<u64>();
+            let end = base.add(range.end).cast::<u64>();
+            while p < end {
+                p.write_volatile(0);
+                p = p.add(1);
             }
         } else {
             ptr::write_bytes(base.add(range.start), 0, range.end - range.start);
@@ -303,11 +382,31 @@ pub fn enable_freelist<T: PyClass>(py: Python<'_>, capacity: usize) -> PyResult<
 /// itself, [`enable_direct_release`] installs a `tp_dealloc` without that trampoline.
 pub trait ReleasePython: PyClass<Frozen = True> + Sync {
     /// Gives back (decrefs, with the GIL `py` proves) every Python reference the value holds,
-    /// and returns `true` when dropping what remains drops no `Py<…>` / `Bound<…>` (one it
-    /// did drop would be decref'd at PyO3's next attach, not at once: delayed, never unsafe).
-    /// `false` leaves the value to PyO3's own deallocation. A `Buffer` field gives its back
-    /// with [`Buffer::release_python_refs`](crate::Buffer::release_python_refs).
-    fn release_python_refs(&mut self, py: Python<'_>) -> bool;
+    /// and says what is left to do ([`Released`]).
+    fn release_python_refs(&mut self, py: Python<'_>) -> Released;
+}
+
+/// What [`ReleasePython::release_python_refs`] left of a value.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Released {
+    /// Nothing was given back: the value is left to PyO3's own deallocation.
+    No,
+    /// The Python references were given back, and dropping the rest drops no `Py<…>` /
+    /// `Bound<…>` (one it did drop would be decref'd at PyO3's next attach, not at once:
+    /// delayed, never unsafe). The value is dropped next.
+    Drop,
+    /// The Python references were given back and the value owns nothing else (its drop would
+    /// do nothing), so it is not dropped. Answering this for a value that still owns something
+    /// leaks that, and nothing worse.
+    Nothing,
+}
+
+impl Released {
+    /// [`Released::Drop`] when `released`, else [`Released::No`].
+    #[inline]
+    pub fn drop_if(released: bool) -> Released {
+        if released { Released::Drop } else { Released::No }
+    }
 }
 
 /// Gives `T`'s instances a `tp_dealloc` of dlbind's that releases the value's Python
@@ -364,24 +463,25 @@ unsafe extern "C" fn direct_dealloc<T: ReleasePython>(obj: *mut ffi::PyObject) {
         // Untracked before anything can run Python code (as every GC type's dealloc does).
         ffi::PyObject_GC_UnTrack(obj.cast::<c_void>());
         let value = &mut *obj.cast::<u8>().add(off).cast::<T>();
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let left = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             value.release_python_refs(py)
         })) {
-            Ok(true) => {}
-            Ok(false) => return pyo3_dealloc::<T>(py, obj),
+            Ok(Released::No) => return pyo3_dealloc::<T>(py, obj),
+            Ok(left) => left,
             Err(_) => {
                 unraisable_panic::<T>(py, "release_python_refs");
                 return pyo3_dealloc::<T>(py, obj);
             }
-        }
+        };
         // Weak references before the value goes (CPython's order for its own types).
         let wlo = (*ty).tp_weaklistoffset;
         if wlo > 0 && !(*obj.cast::<u8>().add(wlo as usize).cast::<*mut ffi::PyObject>()).is_null()
         {
             ffi::PyObject_ClearWeakRefs(obj);
         }
-        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ptr::drop_in_place(value)))
-            .is_err()
+        if left == Released::Drop
+            && std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ptr::drop_in_place(value)))
+                .is_err()
         {
             unraisable_panic::<T>(py, "drop");
         }

@@ -33,6 +33,22 @@ pub trait FromDLPack: Sized {
         None
     }
 
+    /// [`share_from`](Self::share_from) written straight into the new object's memory, with no
+    /// move of the value: tried first, for a frozen type whose free list
+    /// ([`tuning::enable_freelist`](crate::tuning::enable_freelist)) builds instances directly
+    /// ([`tuning::new_instance`](crate::tuning::new_instance)). `out` is the value's place in
+    /// a new instance nothing else can see yet: write the value `share_from` would give and
+    /// return `true`, or leave `out` as it is and return `false` (the instance is given back
+    /// and `share_from` runs). The default declines.
+    #[inline]
+    fn share_into(source: &Bound<'_, Self>, out: &mut std::mem::MaybeUninit<Self>) -> bool
+    where
+        Self: PyClass,
+    {
+        let _ = (source, out);
+        false
+    }
+
     /// A new value viewing host memory owned by another Python object — an exact
     /// `numpy.ndarray` read through numpy's array header, or a writable host object of a
     /// lending exchange table — keeping `view.owner` alive (e.g. with
