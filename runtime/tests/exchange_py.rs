@@ -1565,3 +1565,147 @@ for s in ('pass', 'len(())', 'noop(v)', 'object()', 'slice(v)', 'f(v)'):\n    pr
         .unwrap();
     });
 }
+
+/// How many times `Placed::share_into` wrote, declined, and `Placed::share_from` ran.
+static PLACED_WROTE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static PLACED_DECLINED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static PLACED_SHARED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Frozen, with a free list and `share_into`: writes in place for `mode` 0, declines for 1,
+/// panics for 2 (`share_from` serves the declined ones).
+#[pyclass(frozen)]
+#[derive(DLPackExport)]
+#[dlpack(dtype = "float32")]
+struct Placed {
+    #[dlpack(data)]
+    buf: Buffer,
+    #[dlpack(shape)]
+    shape: [i64; 1],
+    mode: u8,
+}
+
+impl Placed {
+    fn share(source: &Bound<'_, Self>) -> Placed {
+        let s = source.get();
+        // SAFETY: element 0 of `s` with its own layout; `source` owns `s.buf`.
+        let buf = unsafe {
+            s.buf.share_view(
+                source.py(),
+                source.as_any(),
+                s.buf.data_ptr(),
+                s.buf.device(),
+                false,
+            )
+        };
+        Placed {
+            buf,
+            shape: s.shape,
+            mode: s.mode,
+        }
+    }
+}
+
+impl FromDLPack for Placed {
+    fn from_imported(_py: Python<'_>, t: ImportedTensor) -> PyResult<Self> {
+        let shape = [t.shape()[0]];
+        Ok(Placed {
+            buf: Buffer::from(t),
+            shape,
+            mode: 0,
+        })
+    }
+
+    fn share_from(source: &Bound<'_, Self>) -> Option<PyResult<Self>> {
+        PLACED_SHARED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Some(Ok(Placed::share(source)))
+    }
+
+    fn share_into(source: &Bound<'_, Self>, out: &mut std::mem::MaybeUninit<Self>) -> bool {
+        match source.get().mode {
+            0 => {
+                out.write(Placed::share(source));
+                PLACED_WROTE.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                true
+            }
+            1 => {
+                PLACED_DECLINED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                false
+            }
+            _ => panic!("share_into refused by panicking"),
+        }
+    }
+
+    fn into_instance(py: Python<'_>, value: Self) -> PyResult<Bound<'_, Self>> {
+        dlbind::tuning::new_instance(py, value)
+    }
+}
+
+/// `share_into` writes the same-type view in place into a free-list instance; when it declines
+/// (or panics) the instance goes back to the list untouched and `share_from` (or the error)
+/// takes over; the type's reference count and the list's length come back each time.
+#[test]
+fn fastcall_from_dlpack_same_type_in_place() {
+    use dlbind::cpython::freelist::{builds_directly, freelist_len};
+    use std::sync::atomic::Ordering::SeqCst;
+    let _g = common::serial();
+    Python::attach(|py| {
+        dlbind::tuning::enable_freelist::<Placed>(py, 8).unwrap();
+        let m = PyModule::new(py, "placedmod").unwrap();
+        dlbind::add_from_dlpack::<Placed>(&m).unwrap();
+        let f = m.getattr("from_dlpack").unwrap();
+        let make = |mode: u8| {
+            let t = ImportedTensor::from_buffer(
+                dlbind::alloc::AlignedBuffer::zeroed(12).unwrap(),
+                &[3],
+                <f32 as DLPackElement>::DTYPE,
+            );
+            let p = Placed::from_imported(py, t).unwrap();
+            dlbind::tuning::new_instance(py, Placed { mode, ..p }).unwrap()
+        };
+        // Probe, then fill the list.
+        drop(make(0));
+        assert!(builds_directly::<Placed>(py));
+        let held: Vec<_> = (0..4).map(|_| make(0)).collect();
+        drop(held);
+        let ty = py.get_type::<Placed>();
+        // SAFETY: reading the reference count of a live type object.
+        let type_refs = || unsafe { pyffi::Py_REFCNT(ty.as_ptr()) };
+        for mode in [0u8, 1, 2, 0, 1] {
+            let src = make(mode);
+            let (listed, trefs) = (freelist_len::<Placed>(py).unwrap(), type_refs());
+            let (w, d, s) = (
+                PLACED_WROTE.load(SeqCst),
+                PLACED_DECLINED.load(SeqCst),
+                PLACED_SHARED.load(SeqCst),
+            );
+            let out = f.call1((&src,));
+            match mode {
+                0 => assert_eq!(
+                    (PLACED_WROTE.load(SeqCst), PLACED_SHARED.load(SeqCst)),
+                    (w + 1, s)
+                ),
+                1 => assert_eq!(
+                    (PLACED_DECLINED.load(SeqCst), PLACED_SHARED.load(SeqCst)),
+                    (d + 1, s + 1)
+                ),
+                _ => assert!(
+                    out.as_ref().unwrap_err().to_string().contains("panic"),
+                    "{out:?}"
+                ),
+            }
+            if mode != 2 {
+                let out = out.unwrap();
+                let o = out.cast::<Placed>().unwrap().get();
+                assert_eq!(o.buf.data_ptr(), src.get().buf.data_ptr());
+                assert_eq!((o.shape, o.mode), ([3], mode));
+                // In place: one instance taken from the list; declined: taken by `new_instance`
+                // after the first went back.
+                assert_eq!(freelist_len::<Placed>(py).unwrap(), listed - 1);
+                assert_eq!(type_refs(), trefs + 1);
+                drop(out);
+            }
+            assert_eq!(freelist_len::<Placed>(py).unwrap(), listed, "mode {mode}");
+            assert_eq!(type_refs(), trefs, "mode {mode}: the type's references");
+        }
+    });
+}
