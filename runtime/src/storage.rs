@@ -167,7 +167,7 @@ impl Buffer {
     /// # Safety
     /// `holder` must own `self` (keep it alive and unmodified while `holder` lives), and the
     /// bytes addressed from `data` must lie in memory reachable from `self`.
-    #[inline]
+    #[inline(always)]
     pub unsafe fn share_view(
         &self,
         py: Python<'_>,

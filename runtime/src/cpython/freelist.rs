@@ -145,54 +145,64 @@ impl List {
     }
 }
 
-/// A new instance of `T` (a new reference) whose value `fill` writes in place: `Some(obj)`
-/// once `fill` returned `true`; `None` when `T` is not built directly ([`new_instance`] has not
-/// probed it, or the probe refused), when its list is empty, or when `fill` declined (the
-/// instance is given back). `Some(NULL)` never happens: nothing here raises.
+/// A released instance of `T` to fill in place, with its value's place: what the typed
+/// `from_dlpack` writes a same-type view into (`FromDLPack::share_into`). `None` when `T` is
+/// not built directly ([`new_instance`] has not probed it, or the probe refused) or its list
+/// is empty.
 ///
-/// The instance is untracked by the garbage collector until `fill` is done, so nothing looks
-/// at the value before it is written; a panic in `fill` gives the instance back and resumes.
+/// The instance has its header and one reference and is untracked by the garbage collector, so
+/// nothing looks at the value before it is written. [`Unfilled::filled`] hands it out (tracked);
+/// dropping the [`Unfilled`] — the value not written, or a panic while writing it — gives it
+/// back to the list.
 ///
 /// # Safety
-/// GIL held. `fill` writes a whole, valid `T` into its argument when it returns `true`.
+/// GIL held, until the `Unfilled` is filled or dropped.
 #[inline(always)]
-pub(crate) unsafe fn direct_instance<T: PyClass>(
+pub(crate) unsafe fn pop_for_fill<'a, T: PyClass>(
     py: Python<'_>,
-    fill: impl FnOnce(&mut std::mem::MaybeUninit<T>) -> bool,
-) -> Option<*mut ffi::PyObject> {
+) -> Option<(Unfilled, &'a mut std::mem::MaybeUninit<T>)> {
     let ty = T::type_object_raw(py);
-    // SAFETY: GIL held; the registry reference ends before `fill` runs. `Direct::At` is set
-    // only by a probe of a PyO3-made instance of exactly `T` (`new_instance`, frozen types):
-    // the value lives at `off`, and every other byte after the header is zero.
+    // SAFETY: GIL held; the registry reference ends here. `Direct::At` is set only by a probe
+    // of a PyO3-made instance of exactly `T` (`new_instance`, frozen types): the value lives
+    // at `off`, and every other byte after the header is zero.
     unsafe {
         let list = list_of(ty)?;
         let Direct::At(off) = list.direct else {
             return None;
         };
         let obj = list.pop_untracked(off..off + std::mem::size_of::<T>())?;
-        // Gives the instance back if `fill` panics (a guard, not `catch_unwind`: no frame of its
-        // own on the way that does not panic).
-        struct Unfilled(*mut ffi::PyObject);
-        impl Drop for Unfilled {
-            fn drop(&mut self) {
-                // SAFETY: the instance was popped and not filled (see below).
-                unsafe { give_back_unfilled(self.0) }
-            }
-        }
-        let guard = Unfilled(obj);
         let slot = &mut *obj.cast::<u8>().add(off).cast::<std::mem::MaybeUninit<T>>();
-        if fill(slot) {
-            std::mem::forget(guard);
-            ffi::PyObject_GC_Track(obj.cast::<c_void>());
-            Some(obj)
-        } else {
-            drop(guard);
-            None
-        }
+        Some((Unfilled(obj), slot))
     }
 }
 
-/// Returns an instance [`direct_instance`] popped and did not fill: its type reference goes,
+/// An instance from [`pop_for_fill`] whose value is not written yet: given back to the list
+/// when dropped (a guard, not `catch_unwind`: nothing on the way that does not panic).
+pub(crate) struct Unfilled(*mut ffi::PyObject);
+
+impl Unfilled {
+    /// The instance, its value written: GC-tracked, a new reference.
+    ///
+    /// # Safety
+    /// A whole, valid `T` has been written to the place [`pop_for_fill`] gave.
+    #[inline(always)]
+    pub(crate) unsafe fn filled(self) -> *mut ffi::PyObject {
+        let obj = self.0;
+        std::mem::forget(self);
+        // SAFETY: a live GC object, untracked, now whole (caller).
+        unsafe { ffi::PyObject_GC_Track(obj.cast::<c_void>()) };
+        obj
+    }
+}
+
+impl Drop for Unfilled {
+    fn drop(&mut self) {
+        // SAFETY: popped and not filled (`filled` forgets the guard); GIL held (`pop_for_fill`).
+        unsafe { give_back_unfilled(self.0) }
+    }
+}
+
+/// Returns an instance [`pop_for_fill`] popped and did not fill: its type reference goes,
 /// its memory back to the list.
 ///
 /// # Safety

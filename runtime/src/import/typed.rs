@@ -50,12 +50,15 @@ where
         // SAFETY: the exact type was checked just above.
         let src = unsafe { x.cast_unchecked::<T>() };
         // The value written in place when `T` can (no move of it into the object).
-        let fill = |out: &mut std::mem::MaybeUninit<T>| T::share_into(src, out);
-        // SAFETY: GIL held (`py`); `share_into` writes a whole `T` when it says so (its
-        // contract).
-        if let Some(obj) = unsafe { crate::cpython::freelist::direct_instance::<T>(py, fill) } {
-            crate::exchange::note_same_type_view();
-            return Some(obj);
+        // SAFETY: GIL held (`py`) until the instance is filled or given back below.
+        if let Some((pending, slot)) = unsafe { crate::cpython::freelist::pop_for_fill::<T>(py) } {
+            if T::share_into(src, slot) {
+                // SAFETY: `share_into` wrote a whole `T` (it said so: its contract).
+                let obj = unsafe { pending.filled() };
+                crate::exchange::note_same_type_view();
+                return Some(obj);
+            }
+            drop(pending);
         }
         let v = T::share_from(src)?;
         let obj = match v {
