@@ -282,18 +282,30 @@ pub struct PythonView<'a, 'py> {
 /// would export (see the module docs) and passes the view to `f`; `None` otherwise (nothing
 /// was done). Errors of the layout check (arrays made with `as_strided` can describe anything)
 /// are returned as `Some(Err(..))`, exactly as the capsule path would raise them.
-#[inline]
+///
+/// The type check is inlined into the caller, so that an import of anything else pays two
+/// loads and a compare for it, not a call.
+#[inline(always)]
 pub fn with_ndarray_view<R>(
     obj: &Bound<'_, PyAny>,
     f: impl FnOnce(&PythonView<'_, '_>) -> PyResult<R>,
 ) -> Option<PyResult<R>> {
-    let py = obj.py();
     // SAFETY: reading the type of a live object.
     let tp = unsafe { ffi::Py_TYPE(obj.as_ptr()) };
-    if !is_ndarray(py, tp) {
+    if !is_ndarray(obj.py(), tp) {
         return None;
     }
-    // SAFETY: the exact, verified ndarray type.
+    ndarray_view(obj, f)
+}
+
+/// [`with_ndarray_view`] once `obj` is known to be exactly the verified ndarray type.
+#[inline]
+fn ndarray_view<R>(
+    obj: &Bound<'_, PyAny>,
+    f: impl FnOnce(&PythonView<'_, '_>) -> PyResult<R>,
+) -> Option<PyResult<R>> {
+    let py = obj.py();
+    // SAFETY: the exact, verified ndarray type (the caller checked).
     let h = unsafe { header(obj) };
     if !(0..=MAX_NDIM).contains(&h.nd) {
         return None;

@@ -1,6 +1,7 @@
 //! The consumer's table lookup: `type(x).__dlpack_c_exchange_api__` (then the legacy names)
 //! found without raising, its version chain walked, the result cached per type and thread.
 
+#[cfg(Py_GIL_DISABLED)]
 use std::cell::Cell;
 use std::ptr;
 
@@ -22,15 +23,63 @@ use super::{LendProbe, is_own_table, lends};
 // looked up after the standard [`DLPACK_EXCHANGE_API_ATTR`], in order. Their value is a capsule
 // named [`DLPACK_EXCHANGE_API_CAPSULE_NAME`] or the table's address as a Python `int`.
 
+/// One cache entry: `(type, tp_version_tag, table or 0, kind of table)`.
+type CacheEntry = (usize, u32, usize, TableKind);
+
+const EMPTY_ENTRY: CacheEntry = (0, 0, 0, TableKind::Other);
+
+// `(type, tp_version_tag, table or 0, kind of table)` resolved so far, in
+// [`TABLE_CACHE_SLOTS`] slots chosen by the type's address (so code alternating between a few
+// producer types keeps a hit for each). A valid version tag is unique for the type's current
+// MRO dicts (CPython bumps it on any change and never reuses one); the table itself lives for the
+// whole process (spec), so a hit needs no lookup. Misses (types without a usable table) are
+// cached as 0. With a GIL, one process-wide cache that the GIL serialises (a thread-local one
+// cost a `__tls_get_addr` call on every import); on a free-threaded interpreter, one per thread.
+#[cfg(not(Py_GIL_DISABLED))]
+struct GilCache(std::cell::UnsafeCell<[CacheEntry; TABLE_CACHE_SLOTS]>);
+
+// SAFETY: read and written only by `lookup_table`, which runs with the GIL held (its `Python`
+// token); on an interpreter with a GIL that serialises every access. (dlbind's per-type caches
+// and free lists all rely on the GIL this way; see `dlbind_demo`'s `gil_used = true`.)
+#[cfg(not(Py_GIL_DISABLED))]
+unsafe impl Sync for GilCache {}
+
+#[cfg(not(Py_GIL_DISABLED))]
+static TABLE_CACHE: GilCache =
+    GilCache(std::cell::UnsafeCell::new([EMPTY_ENTRY; TABLE_CACHE_SLOTS]));
+
+#[cfg(Py_GIL_DISABLED)]
 thread_local! {
-    /// `(type, tp_version_tag, table or 0, kind of table)` this thread resolved, in
-    /// [`TABLE_CACHE_SLOTS`] slots chosen by the type's address (so code alternating between a
-    /// few producer types keeps a hit for each). A valid version tag is unique for the type's
-    /// current MRO dicts (CPython bumps it on any change and never reuses one); the table itself
-    /// lives for the whole process (spec), so a hit needs no lookup. Misses (types without a
-    /// usable table) are cached as 0.
-    static TABLE_CACHE: [Cell<(usize, u32, usize, TableKind)>; TABLE_CACHE_SLOTS] =
-        const { [const { Cell::new((0, 0, 0, TableKind::Other)) }; TABLE_CACHE_SLOTS] };
+    static TABLE_CACHE: [Cell<CacheEntry>; TABLE_CACHE_SLOTS] =
+        const { [const { Cell::new(EMPTY_ENTRY) }; TABLE_CACHE_SLOTS] };
+}
+
+/// The cache entry in `slot`.
+///
+/// # Safety
+/// The GIL is held (see [`TABLE_CACHE`]).
+#[inline(always)]
+unsafe fn cache_get(slot: usize) -> CacheEntry {
+    #[cfg(not(Py_GIL_DISABLED))]
+    // SAFETY: GIL held (caller): no other access runs.
+    return unsafe { (*TABLE_CACHE.0.get())[slot] };
+    #[cfg(Py_GIL_DISABLED)]
+    return TABLE_CACHE.with(|c| c[slot].get());
+}
+
+/// Sets the cache entry in `slot`.
+///
+/// # Safety
+/// As for [`cache_get`].
+#[inline(always)]
+unsafe fn cache_set(slot: usize, e: CacheEntry) {
+    #[cfg(not(Py_GIL_DISABLED))]
+    // SAFETY: GIL held (caller): no other access runs.
+    unsafe {
+        (*TABLE_CACHE.0.get())[slot] = e;
+    }
+    #[cfg(Py_GIL_DISABLED)]
+    TABLE_CACHE.with(|c| c[slot].set(e));
 }
 
 /// What the consumer knows about a type's table beyond its address.
@@ -281,23 +330,40 @@ unsafe fn is_torch_tensor_type(tp: *mut ffi::PyTypeObject) -> bool {
 ///
 /// # Safety
 /// As for `lookup_exchange_api`.
-#[inline]
+///
+/// The cache hit is inlined into the caller; the lookup itself is not ([`lookup_table_slow`]).
+#[inline(always)]
 pub(super) unsafe fn lookup_table(
     py: Python<'_>,
     o: *mut ffi::PyObject,
 ) -> (*const DLPackExchangeAPI, TableKind) {
-    // SAFETY: caller contract; type fields are plain reads; `_PyType_Lookup` never raises and
-    // returns a borrowed reference kept alive by the type's dict for the duration of the checks.
+    // SAFETY: caller contract; type fields are plain reads; the cache is read with the GIL.
     unsafe {
         let tp = ffi::Py_TYPE(o);
         let valid = ffi::PyType_HasFeature(tp, ffi::Py_TPFLAGS_VALID_VERSION_TAG) != 0;
         let tag = (*tp).tp_version_tag;
         if valid && tag != 0 {
-            let (ct, ctag, table, kind) = TABLE_CACHE.with(|c| c[cache_slot(tp)].get());
+            let (ct, ctag, table, kind) = cache_get(cache_slot(tp));
             if ct == tp as usize && ctag == tag {
                 return (table as *const DLPackExchangeAPI, kind);
             }
         }
+        lookup_table_slow(py, tp)
+    }
+}
+
+/// [`lookup_table`] past the cache: the type's attributes, then the cache entry.
+///
+/// # Safety
+/// As for `lookup_exchange_api`; `tp` is the object's live type.
+#[inline(never)]
+unsafe fn lookup_table_slow(
+    py: Python<'_>,
+    tp: *mut ffi::PyTypeObject,
+) -> (*const DLPackExchangeAPI, TableKind) {
+    // SAFETY: caller contract; type fields are plain reads; `_PyType_Lookup` never raises and
+    // returns a borrowed reference kept alive by the type's dict for the duration of the checks.
+    unsafe {
         let names = crate::cpython::names::names(py);
         let name = &names.exchange_api;
         let attr = _PyType_Lookup(tp, name.as_ptr());
@@ -332,7 +398,7 @@ pub(super) unsafe fn lookup_table(
         let valid = ffi::PyType_HasFeature(tp, ffi::Py_TPFLAGS_VALID_VERSION_TAG) != 0;
         let tag = (*tp).tp_version_tag;
         if valid && tag != 0 {
-            TABLE_CACHE.with(|c| c[cache_slot(tp)].set((tp as usize, tag, table as usize, kind)));
+            cache_set(cache_slot(tp), (tp as usize, tag, table as usize, kind));
         }
         (table, kind)
     }
