@@ -290,13 +290,27 @@ unsafe extern "C" fn freelist_free(obj: *mut c_void) {
 unsafe fn keep_or_free(o: *mut ffi::PyObject) {
     // SAFETY: caller contract.
     unsafe {
-        if let Some(list) = list_of(ffi::Py_TYPE(o))
-            && list.items.len() < list.capacity
-        {
-            list.items.push(o);
-            return;
+        match list_of(ffi::Py_TYPE(o)) {
+            Some(list) => list.keep_or_free(o),
+            None => ffi::PyObject_GC_Del(o.cast::<c_void>()),
         }
-        ffi::PyObject_GC_Del(o.cast::<c_void>());
+    }
+}
+
+impl List {
+    /// Keeps `o`, a released, untracked instance of this list's type, while the list has room;
+    /// otherwise `PyObject_GC_Del`.
+    ///
+    /// # Safety
+    /// As for [`keep_or_free`].
+    #[inline(always)]
+    unsafe fn keep_or_free(&mut self, o: *mut ffi::PyObject) {
+        if self.items.len() < self.capacity {
+            self.items.push(o);
+        } else {
+            // SAFETY: caller contract.
+            unsafe { ffi::PyObject_GC_Del(o.cast::<c_void>()) };
+        }
     }
 }
 
@@ -496,12 +510,7 @@ unsafe extern "C" fn direct_dealloc<T: ReleasePython>(obj: *mut ffi::PyObject) {
             unraisable_panic::<T>(py, "drop");
         }
         // Kept while the list has room (the registry is not borrowed anywhere now).
-        let list = &mut *list;
-        if list.items.len() < list.capacity {
-            list.items.push(obj);
-        } else {
-            ffi::PyObject_GC_Del(obj.cast::<c_void>());
-        }
+        (*list).keep_or_free(obj);
         // The instance's reference to its (heap) type.
         ffi::Py_DECREF(ty.cast::<ffi::PyObject>());
     }

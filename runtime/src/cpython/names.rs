@@ -132,22 +132,16 @@ fn make_names(py: Python<'_>) -> Names {
     }
 }
 
-/// `(device_type, device_id)` as a new reference: the cached tuple for device 0 of a common
-/// type, else a new tuple (NULL with an exception set when that fails).
-#[inline(always)]
-pub(crate) fn device_tuple(py: Python<'_>, device_type: i32, device_id: i32) -> *mut pyo3::ffi::PyObject {
-    if device_id == 0
-        && let Some(t) = usize::try_from(device_type)
-            .ok()
-            .and_then(|i| names(py).device_tuples.get(i))
-    {
-        return t.clone_ref(py).into_ptr();
+/// `(device_type, device_id)` of `device` as a new reference: the cached tuple for device 0 of a
+/// common type ([`cached_device_tuple`]), else a new tuple.
+#[inline]
+pub(crate) fn device_tuple(py: Python<'_>, device: Device) -> PyResult<*mut pyo3::ffi::PyObject> {
+    // `names` first: the cached tuples are published when they are built.
+    names(py);
+    // SAFETY: GIL held (`py`); `names` has returned.
+    if let Some(t) = unsafe { cached_device_tuple(device) } {
+        return Ok(t);
     }
-    match PyTuple::new(py, [device_type, device_id]) {
-        Ok(t) => t.into_ptr(),
-        Err(e) => {
-            crate::cpython::boundary::restore_attached(e);
-            std::ptr::null_mut()
-        }
-    }
+    let (t, id) = device.to_tuple();
+    Ok(PyTuple::new(py, [t, id])?.into_ptr())
 }

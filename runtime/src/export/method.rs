@@ -294,12 +294,8 @@ where
     unsafe {
         at_c_boundary(protocol::DLPACK_DEVICE_METHOD, ptr::null_mut(), |py| {
             let slf = Borrowed::from_ptr(py, slf).cast_unchecked::<T>();
-            let (t, id) = dlpack_device_method(&slf)?;
-            let out = crate::cpython::names::device_tuple(py, t, id);
-            if out.is_null() {
-                return Err(PyErr::fetch(py));
-            }
-            Ok(out)
+            let device = <T::Frozen as SourceAccess<T>>::with(&slf, |src| src.dlpack_device())?;
+            crate::cpython::names::device_tuple(py, device)
         })
     }
 }
