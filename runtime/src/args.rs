@@ -299,6 +299,39 @@ pub(super) unsafe fn parse_fastcall_kwargs<'a, 'py>(
     }
 }
 
+/// Whether this is the versioned call as consumers make it, `__dlpack__(max_version=mv)` and
+/// nothing else, with `mv` an exact tuple of two of CPython's cached small ints whose first (the
+/// major) is at least 1. Then the export is the versioned one with a constant request (only the
+/// major decides, [`ExportRequest::wants_versioned`]). Anything else (`false`; also before the
+/// interned names and the small-int array were first used, so that nothing here calls out) is
+/// parsed and checked by the general path.
+///
+/// # Safety
+/// `args` holds `len(kwnames)` live objects (no positional ones); `kwnames` is a tuple of str.
+#[inline(always)]
+pub(super) unsafe fn max_version_fast(
+    args: *const *mut ffi::PyObject,
+    kwnames: *mut ffi::PyObject,
+) -> bool {
+    // SAFETY: caller contract (kwnames is a tuple; its one value is `args[0]`); the value's
+    // items are read only after its exact type and size are checked.
+    unsafe {
+        if ffi::PyTuple_GET_SIZE(kwnames) != 1
+            || ffi::PyTuple_GET_ITEM(kwnames, 0) != crate::cpython::names::kw_max_version_ptr()
+        {
+            return false;
+        }
+        let mv = *args;
+        if ffi::Py_TYPE(mv) != &raw mut ffi::PyTuple_Type || ffi::PyTuple_GET_SIZE(mv) != 2 {
+            return false;
+        }
+        crate::cpython::ints::small_major_at_least_1(
+            ffi::PyTuple_GET_ITEM(mv, 0),
+            ffi::PyTuple_GET_ITEM(mv, 1),
+        )
+    }
+}
+
 #[cold]
 fn positional_error(nargs: ffi::Py_ssize_t) -> PyErr {
     type_error(format!(

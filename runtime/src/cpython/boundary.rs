@@ -182,3 +182,48 @@ pub(crate) unsafe fn set_type_dict_item(
     }
     Ok(())
 }
+
+/// CPython's own vectorcall entry of a `METH_FASTCALL | METH_KEYWORDS` method descriptor
+/// (`method_vectorcall_FASTCALL_KEYWORDS`), as read from the first descriptor whose entry
+/// [`set_method_vectorcall`] replaced (they all share it).
+static METHOD_VECTORCALL: std::sync::OnceLock<ffi::vectorcallfunc> = std::sync::OnceLock::new();
+
+/// Replaces the vectorcall entry of `descr`, a `METH_FASTCALL | METH_KEYWORDS` method
+/// descriptor made by `PyDescr_NewMethod`, by `f`, after saving CPython's own entry for
+/// [`method_vectorcall_fallback`]. The descriptor keeps its type (`PyMethodDescr_Type`), so
+/// CPython's specialised method calls, which call the `PyMethodDef`'s function directly, still
+/// apply; only calls through the vectorcall protocol reach `f`.
+///
+/// # Safety
+/// The GIL is held; `descr` is such a descriptor, not yet shared with any other code.
+pub(crate) unsafe fn set_method_vectorcall(descr: *mut ffi::PyObject, f: ffi::vectorcallfunc) {
+    // SAFETY: caller contract: `descr` is a `PyMethodDescrObject` nobody else sees yet.
+    unsafe {
+        let d = descr.cast::<ffi::PyMethodDescrObject>();
+        if let Some(own) = (*d).vectorcall {
+            METHOD_VECTORCALL.get_or_init(|| own);
+            (*d).vectorcall = Some(f);
+        }
+    }
+}
+
+/// Calls CPython's own vectorcall entry of a method descriptor (saved by
+/// [`set_method_vectorcall`]): its `self` check, error messages and call, for the calls a
+/// replacement entry does not handle itself.
+///
+/// # Safety
+/// As for a vectorcall: the GIL is held, `callable` is a descriptor whose entry
+/// [`set_method_vectorcall`] replaced, `args` holds `nargs + len(kwnames)` live objects.
+#[cold]
+#[inline(never)]
+pub(crate) unsafe extern "C" fn method_vectorcall_fallback(
+    callable: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargsf: usize,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    // An entry was replaced, so one was saved first.
+    let own = METHOD_VECTORCALL.get().expect("set before any entry was replaced");
+    // SAFETY: caller contract; `own` is CPython's entry for exactly this kind of descriptor.
+    unsafe { own(callable, args, nargsf, kwnames) }
+}

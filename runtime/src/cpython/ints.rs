@@ -37,6 +37,29 @@ pub(crate) unsafe fn small_int(o: *mut ffi::PyObject) -> Option<i64> {
     (idx < COUNT && idx << shift == off).then_some(idx as i64 + FIRST)
 }
 
+/// Whether `major` and `minor` are both among CPython's cached small ints, with `major >= 1`:
+/// a `max_version=(major, minor)` that asks for a versioned capsule. `false` also while the array
+/// has not been checked yet (callers then take a path that calls [`small_int`]): nothing here
+/// calls out, so a hot caller needs no stack frame for it.
+///
+/// # Safety
+/// The GIL is held; `major` and `minor` are live objects.
+#[inline(always)]
+pub(crate) unsafe fn small_major_at_least_1(
+    major: *mut ffi::PyObject,
+    minor: *mut ffi::PyObject,
+) -> bool {
+    let base = BASE.load(Ordering::Relaxed);
+    if base <= 1 {
+        return false;
+    }
+    let shift = SHIFT.load(Ordering::Relaxed);
+    let end = COUNT << shift;
+    let one = ((1 - FIRST) as usize) << shift;
+    let (a, b) = ((major as usize).wrapping_sub(base), (minor as usize).wrapping_sub(base));
+    ((a | b) & ((1 << shift) - 1)) == 0 && b < end && a.wrapping_sub(one) < end - one
+}
+
 /// Checks the array once (a race repeats the same check) and returns the base (1: unusable).
 ///
 /// # Safety
@@ -85,6 +108,20 @@ mod tests {
                     assert_eq!(got, None, "{v}");
                 }
             }
+            // Once `small_int` has checked the array, the pair check agrees with it.
+            let vals = [-6i64, -5, -1, 0, 1, 2, 255, 256, 257];
+            let objs: Vec<_> = vals.iter().map(|v| v.into_pyobject(py).unwrap()).collect();
+            for (i, a) in objs.iter().enumerate() {
+                for (j, b) in objs.iter().enumerate() {
+                    let want = (1..=256).contains(&vals[i]) && (-5..=256).contains(&vals[j]);
+                    // SAFETY: attached; live objects.
+                    let got = unsafe { super::small_major_at_least_1(a.as_ptr(), b.as_ptr()) };
+                    assert_eq!(got, want, "({}, {})", vals[i], vals[j]);
+                }
+            }
+            let t = pyo3::types::PyBool::new(py, true);
+            // SAFETY: as above.
+            assert!(!unsafe { super::small_major_at_least_1(t.as_ptr(), objs[3].as_ptr()) });
             let t = pyo3::types::PyBool::new(py, true);
             // SAFETY: as above.
             assert_eq!(unsafe { super::small_int(t.as_ptr()) }, None, "True is not the int 1");

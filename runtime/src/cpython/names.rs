@@ -57,6 +57,18 @@ pub(crate) static NAMES: PyOnceLock<Names> = PyOnceLock::new();
 static DEVICE_TUPLE_PTRS: [AtomicPtr<pyo3::ffi::PyObject>; DEVICE_TUPLES] =
     [const { AtomicPtr::new(std::ptr::null_mut()) }; DEVICE_TUPLES];
 
+/// The interned `max_version` keyword name, for the versioned `__dlpack__` call's fast check
+/// ([`crate::args::max_version_fast`]), which must not spend instructions on the `PyOnceLock`'s
+/// state: null until [`names`] first returns (a check against it then fails, and the general
+/// path runs `names`), set before it returns, never changed after (`NAMES` keeps the string).
+static KW_MAX_VERSION_PTR: AtomicPtr<pyo3::ffi::PyObject> = AtomicPtr::new(std::ptr::null_mut());
+
+/// The interned `max_version` (null before [`names`] first returned).
+#[inline(always)]
+pub(crate) fn kw_max_version_ptr() -> *mut pyo3::ffi::PyObject {
+    KW_MAX_VERSION_PTR.load(Ordering::Relaxed)
+}
+
 /// A new reference to the cached `(device_type, 0)` tuple of `device`, or `None` (another id or
 /// a type without a cached tuple: callers then take the general path).
 ///
@@ -87,7 +99,8 @@ pub(crate) fn names(py: Python<'_>) -> &Names {
 }
 
 /// The first [`names`]: builds them (the value `NAMES` keeps, should two threads race) and
-/// publishes the device tuples of that value to [`DEVICE_TUPLE_PTRS`].
+/// publishes the device tuples of that value to [`DEVICE_TUPLE_PTRS`] and its `max_version` to
+/// [`KW_MAX_VERSION_PTR`].
 #[cold]
 #[inline(never)]
 fn init_names(py: Python<'_>) -> &Names {
@@ -95,6 +108,7 @@ fn init_names(py: Python<'_>) -> &Names {
     for (slot, t) in DEVICE_TUPLE_PTRS.iter().zip(&names.device_tuples) {
         slot.store(t.as_ptr(), Ordering::Relaxed);
     }
+    KW_MAX_VERSION_PTR.store(names.kw_max_version.as_ptr(), Ordering::Relaxed);
     names
 }
 

@@ -12,10 +12,10 @@ use crate::export::{DLPackSource, ExportRequest, export_to_capsule};
 use crate::spec::protocol;
 
 use super::access::SourceAccess;
-use crate::args::{parse_export_request, parse_fastcall_kwargs, type_error};
+use crate::args::{max_version_fast, parse_export_request, parse_fastcall_kwargs, type_error};
 use crate::cpython::boundary::{
     at_c_boundary, has_own_method_descriptor, leaked_fastcall_def, leaked_noargs_def,
-    set_type_dict_item,
+    method_vectorcall_fallback, set_method_vectorcall, set_type_dict_item,
 };
 use crate::cpython::names::names;
 
@@ -88,7 +88,7 @@ where
     T::Frozen: SourceAccess<T>,
 {
     // `x.__dlpack__()` (the legacy call): nothing to parse, a constant request. Each kind of
-    // call has its own out-of-line body, so that neither's code shapes the other's.
+    // call has its own out-of-line body, so that none's code shapes another's.
     // SAFETY: `nargsf` is CPython's argument count (with the offset flag).
     if unsafe { ffi::PyVectorcall_NARGS(nargsf as usize) } == 0 && kwnames.is_null() {
         // SAFETY: as for this function.
@@ -96,6 +96,56 @@ where
     } else {
         // SAFETY: as for this function.
         unsafe { export_with_args::<T>(slf, args, nargsf, kwnames) }
+    }
+}
+
+/// [`dlpack_fastcall`] with arguments. `x.__dlpack__(max_version=(1, n))` (the versioned call
+/// consumers make; [`max_version_fast`]) exports with a constant request, like the legacy
+/// call; anything else is parsed ([`export_parsed`]).
+///
+/// # Safety
+/// As for [`dlpack_fastcall`].
+#[inline(never)]
+unsafe fn export_with_args<T>(
+    slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargsf: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject
+where
+    T: PyClass + DLPackSource,
+    T::Frozen: SourceAccess<T>,
+{
+    // SAFETY: `nargsf` is CPython's argument count (with the offset flag); with no positional
+    // arguments the keyword values start at `args`.
+    if unsafe { ffi::PyVectorcall_NARGS(nargsf as usize) } == 0
+        && !kwnames.is_null()
+        && unsafe { max_version_fast(args, kwnames) }
+    {
+        // SAFETY: as for this function.
+        unsafe { export_versioned::<T>(slf) }
+    } else {
+        // SAFETY: as for this function.
+        unsafe { export_parsed::<T>(slf, args, nargsf, kwnames) }
+    }
+}
+
+/// [`dlpack_fastcall`] with `max_version=(major, minor)`, `major >= 1`, and nothing else.
+///
+/// # Safety
+/// As for [`dlpack_fastcall`].
+#[inline(never)]
+unsafe fn export_versioned<T>(slf: *mut ffi::PyObject) -> *mut ffi::PyObject
+where
+    T: PyClass + DLPackSource,
+    T::Frozen: SourceAccess<T>,
+{
+    // SAFETY: CPython holds the GIL for us; `slf` is a `T` (the descriptor is bound to `T`).
+    unsafe {
+        at_c_boundary(protocol::DLPACK_METHOD, ptr::null_mut(), |py| {
+            let this = Borrowed::from_ptr(py, slf).cast_unchecked::<T>();
+            export_with(&this, &ExportRequest::VERSIONED).map(Py::into_ptr)
+        })
     }
 }
 
@@ -123,7 +173,7 @@ where
 /// # Safety
 /// As for [`dlpack_fastcall`].
 #[inline(never)]
-unsafe fn export_with_args<T>(
+unsafe fn export_parsed<T>(
     slf: *mut ffi::PyObject,
     args: *const *mut ffi::PyObject,
     nargsf: ffi::Py_ssize_t,
@@ -158,11 +208,10 @@ where
 {
     let ty = T::type_object(py);
     let n = names(py);
-    let def = method_def::<T>(dlpack_fastcall::<T>)?;
-    // SAFETY: `def` lives for the rest of the process; the type object is live and ready.
+    // SAFETY: the type object is live and ready.
     unsafe {
         let tp = ty.as_type_ptr();
-        let descr = Bound::from_owned_ptr_or_err(py, ffi::PyDescr_NewMethod(tp, def))?;
+        let descr = class_dlpack_descriptor::<T>(py, tp)?;
         set_type_dict_item(py, tp, n.dlpack.bind(py), &descr)
     }
 }
@@ -370,8 +419,7 @@ where
     // SAFETY: GIL held; `tp` is `T`'s live, ready type object (an instance exists).
     unsafe {
         if !has_own_method_descriptor(tp, n.dlpack.bind(py)) {
-            let def = method_def::<T>(dlpack_fastcall::<T>)?;
-            let d = Bound::from_owned_ptr_or_err(py, ffi::PyDescr_NewMethod(tp, def))?;
+            let d = class_dlpack_descriptor::<T>(py, tp)?;
             set_type_dict_item(py, tp, n.dlpack.bind(py), &d)?;
         }
         if !has_own_method_descriptor(tp, n.dlpack_device.bind(py)) {
@@ -381,6 +429,66 @@ where
         }
     }
     Ok(())
+}
+
+/// `T.__dlpack__` bound to `T` itself: a method descriptor for [`dlpack_fastcall::<T>`] whose
+/// vectorcall entry is [`dlpack_vectorcall::<T>`].
+///
+/// # Safety
+/// The GIL is held; `tp` is `T`'s live, ready type object.
+unsafe fn class_dlpack_descriptor<'py, T>(
+    py: Python<'py>,
+    tp: *mut ffi::PyTypeObject,
+) -> PyResult<Bound<'py, PyAny>>
+where
+    T: PyClass + DLPackSource,
+    T::Frozen: SourceAccess<T>,
+{
+    let def = method_def::<T>(dlpack_fastcall::<T>)?;
+    // SAFETY: `def` lives for the rest of the process; `tp` is live (caller contract). The new
+    // descriptor is not yet shared, so its vectorcall entry can be set.
+    unsafe {
+        let d = Bound::from_owned_ptr_or_err(py, ffi::PyDescr_NewMethod(tp, def))?;
+        set_method_vectorcall(d.as_ptr(), dlpack_vectorcall::<T>);
+        Ok(d)
+    }
+}
+
+/// The vectorcall entry of `T.__dlpack__`'s descriptor, in place of CPython's
+/// `method_vectorcall_FASTCALL_KEYWORDS`. CPython 3.11 specialises a call of a method
+/// descriptor only without keywords (it then calls the `PyMethodDef`'s function,
+/// [`dlpack_fastcall`], itself); `t.__dlpack__(max_version=…)` and C callers
+/// (`PyObject_VectorcallMethod`, as numpy's `from_dlpack`) come here. When `self` is exactly a
+/// `T` this goes straight to [`dlpack_fastcall`]; everything else (no `self`, a subclass, another
+/// type) goes to CPython's function, which checks and reports as always. The recursion check
+/// CPython's function adds is the one its own specialised call skips as well: the export does
+/// not call back into Python code.
+///
+/// # Safety
+/// Called by CPython (or any vectorcall caller) with the GIL held: `callable` is the descriptor
+/// [`class_dlpack_descriptor`] made, `args` holds `nargs + len(kwnames)` live objects.
+unsafe extern "C" fn dlpack_vectorcall<T>(
+    callable: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargsf: usize,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject
+where
+    T: PyClass + DLPackSource,
+    T::Frozen: SourceAccess<T>,
+{
+    // SAFETY: caller contract; `callable` is a method descriptor (its `d_type` is `T`'s type),
+    // `args[0]` exists when `nargs >= 1`.
+    unsafe {
+        let nargs = ffi::PyVectorcall_NARGS(nargsf);
+        if nargs >= 1 {
+            let slf = *args;
+            if ffi::Py_TYPE(slf) == (*callable.cast::<ffi::PyDescrObject>()).d_type {
+                return dlpack_fastcall::<T>(slf, args.add(1), nargs - 1, kwnames);
+            }
+        }
+        method_vectorcall_fallback(callable, args, nargsf, kwnames)
+    }
 }
 
 /// A leaked `METH_NOARGS` `PyMethodDef` for `__dlpack_device__` backed by `f`.

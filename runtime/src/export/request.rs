@@ -53,6 +53,13 @@ impl ExportRequest {
         stream: None,
     };
 
+    /// `__dlpack__(max_version=(1, 0))`: what any `max_version` with a major of at least 1 and
+    /// nothing else asks for (only the major decides, [`Self::wants_versioned`]).
+    pub(crate) const VERSIONED: ExportRequest = ExportRequest {
+        max_version: Some((1, 0)),
+        ..ExportRequest::DEFAULT
+    };
+
     /// Whether a versioned capsule is requested (`max_version[0] >= 1`).
     pub const fn wants_versioned(&self) -> bool {
         match self.max_version {
