@@ -299,36 +299,66 @@ pub(super) unsafe fn parse_fastcall_kwargs<'a, 'py>(
     }
 }
 
-/// Whether this is the versioned call as consumers make it, `__dlpack__(max_version=mv)` and
-/// nothing else, with `mv` an exact tuple of two of CPython's cached small ints whose first (the
-/// major) is at least 1. Then the export is the versioned one with a constant request (only the
-/// major decides, [`ExportRequest::wants_versioned`]). Anything else (`false`; also before the
-/// interned names and the small-int array were first used, so that nothing here calls out) is
-/// parsed and checked by the general path.
+/// Whether `kwnames` is `("max_version",)` (by identity with the interned name; `false` before
+/// the names were first built): the one keyword of the versioned call as consumers make it,
+/// `__dlpack__(max_version=mv)`.
 ///
 /// # Safety
-/// `args` holds `len(kwnames)` live objects (no positional ones); `kwnames` is a tuple of str.
+/// `kwnames` is a tuple of str.
 #[inline(always)]
-pub(super) unsafe fn max_version_fast(
-    args: *const *mut ffi::PyObject,
-    kwnames: *mut ffi::PyObject,
-) -> bool {
-    // SAFETY: caller contract (kwnames is a tuple; its one value is `args[0]`); the value's
-    // items are read only after its exact type and size are checked.
+pub(super) unsafe fn only_max_version(kwnames: *mut ffi::PyObject) -> bool {
+    // SAFETY: caller contract.
     unsafe {
-        if ffi::PyTuple_GET_SIZE(kwnames) != 1
-            || ffi::PyTuple_GET_ITEM(kwnames, 0) != crate::cpython::names::kw_max_version_ptr()
+        ffi::PyTuple_GET_SIZE(kwnames) == 1
+            && ffi::PyTuple_GET_ITEM(kwnames, 0) == crate::cpython::names::kw_max_version_ptr()
+    }
+}
+
+/// Whether `mv` is the `max_version` tuple [`versioned_max_version`] accepted last: one load
+/// and one compare. That tuple is kept alive by a strong reference while it is remembered, so
+/// its address is not another object's, and a tuple of ints cannot change.
+#[inline(always)]
+pub(super) fn seen_max_version(mv: *mut ffi::PyObject) -> bool {
+    MAX_VERSION_SEEN.load(Ordering::Relaxed) == mv
+}
+
+/// The `max_version` tuple [`versioned_max_version`] accepted last (one strong reference), for
+/// [`seen_max_version`]: each code object that calls `__dlpack__(max_version=(1, 0))` has its
+/// own constant tuple, passed on every call. Only touched with the GIL held (dlbind modules
+/// declare `gil_used = true`), so the relaxed loads and stores never interleave with another
+/// thread's.
+static MAX_VERSION_SEEN: AtomicPtr<ffi::PyObject> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Whether `mv`, a `max_version` value, asks for a versioned capsule and needs no further
+/// checks: an exact tuple of two of CPython's cached small ints whose first (the major) is at
+/// least 1 (only the major decides, [`ExportRequest::wants_versioned`]; `false` also before the
+/// small ints were first used). Such a tuple is remembered for [`seen_max_version`] in place of
+/// the one before. Anything else is for the general path, which parses and checks it.
+///
+/// # Safety
+/// The GIL is held; `mv` is a live object.
+#[inline(always)]
+pub(super) unsafe fn versioned_max_version(mv: *mut ffi::PyObject) -> bool {
+    // SAFETY: caller contract; the items are read after the exact type and size are checked.
+    // The strong reference is taken before the pointer is published, and the old tuple is
+    // unpublished before its reference is released (a tuple of small ints: its release runs no
+    // Python code).
+    unsafe {
+        if ffi::Py_TYPE(mv) != &raw mut ffi::PyTuple_Type
+            || ffi::PyTuple_GET_SIZE(mv) != 2
+            || !crate::cpython::ints::small_major_at_least_1(
+                ffi::PyTuple_GET_ITEM(mv, 0),
+                ffi::PyTuple_GET_ITEM(mv, 1),
+            )
         {
             return false;
         }
-        let mv = *args;
-        if ffi::Py_TYPE(mv) != &raw mut ffi::PyTuple_Type || ffi::PyTuple_GET_SIZE(mv) != 2 {
-            return false;
+        ffi::Py_INCREF(mv);
+        let old = MAX_VERSION_SEEN.swap(mv, Ordering::Relaxed);
+        if !old.is_null() {
+            ffi::Py_DECREF(old);
         }
-        crate::cpython::ints::small_major_at_least_1(
-            ffi::PyTuple_GET_ITEM(mv, 0),
-            ffi::PyTuple_GET_ITEM(mv, 1),
-        )
+        true
     }
 }
 

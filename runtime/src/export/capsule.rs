@@ -20,6 +20,7 @@ use crate::gpu::DeviceRuntime;
 use super::block::*;
 use super::fill::*;
 use super::release::*;
+use super::device::gpu_involved;
 
 /// Whether the C string `a` equals `b`, reading `a` only up to the first difference: a consumer's
 /// "used_…" name differs at its first byte (`PyCapsule_IsValid`'s `strcmp` cost ~3 ns on every
@@ -178,6 +179,94 @@ pub(super) fn export_planned_on<S: DLPackSource + ?Sized>(
             wrap_capsule(py, m)
         }
     }
+}
+
+/// [`negotiate_and_export`] for the C entry points (`__dlpack__` as CPython calls it): the
+/// capsule as a new reference, or null with the error set. Host memory exported as it is (the
+/// common call) is built and wrapped here, with no `PyResult` moved through the path; anything
+/// else (a copy, a device) takes [`export_planned_on`].
+///
+/// # Safety
+/// The GIL is held; `owner` keeps `src`'s memory alive (as for [`export_to_capsule`]).
+#[inline(always)]
+pub(super) unsafe fn negotiate_and_export_raw<S: DLPackSource + ?Sized>(
+    owner: &Bound<'_, PyAny>,
+    src: &S,
+    req: &ExportRequest,
+) -> *mut ffi::PyObject {
+    let plan = match plan_export(
+        req,
+        SourceInfo {
+            device: src.dlpack_device(),
+            writability: src.dlpack_writability(),
+        },
+    ) {
+        Ok(plan) => plan,
+        Err(e) => return restore_null(e.into()),
+    };
+    if plan.copy || gpu_involved(src, &plan) {
+        return match export_planned_on(owner, src, &plan, req.stream, None) {
+            Ok(cap) => cap.into_ptr(),
+            Err(e) => restore_null(e),
+        };
+    }
+    // SAFETY: caller contract (`owner` live, GIL held); the plan exports host memory as it is.
+    unsafe {
+        if plan.versioned {
+            built_to_capsule(build_managed::<DLManagedTensorVersioned, S>(
+                owner.as_ptr(),
+                src,
+                &plan,
+                req.stream,
+                None,
+            ))
+        } else {
+            built_to_capsule(build_managed::<DLManagedTensor, S>(
+                owner.as_ptr(),
+                src,
+                &plan,
+                req.stream,
+                None,
+            ))
+        }
+    }
+}
+
+/// The capsule around a tensor [`build_managed`] built (a new reference), or null with the
+/// error set (the build's, or the capsule allocation's: the tensor is then deleted).
+///
+/// # Safety
+/// The GIL is held; an `Ok` tensor is owned by nobody else.
+#[inline(always)]
+unsafe fn built_to_capsule<M: ManagedKind>(
+    built: Result<NonNull<M>, DlpackError>,
+) -> *mut ffi::PyObject {
+    match built {
+        // SAFETY: caller contract: the name is a 'static C string, the destructor follows the
+        // DLPack rules for exactly this struct kind; the context repeats the pointer (see
+        // `wrap_capsule`).
+        Ok(m) => unsafe {
+            let cap = crate::cpython::capsule::new_capsule(
+                m.as_ptr().cast::<c_void>(),
+                M::CAPSULE_NAME.as_ptr(),
+                m.as_ptr().cast::<c_void>(),
+                Some(capsule_destructor::<M>),
+            );
+            if cap.is_null() {
+                (M::DELETER)(m.as_ptr());
+            }
+            cap
+        },
+        Err(e) => restore_null(e.into()),
+    }
+}
+
+/// Restores `e` (attached: see [`crate::cpython::boundary::restore_attached`]) and returns null.
+#[cold]
+#[inline(never)]
+fn restore_null(e: PyErr) -> *mut ffi::PyObject {
+    crate::cpython::boundary::restore_attached(e);
+    std::ptr::null_mut()
 }
 
 /// Builds an owning `DLManagedTensorVersioned` without a capsule (for the C exchange API and

@@ -27,7 +27,7 @@ use super::device::*;
 /// reference unless the data was copied on the host); the GIL is held. `stream`: the
 /// consumer's `stream=` argument (for the GPU planner); `runtime`: the GPU runtime for device
 /// steps (`None`: `gpu::default_runtime`, fetched only if needed).
-#[inline]
+#[inline(always)]
 pub(crate) unsafe fn build_managed<M: ManagedKind, S: DLPackSource + ?Sized>(
     owner: *mut ffi::PyObject,
     src: &S,

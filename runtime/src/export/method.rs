@@ -9,10 +9,11 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 
 use crate::export::{DLPackSource, ExportRequest, export_to_capsule};
+use super::capsule::{negotiate_and_export, negotiate_and_export_raw};
 use crate::spec::protocol;
 
 use super::access::SourceAccess;
-use crate::args::{max_version_fast, parse_export_request, parse_fastcall_kwargs, type_error};
+use crate::args::{only_max_version, seen_max_version, versioned_max_version, parse_export_request, parse_fastcall_kwargs, type_error};
 use crate::cpython::boundary::{
     at_c_boundary, has_own_method_descriptor, leaked_fastcall_def, leaked_noargs_def,
     method_vectorcall_fallback, set_method_vectorcall, set_type_dict_item,
@@ -51,11 +52,58 @@ where
         // The frozen path written exactly as before non-frozen classes were supported (the
         // object is its own owner; `with_owner` gives the same), so that this hot path keeps
         // the code it had: the branch is a constant, the other arm is not compiled in.
-        <T::Frozen as SourceAccess<T>>::with(slf, |src| export_to_capsule(slf.as_any(), src, req))?
+        // The closure is inlined into each caller, so that a constant request (the legacy and
+        // the versioned call's) folds into the negotiation.
+        <T::Frozen as SourceAccess<T>>::with(
+            slf,
+            #[inline(always)]
+            |src| negotiate_and_export(slf.as_any(), src, req, None),
+        )?
     } else {
         <T::Frozen as SourceAccess<T>>::with_owner(slf, |owner, src| {
             export_to_capsule(owner, src, req)
         })?
+    }
+}
+
+/// [`export_with`] for the C entry points: the capsule as a new reference, or null with the
+/// error set. A frozen class exports through [`negotiate_and_export_raw`] (no `PyResult` on the
+/// path); a non-frozen one as [`export_with`] does.
+///
+/// # Safety
+/// CPython holds the GIL; `slf` is a `T`.
+///
+/// `VERSIONED` picks the request: [`ExportRequest::VERSIONED`] or [`ExportRequest::DEFAULT`]. A
+/// constant parameter, so that each request gets its own copy of the body (the closure below is
+/// a distinct type per request) with the request folded into the negotiation.
+#[inline(always)]
+unsafe fn export_raw<T, const VERSIONED: bool>(slf: *mut ffi::PyObject) -> *mut ffi::PyObject
+where
+    T: PyClass + DLPackSource,
+    T::Frozen: SourceAccess<T>,
+{
+    let req = if VERSIONED { &ExportRequest::VERSIONED } else { &ExportRequest::DEFAULT };
+    if <T::Frozen as SourceAccess<T>>::FROZEN {
+        // SAFETY: caller contract. A panic is caught here and reported as `at_c_boundary` does.
+        unsafe {
+            at_c_boundary(protocol::DLPACK_METHOD, ptr::null_mut(), |py| {
+                // `slf` is never NULL (CPython lends it for the call): borrowed as it is.
+                let this = Bound::ref_from_ptr(py, &slf).cast_unchecked::<T>();
+                <T::Frozen as SourceAccess<T>>::with(
+                    this,
+                    #[inline(always)]
+                    |src| negotiate_and_export_raw(this.as_any(), src, req),
+                )
+            })
+        }
+    } else {
+        // SAFETY: as above.
+        unsafe {
+            at_c_boundary(protocol::DLPACK_METHOD, ptr::null_mut(), |py| {
+                let this = Borrowed::from_ptr(py, slf).cast_unchecked::<T>();
+                export_with(&this, req).map(Py::into_ptr)
+            })
+        }
     }
 }
 
@@ -99,14 +147,15 @@ where
     }
 }
 
-/// [`dlpack_fastcall`] with arguments. `x.__dlpack__(max_version=(1, n))` (the versioned call
-/// consumers make; [`max_version_fast`]) exports with a constant request, like the legacy
-/// call; anything else is parsed ([`export_parsed`]).
+/// [`dlpack_fastcall`] with arguments. `x.__dlpack__(max_version=(1, n))`, the versioned call
+/// consumers make, exports with a constant request, like the legacy call: the tuple the last
+/// such call passed is recognised by identity ([`seen_max_version`]), another is checked
+/// ([`export_max_version`]); anything else is parsed ([`export_parsed`]).
 ///
 /// # Safety
 /// As for [`dlpack_fastcall`].
 #[inline(never)]
-unsafe fn export_with_args<T>(
+unsafe extern "C" fn export_with_args<T>(
     slf: *mut ffi::PyObject,
     args: *const *mut ffi::PyObject,
     nargsf: ffi::Py_ssize_t,
@@ -117,16 +166,46 @@ where
     T::Frozen: SourceAccess<T>,
 {
     // SAFETY: `nargsf` is CPython's argument count (with the offset flag); with no positional
-    // arguments the keyword values start at `args`.
-    if unsafe { ffi::PyVectorcall_NARGS(nargsf as usize) } == 0
-        && !kwnames.is_null()
-        && unsafe { max_version_fast(args, kwnames) }
-    {
-        // SAFETY: as for this function.
-        unsafe { export_versioned::<T>(slf) }
-    } else {
-        // SAFETY: as for this function.
-        unsafe { export_parsed::<T>(slf, args, nargsf, kwnames) }
+    // arguments the one keyword value is `args[0]`.
+    unsafe {
+        if ffi::PyVectorcall_NARGS(nargsf as usize) == 0
+            && !kwnames.is_null()
+            && only_max_version(kwnames)
+        {
+            return if seen_max_version(*args) {
+                export_versioned::<T>(slf)
+            } else {
+                export_max_version::<T>(slf, args, nargsf, kwnames)
+            };
+        }
+        export_parsed::<T>(slf, args, nargsf, kwnames)
+    }
+}
+
+/// [`export_with_args`] for `max_version=mv` alone, `mv` not the tuple seen last: versioned with
+/// a constant request when [`versioned_max_version`] accepts `mv` (and remembers it), else
+/// parsed.
+///
+/// # Safety
+/// As for [`dlpack_fastcall`]; `kwnames` is `("max_version",)`, its value `args[0]`.
+#[inline(never)]
+unsafe extern "C" fn export_max_version<T>(
+    slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargsf: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject
+where
+    T: PyClass + DLPackSource,
+    T::Frozen: SourceAccess<T>,
+{
+    // SAFETY: CPython holds the GIL; `args[0]` is live (caller contract).
+    unsafe {
+        if versioned_max_version(*args) {
+            export_versioned::<T>(slf)
+        } else {
+            export_parsed::<T>(slf, args, nargsf, kwnames)
+        }
     }
 }
 
@@ -135,18 +214,13 @@ where
 /// # Safety
 /// As for [`dlpack_fastcall`].
 #[inline(never)]
-unsafe fn export_versioned<T>(slf: *mut ffi::PyObject) -> *mut ffi::PyObject
+unsafe extern "C" fn export_versioned<T>(slf: *mut ffi::PyObject) -> *mut ffi::PyObject
 where
     T: PyClass + DLPackSource,
     T::Frozen: SourceAccess<T>,
 {
     // SAFETY: CPython holds the GIL for us; `slf` is a `T` (the descriptor is bound to `T`).
-    unsafe {
-        at_c_boundary(protocol::DLPACK_METHOD, ptr::null_mut(), |py| {
-            let this = Borrowed::from_ptr(py, slf).cast_unchecked::<T>();
-            export_with(&this, &ExportRequest::VERSIONED).map(Py::into_ptr)
-        })
-    }
+    unsafe { export_raw::<T, true>(slf) }
 }
 
 /// [`dlpack_fastcall`] without arguments.
@@ -154,18 +228,13 @@ where
 /// # Safety
 /// As for [`dlpack_fastcall`].
 #[inline(never)]
-unsafe fn export_default<T>(slf: *mut ffi::PyObject) -> *mut ffi::PyObject
+unsafe extern "C" fn export_default<T>(slf: *mut ffi::PyObject) -> *mut ffi::PyObject
 where
     T: PyClass + DLPackSource,
     T::Frozen: SourceAccess<T>,
 {
     // SAFETY: CPython holds the GIL for us; `slf` is a `T` (the descriptor is bound to `T`).
-    unsafe {
-        at_c_boundary(protocol::DLPACK_METHOD, ptr::null_mut(), |py| {
-            let this = Borrowed::from_ptr(py, slf).cast_unchecked::<T>();
-            export_with(&this, &ExportRequest::DEFAULT).map(Py::into_ptr)
-        })
-    }
+    unsafe { export_raw::<T, false>(slf) }
 }
 
 /// [`dlpack_fastcall`] with arguments: parsed, then exported.
@@ -173,7 +242,7 @@ where
 /// # Safety
 /// As for [`dlpack_fastcall`].
 #[inline(never)]
-unsafe fn export_parsed<T>(
+unsafe extern "C" fn export_parsed<T>(
     slf: *mut ffi::PyObject,
     args: *const *mut ffi::PyObject,
     nargsf: ffi::Py_ssize_t,
