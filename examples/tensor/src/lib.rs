@@ -612,6 +612,28 @@ impl FromDLPack for Tensor {
         Ok(Tensor::from_imported(tensor))
     }
 
+    /// [`from_imported`](FromDLPack::from_imported)'s value, written in place into a new
+    /// instance (field by field, as [`share_into`](FromDLPack::share_into) does).
+    #[inline(always)]
+    fn from_imported_into(
+        _py: Python<'_>,
+        imported: ImportedTensor,
+        out: &mut std::mem::MaybeUninit<Self>,
+    ) -> Result<(), ImportedTensor> {
+        let p = out.as_mut_ptr();
+        // SAFETY: `p` is valid for writes of a `Tensor`; every field is written once, so `out`
+        // holds a whole `Tensor` when this returns `Ok`.
+        unsafe {
+            (&raw mut (*p).shape).write(Dims::from_slice(imported.shape()));
+            (&raw mut (*p).strides).write(Dims::from_slice(imported.strides()));
+            (&raw mut (*p).dtype).write(imported.dtype());
+            (&raw mut (*p).device).write(imported.device());
+            (&raw mut (*p).readonly).write(imported.writability());
+            (&raw mut (*p).buf).write(Buffer::from(imported));
+        }
+        Ok(())
+    }
+
     /// `from_dlpack(a)` of a `numpy.ndarray` (a view of the array's memory keeping the array
     /// alive: what its `__dlpack__` would give, read from numpy's header without the capsule),
     /// and of a writable host object of a lending exchange table (`Tensor`'s own table with the

@@ -91,34 +91,46 @@ pub fn import_via_exchange_api_with<R>(
     // SAFETY: a table of our major version (checked), process-lifetime.
     let f_export = unsafe { (*table).managed_tensor_from_py_object_no_sync }?;
     // SAFETY: `f_export` is the table entry of `type(obj)` (looked up just above).
-    let imported = unsafe { export_through(obj, f_export) }.and_then(|m| {
-        // SAFETY: on success we own `m` (the producer transferred it).
-        unsafe { ImportedTensor::from_managed_versioned(m) }.map_err(PyErr::from)
-    });
-    let t = match imported {
-        Ok(t) => t,
+    let m = match unsafe { export_through(obj, f_export) } {
+        Ok(m) => m,
         Err(e) => return Some(Err(e)),
     };
-    if has_stream_rules(t.device().device_type) {
+    // Checked before the handle is built, so that the handle is built once, where `f` takes it.
+    // SAFETY: on success we own `m` (the producer transferred it); on failure its deleter ran.
+    if let Err(e) = unsafe { ImportedTensor::check_versioned_or_delete(m) } {
+        return Some(Err(e.into()));
+    }
+    // SAFETY: a live tensor of ours, checked above.
+    let device = crate::device::Device::from(unsafe { (*m.as_ptr()).dl_tensor.device });
+    if has_stream_rules(device.device_type) {
         // SAFETY: a table of our major version (checked), process-lifetime.
-        match unsafe { wait_for_table_producer(py, table, t.device()) } {
+        match unsafe { wait_for_table_producer(py, table, device) } {
             Ok(true) => {}
-            // `t` drops here (the producer's deleter runs once); `__dlpack__` orders instead.
-            Ok(false) => return None,
-            Err(e) => return Some(Err(e)),
+            Ok(false) => {
+                // SAFETY: ours (above), deleted exactly once here; `__dlpack__` orders instead.
+                unsafe { ImportedTensor::delete_versioned(m) };
+                return None;
+            }
+            Err(e) => {
+                // SAFETY: as above.
+                unsafe { ImportedTensor::delete_versioned(m) };
+                return Some(Err(e));
+            }
         }
     }
-    Some((|| {
-        if torch {
-            // On refusal `t` drops here: the producer's deleter runs, exactly once.
-            refuse_torch_lazy_bits(
-                obj,
-                t.dtype().code == crate::ffi::DLDataTypeCode::kDLComplex.0,
-            )?;
+    if torch {
+        // SAFETY: a live tensor of ours, checked above.
+        let complex = unsafe { (*m.as_ptr()).dl_tensor.dtype.code }
+            == crate::ffi::DLDataTypeCode::kDLComplex.0;
+        if let Err(e) = refuse_torch_lazy_bits(obj, complex) {
+            // SAFETY: ours, deleted exactly once here (the producer's deleter runs once).
+            unsafe { ImportedTensor::delete_versioned(m) };
+            return Some(Err(e));
         }
-        note_exchange_import();
-        f(t)
-    })())
+    }
+    note_exchange_import();
+    // SAFETY: ours, checked (above); the handle takes it over.
+    Some(f(unsafe { ImportedTensor::take_versioned_unchecked(m) }))
 }
 
 /// A table's exports do not synchronise (`…_no_sync`): for memory on a device with streams,

@@ -49,6 +49,27 @@ pub trait FromDLPack: Sized {
         false
     }
 
+    /// [`from_imported`](Self::from_imported) written straight into the new object's memory,
+    /// with no move of the value: tried first, for a frozen type whose free list
+    /// ([`tuning::enable_freelist`](crate::tuning::enable_freelist)) builds instances directly
+    /// ([`tuning::new_instance`](crate::tuning::new_instance)); `tensor` comes from a capsule or
+    /// an exchange table's owning export. `out` is the value's place in a new instance nothing
+    /// else can see yet: write the value `from_imported` would give and return `Ok(())`, or leave
+    /// `out` as it is and give `tensor` back as `Err(tensor)` (the instance is given back and
+    /// `from_imported` runs with it). The default declines.
+    #[inline]
+    fn from_imported_into(
+        py: Python<'_>,
+        tensor: ImportedTensor,
+        out: &mut std::mem::MaybeUninit<Self>,
+    ) -> Result<(), ImportedTensor>
+    where
+        Self: PyClass,
+    {
+        let _ = (py, out);
+        Err(tensor)
+    }
+
     /// A new value viewing host memory owned by another Python object — an exact
     /// `numpy.ndarray` read through numpy's array header, or a writable host object of a
     /// lending exchange table — keeping `view.owner` alive (e.g. with

@@ -274,10 +274,44 @@ impl ImportedTensor {
         }
     }
 
+    /// [`Self::check_versioned`]; on failure the tensor's deleter is called (as
+    /// [`Self::from_managed_versioned`] does).
+    ///
+    /// # Safety
+    /// `m` is a live tensor that nobody else will use or delete (on failure, it is deleted).
+    #[inline(always)]
+    pub(crate) unsafe fn check_versioned_or_delete(
+        m: NonNull<DLManagedTensorVersioned>,
+    ) -> Result<(), DlpackError> {
+        // SAFETY: caller contract.
+        unsafe {
+            let r = Self::check_versioned(m);
+            if r.is_err() {
+                Self::delete_versioned(m);
+            }
+            r
+        }
+    }
+
+    /// Calls the tensor's deleter (if any): it is given back to its producer.
+    ///
+    /// # Safety
+    /// `m` is a live tensor that nobody else will use or delete.
+    #[cold]
+    #[inline(never)]
+    pub(crate) unsafe fn delete_versioned(m: NonNull<DLManagedTensorVersioned>) {
+        // SAFETY: caller contract.
+        unsafe {
+            if let Some(d) = (*m.as_ptr()).deleter {
+                d(m.as_ptr());
+            }
+        }
+    }
+
     /// # Safety
     /// `m` is live, validated, and ownership is transferred to the result.
     #[inline(always)]
-    unsafe fn take_versioned_unchecked(m: NonNull<DLManagedTensorVersioned>) -> ImportedTensor {
+    pub(crate) unsafe fn take_versioned_unchecked(m: NonNull<DLManagedTensorVersioned>) -> ImportedTensor {
         // SAFETY: caller contract.
         unsafe {
             let mt = &*m.as_ptr();

@@ -76,11 +76,29 @@ where
         instance_from_view::<T>(self.py, v)
     }
 
+    /// The value written in place when `T` can ([`FromDLPack::from_imported_into`]), else
+    /// [`FromDLPack::from_imported`] moved into a new instance.
     #[inline(always)]
     fn tensor(&self, t: PyResult<ImportedTensor>) -> Self::Out {
-        match t.and_then(|t| T::from_imported(self.py, t)) {
-            Ok(v) => new_instance(self.py, v),
-            Err(e) => restore_error(self.py, e),
+        let py = self.py;
+        let mut t = match t {
+            Ok(t) => t,
+            Err(e) => return restore_error(py, e),
+        };
+        // SAFETY: GIL held (`py`) until the instance is filled or given back below.
+        if let Some((pending, slot)) = unsafe { crate::cpython::freelist::pop_for_fill::<T>(py) } {
+            match T::from_imported_into(py, t, slot) {
+                // SAFETY: `from_imported_into` wrote a whole `T` (it said so: its contract).
+                Ok(()) => return unsafe { pending.filled() },
+                Err(back) => {
+                    drop(pending);
+                    t = back;
+                }
+            }
+        }
+        match T::from_imported(py, t) {
+            Ok(v) => new_instance(py, v),
+            Err(e) => restore_error(py, e),
         }
     }
 }
