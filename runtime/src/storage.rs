@@ -191,7 +191,8 @@ impl Buffer {
     /// Gives back now the Python reference a view holds (its owner's: decref'd here, with the
     /// GIL `py` proves), leaving an empty buffer, so that dropping the buffer afterwards drops
     /// no `Py<…>`; `true` then, and for owned and imported memory, whose drops need no
-    /// `Py<…>` (an imported tensor's deleter and keeper take the GIL themselves). `false` for
+    /// `Py<…>` (an imported tensor's deleter and keeper take the GIL themselves; a producer's
+    /// managed tensor held alone is given back here, its deleter run now). `false` for
     /// [`Buffer::from_owner`] memory, whose owner may hold anything. What a
     /// [`ReleasePython`](crate::tuning::ReleasePython) type's `release_python_refs` calls for
     /// its buffer field. [`Buffer::owns_nothing`] then says whether its drop has anything left
@@ -212,7 +213,21 @@ impl Buffer {
                 let _ = py;
                 true
             }
-            Buffer::Owned(_) | Buffer::Imported(_) | Buffer::Shared(_) => true,
+            Buffer::Imported(t) => {
+                // A producer's managed tensor and nothing else: given back now (its deleter
+                // runs here rather than in the drop), leaving an empty buffer whose drop does
+                // nothing ([`Buffer::owns_nothing`]).
+                // SAFETY: after `true` the handle owns nothing; it is overwritten in place,
+                // never dropped.
+                unsafe {
+                    if t.release_managed_in_place() {
+                        std::ptr::write(self, Buffer::Owned(AlignedBuffer::empty()));
+                    }
+                }
+                let _ = py;
+                true
+            }
+            Buffer::Owned(_) | Buffer::Shared(_) => true,
             Buffer::Kept(_) => false,
         }
     }

@@ -112,9 +112,12 @@ pub(super) fn import<D: Destination>(
     // 3. The C exchange table, with the view or handle moved straight into the destination.
     match device {
         None => {
+            // The handle goes into the destination where it is built (the closure inlined: an
+            // outlined one takes the ~100-byte handle through memory, copied twice).
             if let Some(r) = crate::exchange::import_via_exchange_api_with(
                 x,
                 |v| Ok(dest.view(v)),
+                #[inline(always)]
                 |t| Ok(dest.tensor(Ok(t))),
             ) {
                 return r.unwrap_or_else(|e| dest.tensor(Err(e)));

@@ -701,6 +701,40 @@ impl ImportedTensor {
     }
 }
 
+impl ImportedTensor {
+    /// Gives the producer's managed tensor back now (its deleter runs here, as the drop would
+    /// run it) when that is all the handle owns: a legacy or versioned tensor whose shape and
+    /// strides are the producer's (no `meta`). `true` then: the handle owns nothing any more
+    /// and must be forgotten (overwritten), never dropped. `false`: nothing was done.
+    ///
+    /// # Safety
+    /// After `true`, the caller does not drop `self` (nor use it but to overwrite it).
+    #[inline(always)]
+    pub(crate) unsafe fn release_managed_in_place(&mut self) -> bool {
+        if self.meta.is_some() {
+            return false;
+        }
+        match self.owner {
+            // SAFETY: we own the tensor; its deleter is called exactly once (here: the caller
+            // never drops the handle after `true`). DLPack requires it to be callable from any
+            // thread.
+            Owner::Versioned(m) => unsafe {
+                if let Some(d) = (*m.as_ptr()).deleter {
+                    d(m.as_ptr());
+                }
+            },
+            // SAFETY: as above.
+            Owner::Legacy(m) => unsafe {
+                if let Some(d) = (*m.as_ptr()).deleter {
+                    d(m.as_ptr());
+                }
+            },
+            Owner::Copied(_) | Owner::Kept(_) => return false,
+        }
+        true
+    }
+}
+
 impl Drop for ImportedTensor {
     fn drop(&mut self) {
         match &self.owner {
