@@ -41,6 +41,30 @@ impl Dims {
         matches!(self, Dims::Inline { .. })
     }
 
+    /// Writes `Dims::from_slice(s)` to `dst` (uninitialised) in place: the inline array is
+    /// zeroed where it lives and the values are copied into it one by one (no array built on
+    /// the stack and then copied, no call).
+    ///
+    /// # Safety
+    /// `dst` is valid for writes of a `Dims`.
+    #[inline(always)]
+    pub unsafe fn write_from_slice(dst: *mut Dims, s: &[i64]) {
+        if s.len() > INLINE {
+            // SAFETY: caller contract.
+            unsafe { dst.write(Dims::Heap(s.into())) };
+            return;
+        }
+        // SAFETY: caller contract; the value written is then borrowed mutably only here.
+        unsafe {
+            dst.write(Dims::Inline { len: s.len(), vals: [0; INLINE] });
+            if let Dims::Inline { vals, .. } = &mut *dst {
+                for (d, &v) in vals.iter_mut().zip(s) {
+                    *d = v;
+                }
+            }
+        }
+    }
+
     pub fn from_slice(s: &[i64]) -> Dims {
         if s.len() <= INLINE {
             // Element by element, not `copy_from_slice`: a variable-length `memcpy` writes

@@ -624,8 +624,8 @@ impl FromDLPack for Tensor {
         // SAFETY: `p` is valid for writes of a `Tensor`; every field is written once, so `out`
         // holds a whole `Tensor` when this returns `Ok`.
         unsafe {
-            (&raw mut (*p).shape).write(Dims::from_slice(imported.shape()));
-            (&raw mut (*p).strides).write(Dims::from_slice(imported.strides()));
+            Dims::write_from_slice(&raw mut (*p).shape, imported.shape());
+            Dims::write_from_slice(&raw mut (*p).strides, imported.strides());
             (&raw mut (*p).dtype).write(imported.dtype());
             (&raw mut (*p).device).write(imported.device());
             (&raw mut (*p).readonly).write(imported.writability());
