@@ -23,6 +23,7 @@ use dlbind::stats::{exchange_imports, same_type_views};
 use dlbind::{ImportedTensor, from_dlpack};
 use pyo3::exceptions::PyTypeError;
 use pyo3::ffi as pyffi;
+use pyo3::types::IntoPyDict;
 use pyo3::types::PyCapsule;
 
 /// Whether `err` is the exception the spec maps `kind` to.
@@ -1705,6 +1706,162 @@ fn fastcall_from_dlpack_same_type_in_place() {
                 drop(out);
             }
             assert_eq!(freelist_len::<Placed>(py).unwrap(), listed, "mode {mode}");
+            assert_eq!(type_refs(), trefs, "mode {mode}: the type's references");
+        }
+    });
+}
+
+static IMPORT_MODE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+static IMPORT_WROTE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static IMPORT_DECLINED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static IMPORT_GENERAL: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Frozen, with a free list, `from_imported_into` (writes in place for `IMPORT_MODE` 0, gives
+/// the handle back for 1, panics for 2) and direct release (its buffer's managed tensor is given
+/// back in `release_python_refs`).
+#[pyclass(frozen)]
+struct PlacedImport {
+    buf: Buffer,
+    len: i64,
+}
+
+impl FromDLPack for PlacedImport {
+    fn from_imported(_py: Python<'_>, t: ImportedTensor) -> PyResult<Self> {
+        IMPORT_GENERAL.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let len = t.shape()[0];
+        Ok(PlacedImport {
+            buf: Buffer::from(t),
+            len,
+        })
+    }
+
+    fn from_imported_into(
+        _py: Python<'_>,
+        t: ImportedTensor,
+        out: &mut std::mem::MaybeUninit<Self>,
+    ) -> Result<(), ImportedTensor> {
+        use std::sync::atomic::Ordering::SeqCst;
+        match IMPORT_MODE.load(SeqCst) {
+            0 => {
+                let len = t.shape()[0];
+                out.write(PlacedImport {
+                    buf: Buffer::from(t),
+                    len,
+                });
+                IMPORT_WROTE.fetch_add(1, SeqCst);
+                Ok(())
+            }
+            1 => {
+                IMPORT_DECLINED.fetch_add(1, SeqCst);
+                Err(t)
+            }
+            // `t` drops while unwinding: its deleter runs once.
+            _ => panic!("from_imported_into refused by panicking"),
+        }
+    }
+
+    fn into_instance(py: Python<'_>, value: Self) -> PyResult<Bound<'_, Self>> {
+        dlbind::tuning::new_instance(py, value)
+    }
+}
+
+impl dlbind::tuning::ReleasePython for PlacedImport {
+    fn release_python_refs(&mut self, py: Python<'_>) -> dlbind::tuning::Released {
+        if !self.buf.release_python_refs(py) {
+            dlbind::tuning::Released::No
+        } else if self.buf.owns_nothing() {
+            dlbind::tuning::Released::Nothing
+        } else {
+            dlbind::tuning::Released::Drop
+        }
+    }
+}
+
+/// `from_imported_into` writes an imported handle in place into a free-list instance (from a
+/// capsule, as from a table's owning export); declined, the instance goes back and
+/// `from_imported` gets the handle; panicking, the error is raised and the producer's deleter
+/// runs once. With direct release, the instance's release gives the managed tensor back
+/// (deleter once) and skips the drop. List length, the type's references and the live exports
+/// come back every time.
+#[test]
+fn fastcall_from_dlpack_imported_in_place() {
+    use dlbind::cpython::freelist::freelist_len;
+    use std::sync::atomic::Ordering::SeqCst;
+    let _g = common::serial();
+    Python::attach(|py| {
+        dlbind::tuning::enable_freelist::<PlacedImport>(py, 8).unwrap();
+        dlbind::tuning::enable_direct_release::<PlacedImport>(py).unwrap();
+        let m = PyModule::new(py, "placedimportmod").unwrap();
+        dlbind::add_from_dlpack::<PlacedImport>(&m).unwrap();
+        let f = m.getattr("from_dlpack").unwrap();
+        let src = {
+            let t = ImportedTensor::from_buffer(
+                dlbind::alloc::AlignedBuffer::zeroed(20).unwrap(),
+                &[5],
+                <f32 as DLPackElement>::DTYPE,
+            );
+            let p = Placed::from_imported(py, t).unwrap();
+            dlbind::tuning::new_instance(py, p).unwrap()
+        };
+        let kwargs = [("max_version", (1, 0))].into_py_dict(py).unwrap();
+        let capsule = || src.call_method("__dlpack__", (), Some(&kwargs)).unwrap();
+        // Fill the list (the first instances are built by PyO3 and probed).
+        IMPORT_MODE.store(1, SeqCst);
+        let held: Vec<_> = (0..4).map(|_| f.call1((capsule(),)).unwrap()).collect();
+        drop(held);
+        let ty = py.get_type::<PlacedImport>();
+        // SAFETY: reading the reference count of a live type object.
+        let type_refs = || unsafe { pyffi::Py_REFCNT(ty.as_ptr()) };
+        for mode in [0u8, 1, 2, 0, 1, 2] {
+            IMPORT_MODE.store(mode, SeqCst);
+            let cap = capsule();
+            let (listed, trefs, live) = (
+                freelist_len::<PlacedImport>(py).unwrap(),
+                type_refs(),
+                live_exports(),
+            );
+            let (w, d, g) = (
+                IMPORT_WROTE.load(SeqCst),
+                IMPORT_DECLINED.load(SeqCst),
+                IMPORT_GENERAL.load(SeqCst),
+            );
+            let out = f.call1((&cap,));
+            drop(cap);
+            match mode {
+                0 => assert_eq!(
+                    (IMPORT_WROTE.load(SeqCst), IMPORT_GENERAL.load(SeqCst)),
+                    (w + 1, g)
+                ),
+                1 => assert_eq!(
+                    (IMPORT_DECLINED.load(SeqCst), IMPORT_GENERAL.load(SeqCst)),
+                    (d + 1, g + 1)
+                ),
+                _ => {
+                    let e = out.as_ref().unwrap_err().to_string();
+                    assert!(e.contains("panic"), "{e}");
+                    assert_eq!(
+                        live_exports(),
+                        live - 1,
+                        "deleter ran once, while unwinding"
+                    );
+                }
+            }
+            if mode != 2 {
+                let out = out.unwrap();
+                let o = out.cast::<PlacedImport>().unwrap().get();
+                assert_eq!(o.buf.data_ptr(), src.get().buf.data_ptr());
+                assert_eq!(o.len, 5);
+                assert_eq!(freelist_len::<PlacedImport>(py).unwrap(), listed - 1);
+                assert_eq!(type_refs(), trefs + 1);
+                assert_eq!(live_exports(), live, "the instance holds the export");
+                drop(out);
+                assert_eq!(live_exports(), live - 1, "released: deleter ran once");
+            }
+            assert_eq!(
+                freelist_len::<PlacedImport>(py).unwrap(),
+                listed,
+                "mode {mode}"
+            );
             assert_eq!(type_refs(), trefs, "mode {mode}: the type's references");
         }
     });

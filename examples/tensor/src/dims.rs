@@ -56,7 +56,10 @@ impl Dims {
         }
         // SAFETY: caller contract; the value written is then borrowed mutably only here.
         unsafe {
-            dst.write(Dims::Inline { len: s.len(), vals: [0; INLINE] });
+            dst.write(Dims::Inline {
+                len: s.len(),
+                vals: [0; INLINE],
+            });
             if let Dims::Inline { vals, .. } = &mut *dst {
                 for (d, &v) in vals.iter_mut().zip(s) {
                     *d = v;

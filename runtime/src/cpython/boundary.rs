@@ -207,6 +207,16 @@ pub(crate) unsafe fn set_method_vectorcall(descr: *mut ffi::PyObject, f: ffi::ve
     }
 }
 
+/// The type a method descriptor is bound to (`__objclass__`, its `d_type`).
+///
+/// # Safety
+/// `descr` is a live method descriptor.
+#[inline(always)]
+pub(crate) unsafe fn descriptor_type(descr: *mut ffi::PyObject) -> *mut ffi::PyTypeObject {
+    // SAFETY: caller contract: every descriptor starts with `PyDescrObject`.
+    unsafe { (*descr.cast::<ffi::PyDescrObject>()).d_type }
+}
+
 /// Calls CPython's own vectorcall entry of a method descriptor (saved by
 /// [`set_method_vectorcall`]): its `self` check, error messages and call, for the calls a
 /// replacement entry does not handle itself.

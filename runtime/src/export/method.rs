@@ -13,10 +13,13 @@ use super::capsule::{negotiate_and_export, negotiate_and_export_raw};
 use crate::spec::protocol;
 
 use super::access::SourceAccess;
-use crate::args::{only_max_version, seen_max_version, versioned_max_version, parse_export_request, parse_fastcall_kwargs, type_error};
+use crate::args::{
+    only_max_version, parse_export_request, parse_fastcall_kwargs, seen_max_version, type_error,
+    versioned_max_version,
+};
 use crate::cpython::boundary::{
     at_c_boundary, has_own_method_descriptor, leaked_fastcall_def, leaked_noargs_def,
-    method_vectorcall_fallback, set_method_vectorcall, set_type_dict_item,
+    descriptor_type, method_vectorcall_fallback, set_method_vectorcall, set_type_dict_item,
 };
 use crate::cpython::names::names;
 
@@ -70,12 +73,12 @@ where
 /// error set. A frozen class exports through [`negotiate_and_export_raw`] (no `PyResult` on the
 /// path); a non-frozen one as [`export_with`] does.
 ///
-/// # Safety
-/// CPython holds the GIL; `slf` is a `T`.
-///
 /// `VERSIONED` picks the request: [`ExportRequest::VERSIONED`] or [`ExportRequest::DEFAULT`]. A
 /// constant parameter, so that each request gets its own copy of the body (the closure below is
 /// a distinct type per request) with the request folded into the negotiation.
+///
+/// # Safety
+/// CPython holds the GIL; `slf` is a `T`.
 #[inline(always)]
 unsafe fn export_raw<T, const VERSIONED: bool>(slf: *mut ffi::PyObject) -> *mut ffi::PyObject
 where
@@ -552,7 +555,7 @@ where
         let nargs = ffi::PyVectorcall_NARGS(nargsf);
         if nargs >= 1 {
             let slf = *args;
-            if ffi::Py_TYPE(slf) == (*callable.cast::<ffi::PyDescrObject>()).d_type {
+            if ffi::Py_TYPE(slf) == descriptor_type(callable) {
                 return dlpack_fastcall::<T>(slf, args.add(1), nargs - 1, kwnames);
             }
         }
