@@ -200,7 +200,11 @@ pub(crate) unsafe fn set_method_vectorcall(descr: *mut ffi::PyObject, f: ffi::ve
     // SAFETY: caller contract: `descr` is a `PyMethodDescrObject` nobody else sees yet.
     unsafe {
         let d = descr.cast::<ffi::PyMethodDescrObject>();
-        if let Some(own) = (*d).vectorcall {
+        // A fresh descriptor has CPython's entry; one that has `f` already keeps it (saving `f`
+        // as CPython's entry would make the fallback call itself).
+        if let Some(own) = (*d).vectorcall
+            && own as usize != f as usize
+        {
             METHOD_VECTORCALL.get_or_init(|| own);
             (*d).vectorcall = Some(f);
         }
