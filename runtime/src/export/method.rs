@@ -69,25 +69,29 @@ where
     }
 }
 
-/// [`export_with`] for the C entry points: the capsule as a new reference, or null with the
-/// error set. A frozen class exports through [`negotiate_and_export_raw`] (no `PyResult` on the
-/// path); a non-frozen one as [`export_with`] does.
-///
-/// `VERSIONED` picks the request: [`ExportRequest::VERSIONED`] or [`ExportRequest::DEFAULT`]. A
-/// constant parameter, so that each request gets its own copy of the body (the closure below is
-/// a distinct type per request) with the request folded into the negotiation.
+/// [`dlpack_fastcall`] with a constant request: `x.__dlpack__()` (`VERSIONED = false`,
+/// [`ExportRequest::DEFAULT`]) or `x.__dlpack__(max_version=(1, n))` alone (`true`,
+/// [`ExportRequest::VERSIONED`]). [`export_with`] for the C entry points: the capsule as a new
+/// reference, or null with the error set. A frozen class exports through
+/// [`negotiate_and_export_raw`] (no `PyResult` on the path); a non-frozen one as [`export_with`]
+/// does. The request is a constant parameter, so that each gets its own out-of-line copy of the
+/// body (the closure below is a distinct type per request) with the request folded into the
+/// negotiation.
 ///
 /// # Safety
-/// CPython holds the GIL; `slf` is a `T`.
-#[inline(always)]
-unsafe fn export_raw<T, const VERSIONED: bool>(slf: *mut ffi::PyObject) -> *mut ffi::PyObject
+/// As for [`dlpack_fastcall`].
+#[inline(never)]
+unsafe extern "C" fn export_constant<T, const VERSIONED: bool>(
+    slf: *mut ffi::PyObject,
+) -> *mut ffi::PyObject
 where
     T: PyClass + DLPackSource,
     T::Frozen: SourceAccess<T>,
 {
     let req = if VERSIONED { &ExportRequest::VERSIONED } else { &ExportRequest::DEFAULT };
     if <T::Frozen as SourceAccess<T>>::FROZEN {
-        // SAFETY: caller contract. A panic is caught here and reported as `at_c_boundary` does.
+        // SAFETY: CPython holds the GIL for us; `slf` is a `T` (the descriptor is bound to `T`).
+        // A panic is caught here and reported as `at_c_boundary` does.
         unsafe {
             at_c_boundary(protocol::DLPACK_METHOD, ptr::null_mut(), |py| {
                 // `slf` is never NULL (CPython lends it for the call): borrowed as it is.
@@ -143,7 +147,7 @@ where
     // SAFETY: `nargsf` is CPython's argument count (with the offset flag).
     if unsafe { ffi::PyVectorcall_NARGS(nargsf as usize) } == 0 && kwnames.is_null() {
         // SAFETY: as for this function.
-        unsafe { export_default::<T>(slf) }
+        unsafe { export_constant::<T, false>(slf) }
     } else {
         // SAFETY: as for this function.
         unsafe { export_with_args::<T>(slf, args, nargsf, kwnames) }
@@ -176,7 +180,7 @@ where
             && only_max_version(kwnames)
         {
             return if seen_max_version(*args) {
-                export_versioned::<T>(slf)
+                export_constant::<T, true>(slf)
             } else {
                 export_max_version::<T>(slf, args, nargsf, kwnames)
             };
@@ -205,39 +209,11 @@ where
     // SAFETY: CPython holds the GIL; `args[0]` is live (caller contract).
     unsafe {
         if versioned_max_version(*args) {
-            export_versioned::<T>(slf)
+            export_constant::<T, true>(slf)
         } else {
             export_parsed::<T>(slf, args, nargsf, kwnames)
         }
     }
-}
-
-/// [`dlpack_fastcall`] with `max_version=(major, minor)`, `major >= 1`, and nothing else.
-///
-/// # Safety
-/// As for [`dlpack_fastcall`].
-#[inline(never)]
-unsafe extern "C" fn export_versioned<T>(slf: *mut ffi::PyObject) -> *mut ffi::PyObject
-where
-    T: PyClass + DLPackSource,
-    T::Frozen: SourceAccess<T>,
-{
-    // SAFETY: CPython holds the GIL for us; `slf` is a `T` (the descriptor is bound to `T`).
-    unsafe { export_raw::<T, true>(slf) }
-}
-
-/// [`dlpack_fastcall`] without arguments.
-///
-/// # Safety
-/// As for [`dlpack_fastcall`].
-#[inline(never)]
-unsafe extern "C" fn export_default<T>(slf: *mut ffi::PyObject) -> *mut ffi::PyObject
-where
-    T: PyClass + DLPackSource,
-    T::Frozen: SourceAccess<T>,
-{
-    // SAFETY: CPython holds the GIL for us; `slf` is a `T` (the descriptor is bound to `T`).
-    unsafe { export_raw::<T, false>(slf) }
 }
 
 /// [`dlpack_fastcall`] with arguments: parsed, then exported.

@@ -714,22 +714,36 @@ impl ImportedTensor {
         if self.meta.is_some() {
             return false;
         }
-        match self.owner {
-            // SAFETY: we own the tensor; its deleter is called exactly once (here: the caller
-            // never drops the handle after `true`). DLPack requires it to be callable from any
-            // thread.
-            Owner::Versioned(m) => unsafe {
-                if let Some(d) = (*m.as_ptr()).deleter {
-                    d(m.as_ptr());
+        // SAFETY: we own the tensor; its deleter is called exactly once (here: the caller never
+        // drops the handle after `true`).
+        unsafe { self.owner.give_back() }
+    }
+}
+
+impl Owner {
+    /// Calls a producer's managed tensor's deleter (DLPack requires it to be callable from any
+    /// thread): `true` for a legacy or versioned tensor, `false` (nothing done) for a copy or
+    /// a kept Python object, whose fields free themselves when dropped.
+    ///
+    /// # Safety
+    /// Called at most once per owner, which owns the tensor.
+    #[inline(always)]
+    unsafe fn give_back(&self) -> bool {
+        // SAFETY: caller contract.
+        unsafe {
+            match self {
+                Owner::Legacy(m) => {
+                    if let Some(d) = (*m.as_ptr()).deleter {
+                        d(m.as_ptr());
+                    }
                 }
-            },
-            // SAFETY: as above.
-            Owner::Legacy(m) => unsafe {
-                if let Some(d) = (*m.as_ptr()).deleter {
-                    d(m.as_ptr());
+                Owner::Versioned(m) => {
+                    if let Some(d) = (*m.as_ptr()).deleter {
+                        d(m.as_ptr());
+                    }
                 }
-            },
-            Owner::Copied(_) | Owner::Kept(_) => return false,
+                Owner::Copied(_) | Owner::Kept(_) => return false,
+            }
         }
         true
     }
@@ -737,23 +751,9 @@ impl ImportedTensor {
 
 impl Drop for ImportedTensor {
     fn drop(&mut self) {
-        match &self.owner {
-            // SAFETY: we own the tensor; its deleter is called exactly once (here). DLPack
-            // requires it to be callable from any thread.
-            Owner::Legacy(m) => unsafe {
-                if let Some(d) = (*m.as_ptr()).deleter {
-                    d(m.as_ptr());
-                }
-            },
-            // SAFETY: as above.
-            Owner::Versioned(m) => unsafe {
-                if let Some(d) = (*m.as_ptr()).deleter {
-                    d(m.as_ptr());
-                }
-            },
-            // The buffer / keeper field drops after this.
-            Owner::Copied(_) | Owner::Kept(_) => {}
-        }
+        // SAFETY: we own the tensor; the drop runs once. A copy's buffer or a keeper drops with
+        // the field after this.
+        unsafe { self.owner.give_back() };
     }
 }
 
