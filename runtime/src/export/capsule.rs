@@ -85,6 +85,22 @@ pub(super) unsafe extern "C" fn capsule_destructor<M: ManagedKind>(capsule: *mut
 /// `m` is an unowned-by-anyone-else tensor made by [`build_managed`]; the GIL is held.
 #[inline]
 pub(super) unsafe fn wrap_capsule<M: ManagedKind>(py: Python<'_>, m: NonNull<M>) -> PyResult<Py<PyAny>> {
+    // SAFETY: caller contract.
+    let cap = unsafe { capsule_or_delete(m) };
+    if cap.is_null() {
+        return Err(PyErr::fetch(py));
+    }
+    // SAFETY: `capsule_or_delete` returned a new reference.
+    Ok(unsafe { Bound::from_owned_ptr(py, cap) }.unbind())
+}
+
+/// The capsule around `m` (a new reference), or null with the allocation's error set and `m`
+/// deleted.
+///
+/// # Safety
+/// As for [`wrap_capsule`].
+#[inline(always)]
+unsafe fn capsule_or_delete<M: ManagedKind>(m: NonNull<M>) -> *mut ffi::PyObject {
     // SAFETY: the name is a 'static C string (PyCapsule keeps the pointer); the destructor
     // follows the DLPack rules for exactly this struct kind.
     // The context repeats the pointer so that the destructor reads it without
@@ -98,12 +114,10 @@ pub(super) unsafe fn wrap_capsule<M: ManagedKind>(py: Python<'_>, m: NonNull<M>)
         )
     };
     if cap.is_null() {
-        // SAFETY: nobody else owns `m`.
+        // SAFETY: nobody else owns `m` (caller contract).
         unsafe { (M::DELETER)(m.as_ptr()) };
-        return Err(PyErr::fetch(py));
     }
-    // SAFETY: `new_capsule` returned a new reference.
-    Ok(unsafe { Bound::from_owned_ptr(py, cap) }.unbind())
+    cap
 }
 
 
@@ -242,21 +256,8 @@ unsafe fn built_to_capsule<M: ManagedKind>(
     built: Result<NonNull<M>, DlpackError>,
 ) -> *mut ffi::PyObject {
     match built {
-        // SAFETY: caller contract: the name is a 'static C string, the destructor follows the
-        // DLPack rules for exactly this struct kind; the context repeats the pointer (see
-        // `wrap_capsule`).
-        Ok(m) => unsafe {
-            let cap = crate::cpython::capsule::new_capsule(
-                m.as_ptr().cast::<c_void>(),
-                M::CAPSULE_NAME.as_ptr(),
-                m.as_ptr().cast::<c_void>(),
-                Some(capsule_destructor::<M>),
-            );
-            if cap.is_null() {
-                (M::DELETER)(m.as_ptr());
-            }
-            cap
-        },
+        // SAFETY: caller contract.
+        Ok(m) => unsafe { capsule_or_delete(m) },
         Err(e) => restore_null(e.into()),
     }
 }
