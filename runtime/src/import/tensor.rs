@@ -345,12 +345,7 @@ impl ImportedTensor {
     ) -> Result<ImportedTensor, DlpackError> {
         // SAFETY: caller contract.
         unsafe {
-            if let Err(e) = Self::check_versioned(m) {
-                if let Some(d) = (*m.as_ptr()).deleter {
-                    d(m.as_ptr());
-                }
-                return Err(e);
-            }
+            Self::check_versioned_or_delete(m)?;
             Ok(Self::take_versioned_unchecked(m))
         }
     }
