@@ -45,6 +45,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_debug_implementations)]
 
+pub mod adapters;
 pub mod gpu;
 pub mod layout;
 pub mod prelude;

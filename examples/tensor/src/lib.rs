@@ -13,6 +13,7 @@ use dlbind::{PythonView, tuning};
 use pyo3::exceptions::{PyBufferError, PyIndexError, PyMemoryError, PyTypeError, PyValueError};
 use pyo3::types::{PyBytes, PyInt, PyTuple};
 
+mod adapters;
 mod dims;
 mod growable;
 mod testing;
@@ -737,6 +738,9 @@ fn dlbind_demo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     tuning::enable_freelist::<Tensor>(m.py(), TENSOR_FREELIST)?;
     tuning::enable_direct_release::<Tensor>(m.py())?;
     dlbind::add_from_dlpack::<Tensor>(m)?;
+    let adapters = PyModule::new(m.py(), "adapters")?;
+    adapters::register(&adapters)?;
+    m.add_submodule(&adapters)?;
     testing::add_submodule(m)
 }
 
