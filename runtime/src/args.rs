@@ -13,8 +13,8 @@ use pyo3::types::PyString;
 use crate::device::Device;
 use crate::error::DlpackError;
 use crate::export::ExportRequest;
-use crate::spec::errors::FailureKind;
 use crate::ffi::DLDeviceType;
+use crate::spec::errors::FailureKind;
 use crate::spec::protocol;
 
 use crate::cpython::names::names;
@@ -59,13 +59,13 @@ pub(super) fn int_pair(o: &Bound<'_, PyAny>) -> Option<(Result<i64, c_int>, Resu
     // SAFETY: `p` is live; tuple items are borrowed for the duration of the checks.
     unsafe {
         if (ffi::PyTuple_CheckExact(p) == 0 && ffi::PyTuple_Check(p) == 0)
-            || ffi::PyTuple_GET_SIZE(p) != 2
+            || crate::cpython::api::tuple_size(p) != 2
         {
             return None;
         }
         Some((
-            as_int(ffi::PyTuple_GET_ITEM(p, 0))?,
-            as_int(ffi::PyTuple_GET_ITEM(p, 1))?,
+            as_int(crate::cpython::api::tuple_item(p, 0))?,
+            as_int(crate::cpython::api::tuple_item(p, 1))?,
         ))
     }
 }
@@ -77,14 +77,14 @@ fn parse_max_version(o: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
     // SAFETY: `p` is live; tuple items are borrowed for the duration of the checks.
     unsafe {
         if (ffi::PyTuple_CheckExact(p) == 0 && ffi::PyTuple_Check(p) == 0)
-            || ffi::PyTuple_GET_SIZE(p) != 2
+            || crate::cpython::api::tuple_size(p) != 2
         {
             return None;
         }
         let sat =
             |r: Result<i64, c_int>| r.unwrap_or_else(|s| if s > 0 { i64::MAX } else { i64::MIN });
-        let major = sat(as_int(ffi::PyTuple_GET_ITEM(p, 0))?);
-        let minor = sat(as_int(ffi::PyTuple_GET_ITEM(p, 1))?);
+        let major = sat(as_int(crate::cpython::api::tuple_item(p, 0))?);
+        let minor = sat(as_int(crate::cpython::api::tuple_item(p, 1))?);
         Some((major, minor))
     }
 }
@@ -245,9 +245,13 @@ fn copy_flag(c: &Bound<'_, PyAny>) -> Result<bool, DlpackError> {
 /// `None` for any other object.
 #[cold]
 fn numpy_bool(c: &Bound<'_, PyAny>) -> Option<bool> {
-    // SAFETY: `c` is live, so its type object is too and `tp_name` is a NUL-terminated string.
-    let name = unsafe { std::ffi::CStr::from_ptr((*ffi::Py_TYPE(c.as_ptr())).tp_name) };
-    if name != c"numpy.bool" && name != c"numpy.bool_" {
+    let tp = c.get_type().as_type_ptr();
+    // SAFETY: `c` is live, so its type object is too.
+    let is_numpy_bool = unsafe {
+        crate::cpython::api::type_name_is(c.py(), tp, c"numpy.bool")
+            || crate::cpython::api::type_name_is(c.py(), tp, c"numpy.bool_")
+    };
+    if !is_numpy_bool {
         return None;
     }
     c.is_truthy().ok()
@@ -289,8 +293,8 @@ pub(super) unsafe fn parse_fastcall_kwargs<'a, 'py>(
     // The common versioned call, `__dlpack__(max_version=…)`, matched by identity.
     // SAFETY: caller contract (kwnames is a tuple; its value follows the positional args).
     unsafe {
-        if ffi::PyTuple_GET_SIZE(kwnames) == 1
-            && ffi::PyTuple_GET_ITEM(kwnames, 0) == names(py).kw_max_version.as_ptr()
+        if crate::cpython::api::tuple_size(kwnames) == 1
+            && crate::cpython::api::tuple_item(kwnames, 0) == names(py).kw_max_version.as_ptr()
         {
             out[1] = Some(Borrowed::from_ptr(py, *args.offset(nargs)));
             return Ok(out);
@@ -309,8 +313,9 @@ pub(super) unsafe fn parse_fastcall_kwargs<'a, 'py>(
 pub(super) unsafe fn only_max_version(kwnames: *mut ffi::PyObject) -> bool {
     // SAFETY: caller contract.
     unsafe {
-        ffi::PyTuple_GET_SIZE(kwnames) == 1
-            && ffi::PyTuple_GET_ITEM(kwnames, 0) == crate::cpython::names::kw_max_version_ptr()
+        crate::cpython::api::tuple_size(kwnames) == 1
+            && crate::cpython::api::tuple_item(kwnames, 0)
+                == crate::cpython::names::kw_max_version_ptr()
     }
 }
 
@@ -345,10 +350,10 @@ pub(super) unsafe fn versioned_max_version(mv: *mut ffi::PyObject) -> bool {
     // Python code).
     unsafe {
         if ffi::Py_TYPE(mv) != &raw mut ffi::PyTuple_Type
-            || ffi::PyTuple_GET_SIZE(mv) != 2
+            || crate::cpython::api::tuple_size(mv) != 2
             || !crate::cpython::ints::small_major_at_least_1(
-                ffi::PyTuple_GET_ITEM(mv, 0),
-                ffi::PyTuple_GET_ITEM(mv, 1),
+                crate::cpython::api::tuple_item(mv, 0),
+                crate::cpython::api::tuple_item(mv, 1),
             )
         {
             return false;
@@ -391,9 +396,9 @@ unsafe fn parse_kwnames<'a, 'py>(
     let mut slots = 0u32;
     // SAFETY: caller contract (kwnames is a tuple; values follow the positional args).
     unsafe {
-        let nkw = ffi::PyTuple_GET_SIZE(kwnames);
+        let nkw = crate::cpython::api::tuple_size(kwnames);
         for i in 0..nkw {
-            let name = ffi::PyTuple_GET_ITEM(kwnames, i);
+            let name = crate::cpython::api::tuple_item(kwnames, i);
             // Interned names match by identity (CPython interns keyword names in code objects,
             // numpy and PyO3 intern theirs); anything else is compared by value.
             let mut slot = if name == ptrs[0] {
@@ -494,8 +499,8 @@ pub(super) unsafe fn parse_from_dlpack_args<'py>(
     unsafe {
         if !kwnames.is_null() {
             let order = [&n.kw_from_device, &n.kw_from_copy];
-            for i in 0..ffi::PyTuple_GET_SIZE(kwnames) {
-                let name = ffi::PyTuple_GET_ITEM(kwnames, i);
+            for i in 0..crate::cpython::api::tuple_size(kwnames) {
+                let name = crate::cpython::api::tuple_item(kwnames, i);
                 let mut slot = order.iter().position(|s| s.as_ptr() == name);
                 if slot.is_none() {
                     slot = order

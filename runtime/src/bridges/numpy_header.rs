@@ -114,9 +114,8 @@ fn is_ndarray(py: Python<'_>, tp: *mut ffi::PyTypeObject) -> bool {
 #[cold]
 #[inline(never)]
 fn first_ndarray_check(py: Python<'_>, tp: *mut ffi::PyTypeObject) -> bool {
-    // SAFETY: `tp` is the type of a live object: `tp_name` is a NUL-terminated C string.
-    // `strcmp` stops at the first differing byte (no `strlen` of every other type's name).
-    if unsafe { libc::strcmp((*tp).tp_name, c"numpy.ndarray".as_ptr()) } != 0 {
+    // SAFETY: `tp` is the type of a live object.
+    if !unsafe { crate::cpython::api::type_name_is(py, tp, c"numpy.ndarray") } {
         return false;
     }
     let ok = std::env::var_os("DLBIND_NUMPY_FAST_PATH").is_none_or(|v| v != "0")
@@ -157,7 +156,9 @@ fn probe(py: Python<'_>, tp: *mut ffi::PyTypeObject) -> PyResult<bool> {
         // value read from it matched numpy's own account (an object of this size is at least
         // this large if it is an ndarray at all: ndarray's `tp_basicsize` is checked first).
         unsafe {
-            if ((*tp).tp_basicsize as usize) < std::mem::size_of::<ArrayHeader>() {
+            if crate::cpython::api::type_basicsize(py, tp)
+                .is_none_or(|n| n < std::mem::size_of::<ArrayHeader>())
+            {
                 return Ok(false);
             }
             let h = header(a);
@@ -211,7 +212,9 @@ fn dtype_of_cached(descr: &Bound<'_, PyAny>, key: usize) -> Option<DLDataType> {
         }
     }
     let resolved = match descr.getattr("str").and_then(|s| s.extract::<String>()) {
-        Ok(s) => dtype_from_typestr(&s).ok().or_else(|| ml_dtypes_dtype(descr, &s)),
+        Ok(s) => dtype_from_typestr(&s)
+            .ok()
+            .or_else(|| ml_dtypes_dtype(descr, &s)),
         Err(_) => None,
     };
     // `dtype.str` may have run Python code (and let another thread insert): index afresh. The
@@ -243,15 +246,20 @@ fn ml_dtypes_dtype(descr: &Bound<'_, PyAny>, typestr: &str) -> Option<DLDataType
         return None;
     }
     let py = descr.py();
-    let ml = py.import("sys").ok()?.getattr("modules").ok()?.get_item("ml_dtypes").ok()?;
+    let ml = py
+        .import("sys")
+        .ok()?
+        .getattr("modules")
+        .ok()?
+        .get_item("ml_dtypes")
+        .ok()?;
     let scalar = descr.getattr("type").ok()?;
     let itemsize: usize = descr.getattr("itemsize").ok()?.extract().ok()?;
     crate::spec::dtypes::DTYPES
         .iter()
         .filter(|d| d.numpy_typestr.is_none() && d.dtype.lanes == 1 && d.dtype.bits % 8 == 0)
         .find(|d| {
-            itemsize * 8 == d.dtype.bits as usize
-                && ml.getattr(d.name).is_ok_and(|t| t.is(&scalar))
+            itemsize * 8 == d.dtype.bits as usize && ml.getattr(d.name).is_ok_and(|t| t.is(&scalar))
         })
         .map(|d| d.dtype)
 }
@@ -401,4 +409,3 @@ fn ndarray_view<R>(
     };
     Some(f(&view))
 }
-

@@ -20,8 +20,12 @@ use crate::spec::errors::FailureKind;
 pub(crate) unsafe fn this_thread_holds_gil() -> bool {
     // SAFETY: caller contract; both calls only read the runtime's thread-state bookkeeping.
     unsafe {
-        let current = ffi::compat::PyThreadState_GetUnchecked();
-        !current.is_null() && current == ffi::PyGILState_GetThisThreadState()
+        match super::api::current_thread_state() {
+            Some(current) => !current.is_null() && current == ffi::PyGILState_GetThisThreadState(),
+            // An abi3 build on an interpreter exporting neither name: "no", and the caller takes
+            // the `PyGILState_Ensure` path (correct on a thread that holds the GIL too).
+            None => false,
+        }
     }
 }
 
@@ -140,7 +144,27 @@ pub(crate) unsafe fn has_own_method_descriptor(
     tp: *mut ffi::PyTypeObject,
     key: &Bound<'_, PyString>,
 ) -> bool {
+    #[cfg(Py_LIMITED_API)]
+    {
+        // `tp_dict` is not in the limited API: the entry found on the MRO, a method descriptor
+        // whose `__objclass__` is `tp` itself (which only `tp`'s own dict can hold).
+        let py = key.py();
+        // SAFETY: caller contract; a new reference or NULL.
+        let d = unsafe { super::api::type_lookup(tp, key.as_ptr()) };
+        if d.is_null() {
+            return false;
+        }
+        // SAFETY: a new reference, owned here.
+        let d = unsafe { Bound::from_owned_ptr(py, d) };
+        // SAFETY: a pointer comparison with a static type object.
+        if unsafe { ffi::Py_TYPE(d.as_ptr()) } != &raw mut ffi::PyMethodDescr_Type {
+            return false;
+        }
+        d.getattr("__objclass__")
+            .is_ok_and(|c| c.as_ptr() == tp.cast::<ffi::PyObject>())
+    }
     // SAFETY: caller contract; a borrowed dict entry, only read.
+    #[cfg(not(Py_LIMITED_API))]
     unsafe {
         let dict = (*tp).tp_dict;
         if dict.is_null() {
@@ -167,7 +191,18 @@ pub(crate) unsafe fn set_type_dict_item(
     key: &Bound<'_, PyString>,
     value: &Bound<'_, PyAny>,
 ) -> PyResult<()> {
+    // `tp_dict` is not in the limited API: `setattr(type, key, value)`, which invalidates the
+    // caches itself (refused by an immutable type: the `object`-bound attributes then stay).
+    #[cfg(Py_LIMITED_API)]
+    {
+        // SAFETY: caller contract (a live type object).
+        if unsafe { ffi::PyObject_SetAttr(tp.cast(), key.as_ptr(), value.as_ptr()) } != 0 {
+            return Err(PyErr::fetch(py));
+        }
+        Ok(())
+    }
     // SAFETY: caller contract.
+    #[cfg(not(Py_LIMITED_API))]
     unsafe {
         let dict = (*tp).tp_dict;
         if dict.is_null() {
@@ -179,15 +214,17 @@ pub(crate) unsafe fn set_type_dict_item(
             return Err(PyErr::fetch(py));
         }
         ffi::PyType_Modified(tp);
+        Ok(())
     }
-    Ok(())
 }
 
+#[cfg(not(Py_LIMITED_API))]
 /// CPython's own vectorcall entry of a `METH_FASTCALL | METH_KEYWORDS` method descriptor
 /// (`method_vectorcall_FASTCALL_KEYWORDS`), as read from the first descriptor whose entry
 /// [`set_method_vectorcall`] replaced (they all share it).
 static METHOD_VECTORCALL: std::sync::OnceLock<ffi::vectorcallfunc> = std::sync::OnceLock::new();
 
+#[cfg(not(Py_LIMITED_API))]
 /// Replaces the vectorcall entry of `descr`, a `METH_FASTCALL | METH_KEYWORDS` method
 /// descriptor made by `PyDescr_NewMethod`, by `f`, after saving CPython's own entry for
 /// [`method_vectorcall_fallback`]. The descriptor keeps its type (`PyMethodDescr_Type`), so
@@ -211,6 +248,7 @@ pub(crate) unsafe fn set_method_vectorcall(descr: *mut ffi::PyObject, f: ffi::ve
     }
 }
 
+#[cfg(not(Py_LIMITED_API))]
 /// The type a method descriptor is bound to (`__objclass__`, its `d_type`).
 ///
 /// # Safety
@@ -221,6 +259,7 @@ pub(crate) unsafe fn descriptor_type(descr: *mut ffi::PyObject) -> *mut ffi::PyT
     unsafe { (*descr.cast::<ffi::PyDescrObject>()).d_type }
 }
 
+#[cfg(not(Py_LIMITED_API))]
 /// Calls CPython's own vectorcall entry of a method descriptor (saved by
 /// [`set_method_vectorcall`]): its `self` check, error messages and call, for the calls a
 /// replacement entry does not handle itself.
@@ -237,7 +276,9 @@ pub(crate) unsafe extern "C" fn method_vectorcall_fallback(
     kwnames: *mut ffi::PyObject,
 ) -> *mut ffi::PyObject {
     // An entry was replaced, so one was saved first.
-    let own = METHOD_VECTORCALL.get().expect("set before any entry was replaced");
+    let own = METHOD_VECTORCALL
+        .get()
+        .expect("set before any entry was replaced");
     // SAFETY: caller contract; `own` is CPython's entry for exactly this kind of descriptor.
     unsafe { own(callable, args, nargsf, kwnames) }
 }

@@ -1,8 +1,10 @@
 //! Capsules made and read without the `PyCapsule_*` calls on the export hot path: CPython's
 //! capsule object is `PyObject_HEAD` followed by `pointer`, `name`, `context` and `destructor`
-//! (every version from 3.1; 3.14 appends GC hooks). [`new_capsule`] fills those fields
-//! directly and [`name_and_context`] reads them, once a check at first use has confirmed that
-//! `PyCapsule_Type` has exactly that size and is not a GC type; otherwise both fall back to the
+//! (every version from 3.1), and from 3.13 `traverse_func` and `clear_func`, with the type
+//! GC-enabled (a capsule is GC-allocated, and tracked only once a traverse function is set).
+//! [`new_capsule`] fills those fields directly and [`name_and_context`] reads them, once a check
+//! at first use has confirmed that `PyCapsule_Type` has exactly one of those two layouts;
+//! otherwise, and always in an abi3 build (no struct layout in the limited API), both use the
 //! C API. No name comparison either way: dlbind's capsules carry the static generated name.
 
 use std::ffi::{c_char, c_void};
@@ -11,7 +13,8 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use pyo3::ffi;
 
-/// CPython's `PyCapsule` (Objects/capsule.c), as far as 3.13.
+/// CPython's `PyCapsule` (Objects/capsule.c) as far as 3.12.
+#[cfg(not(Py_LIMITED_API))]
 #[repr(C)]
 struct RawCapsule {
     ob_base: ffi::PyObject,
@@ -21,18 +24,41 @@ struct RawCapsule {
     destructor: Option<ffi::PyCapsule_Destructor>,
 }
 
-/// 0: not checked yet; 1: the layout matches (direct access); 2: it does not (C API).
+/// CPython's `PyCapsule` from 3.13: the same fields, then the GC hooks (`traverse_func`,
+/// `clear_func`), both NULL in a capsule `PyCapsule_New` makes.
+#[cfg(not(Py_LIMITED_API))]
+#[repr(C)]
+struct RawCapsuleGc {
+    capsule: RawCapsule,
+    traverse_func: *mut c_void,
+    clear_func: *mut c_void,
+}
+
+/// 0: not checked yet; 1: [`RawCapsule`], no GC (direct access); 2: neither layout (C API);
+/// 3: [`RawCapsuleGc`], GC-allocated (direct access).
 static LAYOUT: AtomicU8 = AtomicU8::new(0);
 
-/// Whether `PyCapsule_Type` is exactly [`RawCapsule`] and allocated with `_PyObject_New`.
+/// What [`check_layout`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Layout {
+    /// `RawCapsule`, allocated with `PyObject_New` (3.11, 3.12).
+    Plain,
+    /// `RawCapsuleGc`, allocated with `PyObject_GC_New`, untracked (3.13 on).
+    Gc,
+    /// Another layout, or an abi3 build: the `PyCapsule_*` calls.
+    CApi,
+}
+
+/// The layout in use (checked at first use).
 ///
 /// # Safety
 /// The GIL is held.
 #[inline(always)]
-unsafe fn direct() -> bool {
+unsafe fn layout() -> Layout {
     match LAYOUT.load(Ordering::Relaxed) {
-        1 => true,
-        2 => false,
+        1 => Layout::Plain,
+        2 => Layout::CApi,
+        3 => Layout::Gc,
         // SAFETY: caller contract.
         _ => unsafe { check_layout() },
     }
@@ -43,17 +69,32 @@ unsafe fn direct() -> bool {
 /// # Safety
 /// The GIL is held.
 #[cold]
-unsafe fn check_layout() -> bool {
+pub(crate) unsafe fn check_layout() -> Layout {
+    #[cfg(not(Py_LIMITED_API))]
     // SAFETY: reading a static type object's fields with the GIL held.
-    let ok = unsafe {
+    let found = unsafe {
         let tp = &raw const ffi::PyCapsule_Type;
-        (*tp).tp_basicsize as usize == std::mem::size_of::<RawCapsule>()
-            && (*tp).tp_itemsize == 0
-            && (*tp).tp_flags & ffi::Py_TPFLAGS_HAVE_GC == 0
-            && cfg!(not(Py_3_14))
+        let size = (*tp).tp_basicsize as usize;
+        let gc = (*tp).tp_flags & ffi::Py_TPFLAGS_HAVE_GC != 0;
+        if (*tp).tp_itemsize != 0 {
+            Layout::CApi
+        } else if size == std::mem::size_of::<RawCapsule>() && !gc && cfg!(not(Py_3_13)) {
+            Layout::Plain
+        } else if size == std::mem::size_of::<RawCapsuleGc>() && gc && cfg!(Py_3_13) {
+            Layout::Gc
+        } else {
+            Layout::CApi
+        }
     };
-    LAYOUT.store(if ok { 1 } else { 2 }, Ordering::Relaxed);
-    ok
+    #[cfg(Py_LIMITED_API)]
+    let found = Layout::CApi;
+    let code = match found {
+        Layout::Plain => 1,
+        Layout::CApi => 2,
+        Layout::Gc => 3,
+    };
+    LAYOUT.store(code, Ordering::Relaxed);
+    found
 }
 
 /// A new capsule holding `pointer` under the 'static `name`, with `context` and `destructor`
@@ -68,28 +109,62 @@ pub(crate) unsafe fn new_capsule(
     context: *mut c_void,
     destructor: Option<ffi::PyCapsule_Destructor>,
 ) -> *mut ffi::PyObject {
-    // SAFETY: caller contract; the direct path writes every field `PyCapsule_New` writes into
-    // an object of exactly `PyCapsule_Type`'s size (checked), the fallback is the C API.
+    // SAFETY: caller contract; the direct paths write every field `PyCapsule_New` writes into
+    // an object of exactly `PyCapsule_Type`'s size, allocated as `PyCapsule_New` allocates it
+    // (checked), the fallback is the C API.
     unsafe {
-        if direct() {
-            let o = ffi::PyObject_New::<ffi::PyObject>(&raw mut ffi::PyCapsule_Type);
-            if o.is_null() {
-                return o;
+        match layout() {
+            #[cfg(not(Py_LIMITED_API))]
+            Layout::Plain => {
+                let o = ffi::PyObject_New::<ffi::PyObject>(&raw mut ffi::PyCapsule_Type);
+                if !o.is_null() {
+                    fill(o.cast(), pointer, name, context, destructor);
+                }
+                o
             }
-            let c = o.cast::<RawCapsule>();
-            (*c).pointer = pointer;
-            (*c).name = name;
-            (*c).context = context;
-            (*c).destructor = destructor;
-            o
-        } else {
-            let o = ffi::PyCapsule_New(pointer, name, destructor);
-            if !o.is_null() && ffi::PyCapsule_SetContext(o, context) != 0 {
-                ffi::Py_DECREF(o);
-                return ptr::null_mut();
+            #[cfg(not(Py_LIMITED_API))]
+            Layout::Gc => {
+                // GC-allocated and left untracked, as `PyCapsule_New` does (3.13+).
+                let o = ffi::PyObject_GC_New::<ffi::PyObject>(&raw mut ffi::PyCapsule_Type);
+                if !o.is_null() {
+                    let c = o.cast::<RawCapsuleGc>();
+                    fill(&raw mut (*c).capsule, pointer, name, context, destructor);
+                    (*c).traverse_func = ptr::null_mut();
+                    (*c).clear_func = ptr::null_mut();
+                }
+                o
             }
-            o
+            _ => {
+                let o = ffi::PyCapsule_New(pointer, name, destructor);
+                if !o.is_null() && ffi::PyCapsule_SetContext(o, context) != 0 {
+                    ffi::Py_DECREF(o);
+                    return ptr::null_mut();
+                }
+                o
+            }
         }
+    }
+}
+
+/// Writes a capsule's four fields.
+///
+/// # Safety
+/// `c` points to a freshly allocated capsule of a checked layout.
+#[cfg(not(Py_LIMITED_API))]
+#[inline(always)]
+unsafe fn fill(
+    c: *mut RawCapsule,
+    pointer: *mut c_void,
+    name: *const c_char,
+    context: *mut c_void,
+    destructor: Option<ffi::PyCapsule_Destructor>,
+) {
+    // SAFETY: caller contract.
+    unsafe {
+        (*c).pointer = pointer;
+        (*c).name = name;
+        (*c).context = context;
+        (*c).destructor = destructor;
     }
 }
 
@@ -99,16 +174,19 @@ pub(crate) unsafe fn new_capsule(
 /// The GIL is held (or the caller is a capsule destructor); `capsule` is a live, exact capsule.
 #[inline(always)]
 pub(crate) unsafe fn name_and_context(capsule: *mut ffi::PyObject) -> (*const c_char, *mut c_void) {
-    // SAFETY: caller contract; the direct path reads fields of the checked layout.
+    // SAFETY: caller contract; the direct path reads fields of the checked layout (both
+    // layouts start with `RawCapsule`).
     unsafe {
-        if direct() {
-            let c = capsule.cast::<RawCapsule>();
-            ((*c).name, (*c).context)
-        } else {
-            (
+        match layout() {
+            #[cfg(not(Py_LIMITED_API))]
+            Layout::Plain | Layout::Gc => {
+                let c = capsule.cast::<RawCapsule>();
+                ((*c).name, (*c).context)
+            }
+            _ => (
                 ffi::PyCapsule_GetName(capsule),
                 ffi::PyCapsule_GetContext(capsule),
-            )
+            ),
         }
     }
 }
@@ -120,7 +198,7 @@ mod tests {
         pyo3::Python::initialize();
         pyo3::Python::attach(|_py| {
             // SAFETY: attached (GIL held).
-            let direct = unsafe { super::check_layout() };
+            let layout = unsafe { super::check_layout() };
             // SAFETY: as above; a capsule made by either path reads back the same fields.
             unsafe {
                 let name = c"dlbind_test_capsule";
@@ -133,7 +211,15 @@ mod tests {
                 assert_eq!(super::name_and_context(o), (name.as_ptr(), p));
                 pyo3::ffi::Py_DECREF(o);
             }
-            assert!(direct || cfg!(Py_3_14), "CPython 3.11-3.13 capsules have the known layout");
+            // The layout each build mode and version is known to have (CPython 3.11-3.14).
+            let want = if cfg!(Py_LIMITED_API) {
+                super::Layout::CApi
+            } else if cfg!(Py_3_13) {
+                super::Layout::Gc
+            } else {
+                super::Layout::Plain
+            };
+            assert_eq!(layout, want, "the capsule layout of this interpreter");
         });
     }
 }

@@ -24,6 +24,9 @@
 //! to them (valgrind's memcheck included): `DLBIND_FREELIST=0` in the environment turns the
 //! lists off for such runs ([`freelists_allowed`]).
 
+// An abi3 build installs no list (see `enable_freelist`): the slots' functions go unused there.
+#![cfg_attr(Py_LIMITED_API, allow(dead_code))]
+
 use std::cell::UnsafeCell;
 use std::ffi::c_void;
 use std::ptr;
@@ -332,6 +335,21 @@ pub fn enable_freelist<T: PyClass>(py: Python<'_>, capacity: usize) -> PyResult<
     if cfg!(Py_GIL_DISABLED) || !freelists_allowed() {
         return Ok(());
     }
+    // An abi3 build cannot replace a type's slots (the limited API has no `tp_alloc` field to
+    // write): no list, every instance allocated and freed by PyO3 (`stats::freelist_len` is
+    // `None`).
+    #[cfg(Py_LIMITED_API)]
+    {
+        let _ = py;
+        Ok(())
+    }
+    #[cfg(not(Py_LIMITED_API))]
+    install_freelist::<T>(py, capacity)
+}
+
+/// [`enable_freelist`]'s installation (full API).
+#[cfg(not(Py_LIMITED_API))]
+fn install_freelist<T: PyClass>(py: Python<'_>, capacity: usize) -> PyResult<()> {
     let ty = T::type_object_raw(py);
     // SAFETY: GIL held (`py`); `ty` is T's live, ready type object, whose slots we read and,
     // for a type that uses the default GC allocator, replace before any instance of it could be
@@ -429,7 +447,11 @@ impl Released {
     /// [`Released::Drop`] when `released`, else [`Released::No`].
     #[inline]
     pub fn drop_if(released: bool) -> Released {
-        if released { Released::Drop } else { Released::No }
+        if released {
+            Released::Drop
+        } else {
+            Released::No
+        }
     }
 }
 
@@ -444,6 +466,19 @@ pub fn enable_direct_release<T: ReleasePython>(py: Python<'_>) -> PyResult<()> {
     if cfg!(Py_GIL_DISABLED) || !freelists_allowed() {
         return Ok(());
     }
+    // An abi3 build has no free lists (see `enable_freelist`) and cannot replace `tp_dealloc`.
+    #[cfg(Py_LIMITED_API)]
+    {
+        let _ = py;
+        Ok(())
+    }
+    #[cfg(not(Py_LIMITED_API))]
+    install_direct_release::<T>(py)
+}
+
+/// [`enable_direct_release`]'s installation (full API).
+#[cfg(not(Py_LIMITED_API))]
+fn install_direct_release<T: ReleasePython>(py: Python<'_>) -> PyResult<()> {
     let ty = T::type_object_raw(py);
     // SAFETY: GIL held (`py`); `ty` is T's live, ready type object; the registry reference
     // ends before anything else runs. The slot swap keeps PyO3's function for the fallback.
@@ -466,6 +501,7 @@ pub fn enable_direct_release<T: ReleasePython>(py: Python<'_>) -> PyResult<()> {
     Ok(())
 }
 
+#[cfg(not(Py_LIMITED_API))]
 /// `tp_dealloc` installed by [`enable_direct_release`]: what PyO3's does (untrack, weak
 /// references, drop the value, `tp_free`, the type's reference) in CPython's order, with the
 /// value's Python references given back first by [`ReleasePython::release_python_refs`].
@@ -499,7 +535,12 @@ unsafe extern "C" fn direct_dealloc<T: ReleasePython>(obj: *mut ffi::PyObject) {
         };
         // Weak references before the value goes (CPython's order for its own types).
         let wlo = (*ty).tp_weaklistoffset;
-        if wlo > 0 && !(*obj.cast::<u8>().add(wlo as usize).cast::<*mut ffi::PyObject>()).is_null()
+        if wlo > 0
+            && !(*obj
+                .cast::<u8>()
+                .add(wlo as usize)
+                .cast::<*mut ffi::PyObject>())
+            .is_null()
         {
             ffi::PyObject_ClearWeakRefs(obj);
         }
@@ -540,7 +581,10 @@ unsafe fn pyo3_dealloc<T: ReleasePython>(py: Python<'_>, obj: *mut ffi::PyObject
 fn unraisable_panic<T: PyClass>(py: Python<'_>, what: &str) {
     PyErr::from(DlpackError::new(
         FailureKind::InternalError,
-        format!("panic in {}'s {what} during deallocation", <T as PyClass>::NAME),
+        format!(
+            "panic in {}'s {what} during deallocation",
+            <T as PyClass>::NAME
+        ),
     ))
     .write_unraisable(py, None);
 }
@@ -624,7 +668,7 @@ fn probe_layout<T: PyClass<Frozen = True> + Sync>(b: &Bound<'_, T>) -> Direct {
     let (basicsize, exact) = unsafe {
         let ty = ffi::Py_TYPE(b.as_ptr());
         (
-            (*ty).tp_basicsize as usize,
+            crate::cpython::api::type_basicsize(b.py(), ty).unwrap_or(0),
             ptr::eq(ty, T::type_object_raw(b.py())),
         )
     };

@@ -67,9 +67,9 @@ pub(crate) unsafe fn may_report_buffer_exporter(py: Python<'_>, obj: *mut ffi::P
     unsafe {
         let mut tp = ffi::Py_TYPE(obj);
         while !tp.is_null() {
-            match (*tp).tp_clear {
+            match super::api::type_clear(tp) {
                 None => return true,
-                Some(f) if f as usize == generic => tp = (*tp).tp_base,
+                Some(f) if f as usize == generic => tp = super::api::type_base(tp),
                 Some(_) => return false,
             }
         }
@@ -92,6 +92,6 @@ fn subtype_clear(py: Python<'_>) -> Option<usize> {
             .ok()?;
         let tp = cls.cast::<pyo3::types::PyType>().ok()?.as_type_ptr();
         // SAFETY: a live type object (held by `cls` for the read).
-        unsafe { (*tp).tp_clear }.map(|f| f as usize)
+        unsafe { super::api::type_clear(tp) }.map(|f| f as usize)
     })
 }

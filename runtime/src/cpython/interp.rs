@@ -3,7 +3,7 @@
 //! `PyGILState_Ensure`, which during finalisation exits or hangs the calling thread (an exit
 //! unwinding through an `extern "C"` deleter aborts the process).
 
-use std::ffi::{CStr, c_int};
+use std::ffi::c_int;
 use std::sync::OnceLock;
 
 use pyo3::ffi;
@@ -14,18 +14,9 @@ type IsFinalizing = unsafe extern "C" fn() -> c_int;
 /// interpreter (`dlsym`), so one build works with either name; `None` when neither exists.
 fn is_finalizing_fn() -> Option<IsFinalizing> {
     static FN: OnceLock<Option<IsFinalizing>> = OnceLock::new();
-    *FN.get_or_init(|| {
-        [c"Py_IsFinalizing", c"_Py_IsFinalizing"]
-            .into_iter()
-            .find_map(|name: &CStr| {
-                // SAFETY: `dlsym` with the default handle only searches the loaded objects' symbol
-                // tables; a found symbol of either name has the C signature `int (void)`.
-                unsafe {
-                    let p = libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr());
-                    (!p.is_null())
-                        .then(|| std::mem::transmute::<*mut libc::c_void, IsFinalizing>(p))
-                }
-            })
+    // SAFETY: a found symbol of either name has the C signature `int (void)`.
+    *FN.get_or_init(|| unsafe {
+        super::api::interpreter_symbol::<IsFinalizing>(&[c"Py_IsFinalizing", c"_Py_IsFinalizing"])
     })
 }
 

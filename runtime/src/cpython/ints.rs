@@ -56,7 +56,10 @@ pub(crate) unsafe fn small_major_at_least_1(
     let shift = SHIFT.load(Ordering::Relaxed);
     let end = COUNT << shift;
     let one = ((1 - FIRST) as usize) << shift;
-    let (a, b) = ((major as usize).wrapping_sub(base), (minor as usize).wrapping_sub(base));
+    let (a, b) = (
+        (major as usize).wrapping_sub(base),
+        (minor as usize).wrapping_sub(base),
+    );
     ((a | b) & ((1 << shift) - 1)) == 0 && b < end && a.wrapping_sub(one) < end - one
 }
 
@@ -124,7 +127,11 @@ mod tests {
             assert!(!unsafe { super::small_major_at_least_1(t.as_ptr(), objs[3].as_ptr()) });
             let t = pyo3::types::PyBool::new(py, true);
             // SAFETY: as above.
-            assert_eq!(unsafe { super::small_int(t.as_ptr()) }, None, "True is not the int 1");
+            assert_eq!(
+                unsafe { super::small_int(t.as_ptr()) },
+                None,
+                "True is not the int 1"
+            );
         });
     }
 }

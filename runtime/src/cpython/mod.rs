@@ -4,6 +4,7 @@
 //! | module | holds |
 //! |---|---|
 //! | this file | symbols libpython exports and PyO3 does not bind; [`getattr_optional`] |
+//! | `api` | tuples, type slots, vectorcall counts, version tags, MRO lookups: full API and abi3 |
 //! | `interp` | interpreter state: may this thread take the GIL, is the GIL held |
 //! | `boundary` | C entry points: errors restored, panics stopped; method-def installation |
 //! | `capsule` | capsules made and read without the `PyCapsule_*` calls (layout checked once) |
@@ -12,28 +13,26 @@
 //! | `gc` | what exports and views report to the garbage collector |
 //! | `freelist` | per-type free lists of released instances |
 
+#[cfg(not(Py_LIMITED_API))]
 use std::ffi::c_int;
 use std::ptr;
 
+#[cfg(not(Py_LIMITED_API))]
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
+pub mod api;
 pub mod boundary;
 pub mod capsule;
 pub mod freelist;
 pub mod gc;
-pub mod ints;
 pub mod interp;
+pub mod ints;
 pub mod names;
 
+#[cfg(not(Py_LIMITED_API))]
 unsafe extern "C" {
-    /// CPython's method-cache lookup on a type's MRO: a borrowed reference or NULL, never
-    /// raises.
-    pub(crate) fn _PyType_Lookup(
-        ty: *mut ffi::PyTypeObject,
-        name: *mut ffi::PyObject,
-    ) -> *mut ffi::PyObject;
     /// `getattr(o, name)` that reports a missing attribute without raising AttributeError:
     /// 1 and a new reference in `*out`, 0 and NULL when absent, -1 with an error set.
     /// (`PyObject_GetOptionalAttr` since 3.13; exported under this name by 3.8–3.12.)
@@ -53,7 +52,7 @@ pub(crate) fn getattr_optional<'py>(
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
     let mut out = ptr::null_mut();
     // SAFETY: GIL held (`Bound`); both objects are live; `out` receives a new reference or NULL.
-    match unsafe { _PyObject_LookupAttr(obj.as_ptr(), name.as_ptr(), &mut out) } {
+    match unsafe { api::getattr_optional_raw(obj.as_ptr(), name.as_ptr(), &mut out) } {
         // SAFETY: a new reference on success.
         1 => Ok(Some(unsafe { Bound::from_owned_ptr(obj.py(), out) })),
         0 => Ok(None),

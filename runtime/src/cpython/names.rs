@@ -121,7 +121,10 @@ fn make_names(py: Python<'_>) -> Names {
             dlpack_device: s(protocol::DLPACK_DEVICE_METHOD),
             from_dlpack: s(protocol::FROM_DLPACK_FUNCTION),
             exchange_api: s(DLPACK_EXCHANGE_API_ATTR),
-            exchange_api_legacy: DLPACK_EXCHANGE_API_LEGACY_ATTRS.iter().map(|n| s(n)).collect(),
+            exchange_api_legacy: DLPACK_EXCHANGE_API_LEGACY_ATTRS
+                .iter()
+                .map(|n| s(n))
+                .collect(),
             cuda_array_interface: s("__cuda_array_interface__"),
             sycl_usm_array_interface: s("__sycl_usm_array_interface__"),
             array_interface: s("__array_interface__"),

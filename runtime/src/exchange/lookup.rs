@@ -8,14 +8,13 @@ use std::ptr;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use crate::cpython::_PyType_Lookup;
+use crate::cpython::api::{type_lookup, version_tag};
 use crate::ffi::{
-    DLPACK_EXCHANGE_API_CAPSULE_NAME,
-    DLPACK_MAJOR_VERSION, DLPackExchangeAPI, DLPackExchangeAPIHeader,
+    DLPACK_EXCHANGE_API_CAPSULE_NAME, DLPACK_MAJOR_VERSION, DLPackExchangeAPI,
+    DLPackExchangeAPIHeader,
 };
 
 use super::{LendProbe, is_own_table, lends};
-
 
 // The names older producers publish the table under (torch < 2.15 through tvm-ffi's
 // `torch-c-dlpack-ext` addon, early tvm-ffi releases) come from the spec
@@ -302,28 +301,36 @@ pub unsafe fn lookup_exchange_api(
     unsafe { lookup_table(py, o).0 }
 }
 
-/// The types of torch tensors (any class whose MRO holds torch's C tensor base, under its
-/// current and its pre-2.3 name).
-const TORCH_TENSOR_BASES: [&std::ffi::CStr; 2] = [c"torch._C.TensorBase", c"torch._C._TensorBase"];
+/// torch's C tensor base class, under its current and its pre-2.3 name, in `torch._C`.
+const TORCH_TENSOR_BASES: [&str; 2] = ["TensorBase", "_TensorBase"];
 
-/// Whether `tp` is a torch tensor type, whose exchange table exports more than its `__dlpack__`
-/// does (see [`import_via_exchange_api_with`](super::import_via_exchange_api_with)).
+/// Whether `tp` is a torch tensor type (a subclass of torch's C tensor base), whose exchange
+/// table exports more than its `__dlpack__` does (see
+/// [`import_via_exchange_api_with`](super::import_via_exchange_api_with)). Only asked when `tp`
+/// has a table; torch cannot be a base unless `torch._C` is imported. No struct field is read
+/// (`PyType_IsSubtype` walks the MRO), so every build mode takes the same path.
 ///
 /// # Safety
 /// GIL held; `tp` is a live, ready type.
-unsafe fn is_torch_tensor_type(tp: *mut ffi::PyTypeObject) -> bool {
-    // SAFETY: caller contract; `tp_mro` of a ready type is a tuple of types, `tp_name` a C string.
-    unsafe {
-        let mro = (*tp).tp_mro;
-        if mro.is_null() || ffi::PyTuple_Check(mro) == 0 {
-            return false;
-        }
-        (0..ffi::PyTuple_GET_SIZE(mro)).any(|i| {
-            let t = ffi::PyTuple_GET_ITEM(mro, i).cast::<ffi::PyTypeObject>();
-            let name = std::ffi::CStr::from_ptr((*t).tp_name);
-            TORCH_TENSOR_BASES.contains(&name)
-        })
-    }
+unsafe fn is_torch_tensor_type(py: Python<'_>, tp: *mut ffi::PyTypeObject) -> bool {
+    use pyo3::types::{PyDict, PyType};
+    let torch_c = py
+        .import("sys")
+        .and_then(|s| s.getattr("modules"))
+        .ok()
+        .and_then(|m| m.cast_into::<PyDict>().ok())
+        .and_then(|m| m.get_item("torch._C").ok().flatten());
+    let Some(torch_c) = torch_c else {
+        return false;
+    };
+    TORCH_TENSOR_BASES.iter().any(|name| {
+        torch_c
+            .getattr(*name)
+            .ok()
+            .and_then(|b| b.cast_into::<PyType>().ok())
+            // SAFETY: caller contract; both are live type objects.
+            .is_some_and(|b| unsafe { ffi::PyType_IsSubtype(tp, b.as_type_ptr()) } != 0)
+    })
 }
 
 /// `lookup_exchange_api`, and what kind of table it is.
@@ -340,9 +347,8 @@ pub(super) unsafe fn lookup_table(
     // SAFETY: caller contract; type fields are plain reads; the cache is read with the GIL.
     unsafe {
         let tp = ffi::Py_TYPE(o);
-        let valid = ffi::PyType_HasFeature(tp, ffi::Py_TPFLAGS_VALID_VERSION_TAG) != 0;
-        let tag = (*tp).tp_version_tag;
-        if valid && tag != 0 {
+        let tag = version_tag(tp);
+        if tag != 0 {
             let (ct, ctag, table, kind) = cache_get(cache_slot(tp));
             if ct == tp as usize && ctag == tag {
                 return (table as *const DLPackExchangeAPI, kind);
@@ -366,38 +372,42 @@ unsafe fn lookup_table_slow(
     unsafe {
         let names = crate::cpython::names::names(py);
         let name = &names.exchange_api;
-        let attr = _PyType_Lookup(tp, name.as_ptr());
+        // A new reference or NULL; a found attribute stays reachable from the type after the
+        // reference is given back (the table it points to lives for the process).
+        let attr = type_lookup(tp, name.as_ptr());
         let mut table = if attr.is_null() {
             ptr::null()
         } else {
-            supported_table(table_from_capsule(attr))
+            let t = supported_table(table_from_capsule(attr));
+            ffi::Py_DECREF(attr);
+            t
         };
         for legacy in &names.exchange_api_legacy {
             if !table.is_null() {
                 break;
             }
-            let attr = _PyType_Lookup(tp, legacy.as_ptr());
+            let attr = type_lookup(tp, legacy.as_ptr());
             if !attr.is_null() {
                 let header = if ffi::PyLong_CheckExact(attr) != 0 {
                     table_from_int(attr)
                 } else {
                     table_from_capsule(attr)
                 };
+                ffi::Py_DECREF(attr);
                 table = supported_table(header);
             }
         }
         let kind = if table.is_null() {
             TableKind::Other
-        } else if is_torch_tensor_type(tp) {
+        } else if is_torch_tensor_type(py, tp) {
             TableKind::Torch
         } else if let Some(probe) = lends(table) {
             TableKind::Lends(probe)
         } else {
             TableKind::Other
         };
-        let valid = ffi::PyType_HasFeature(tp, ffi::Py_TPFLAGS_VALID_VERSION_TAG) != 0;
-        let tag = (*tp).tp_version_tag;
-        if valid && tag != 0 {
+        let tag = version_tag(tp);
+        if tag != 0 {
             cache_set(cache_slot(tp), (tp as usize, tag, table as usize, kind));
         }
         (table, kind)

@@ -162,7 +162,7 @@ pub(crate) fn hold<'py, T: PyClass>(
     // instance (an empty guard, see `GuardObject`) holding a reference to its type, or NULL with
     // an exception set.
     let o = unsafe {
-        let alloc = (*tp).tp_alloc.unwrap_or(ffi::PyType_GenericAlloc);
+        let alloc = crate::cpython::api::type_alloc(tp);
         Bound::from_owned_ptr_or_err(py, alloc(tp, 0))?
     };
     let obj = r.as_ptr();
@@ -216,7 +216,7 @@ unsafe extern "C" fn guard_dealloc(o: *mut ffi::PyObject) {
             LIVE_BORROWS.fetch_sub(1, Ordering::Relaxed);
         }
         let tp = ffi::Py_TYPE(o);
-        match (*tp).tp_free {
+        match crate::cpython::api::type_free(tp) {
             Some(free) => free(o.cast()),
             None => ffi::PyObject_GC_Del(o.cast()),
         }

@@ -8,8 +8,8 @@ use pyo3::PyClass;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use crate::export::{DLPackSource, ExportRequest, export_to_capsule};
 use super::capsule::{negotiate_and_export, negotiate_and_export_raw};
+use crate::export::{DLPackSource, ExportRequest, export_to_capsule};
 use crate::spec::protocol;
 
 use super::access::SourceAccess;
@@ -19,7 +19,7 @@ use crate::args::{
 };
 use crate::cpython::boundary::{
     at_c_boundary, has_own_method_descriptor, leaked_fastcall_def, leaked_noargs_def,
-    descriptor_type, method_vectorcall_fallback, set_method_vectorcall, set_type_dict_item,
+    set_type_dict_item,
 };
 use crate::cpython::names::names;
 
@@ -88,7 +88,11 @@ where
     T: PyClass + DLPackSource,
     T::Frozen: SourceAccess<T>,
 {
-    let req = if VERSIONED { &ExportRequest::VERSIONED } else { &ExportRequest::DEFAULT };
+    let req = if VERSIONED {
+        &ExportRequest::VERSIONED
+    } else {
+        &ExportRequest::DEFAULT
+    };
     if <T::Frozen as SourceAccess<T>>::FROZEN {
         // SAFETY: CPython holds the GIL for us; `slf` is a `T` (the descriptor is bound to `T`).
         // A panic is caught here and reported as `at_c_boundary` does.
@@ -144,8 +148,8 @@ where
 {
     // `x.__dlpack__()` (the legacy call): nothing to parse, a constant request. Each kind of
     // call has its own out-of-line body, so that none's code shapes another's.
-    // SAFETY: `nargsf` is CPython's argument count (with the offset flag).
-    if unsafe { ffi::PyVectorcall_NARGS(nargsf as usize) } == 0 && kwnames.is_null() {
+    // `nargsf` is CPython's argument count (with the offset flag).
+    if crate::cpython::api::vectorcall_nargs(nargsf as usize) == 0 && kwnames.is_null() {
         // SAFETY: as for this function.
         unsafe { export_constant::<T, false>(slf) }
     } else {
@@ -175,7 +179,7 @@ where
     // SAFETY: `nargsf` is CPython's argument count (with the offset flag); with no positional
     // arguments the one keyword value is `args[0]`.
     unsafe {
-        if ffi::PyVectorcall_NARGS(nargsf as usize) == 0
+        if crate::cpython::api::vectorcall_nargs(nargsf as usize) == 0
             && !kwnames.is_null()
             && only_max_version(kwnames)
         {
@@ -235,11 +239,17 @@ where
     // `slf` is a `T` (the descriptor is bound to `T`).
     unsafe {
         at_c_boundary(protocol::DLPACK_METHOD, ptr::null_mut(), |py| {
-            let nargs = ffi::PyVectorcall_NARGS(nargsf as usize);
+            let nargs = crate::cpython::api::vectorcall_nargs(nargsf as usize);
             let this = Borrowed::from_ptr(py, slf).cast_unchecked::<T>();
             parse_fastcall_kwargs(py, args, nargs, kwnames).and_then(|[s, mv, dd, c]| {
-                dlpack_method(&this, s.as_deref(), mv.as_deref(), dd.as_deref(), c.as_deref())
-                    .map(Py::into_ptr)
+                dlpack_method(
+                    &this,
+                    s.as_deref(),
+                    mv.as_deref(),
+                    dd.as_deref(),
+                    c.as_deref(),
+                )
+                .map(Py::into_ptr)
             })
         })
     }
@@ -443,7 +453,11 @@ where
 ///
 /// # Safety
 /// The GIL is held; `slf` is a live object.
-unsafe fn check_type<T: PyClass>(py: Python<'_>, slf: *mut ffi::PyObject, method: &str) -> PyResult<()> {
+unsafe fn check_type<T: PyClass>(
+    py: Python<'_>,
+    slf: *mut ffi::PyObject,
+    method: &str,
+) -> PyResult<()> {
     // SAFETY: caller contract.
     if unsafe { ffi::PyObject_TypeCheck(slf, T::type_object_raw(py)) } == 0 {
         return Err(type_error(format!(
@@ -497,11 +511,15 @@ where
     // descriptor is not yet shared, so its vectorcall entry can be set.
     unsafe {
         let d = Bound::from_owned_ptr_or_err(py, ffi::PyDescr_NewMethod(tp, def))?;
-        set_method_vectorcall(d.as_ptr(), dlpack_vectorcall::<T>);
+        // Full API only: the descriptor's `vectorcall` field is not in the limited API (an abi3
+        // build keeps CPython's entry, which checks `self` and calls `dlpack_fastcall`).
+        #[cfg(not(Py_LIMITED_API))]
+        crate::cpython::boundary::set_method_vectorcall(d.as_ptr(), dlpack_vectorcall::<T>);
         Ok(d)
     }
 }
 
+#[cfg(not(Py_LIMITED_API))]
 /// The vectorcall entry of `T.__dlpack__`'s descriptor, in place of CPython's
 /// `method_vectorcall_FASTCALL_KEYWORDS`. CPython 3.11 specialises a call of a method
 /// descriptor only without keywords (it then calls the `PyMethodDef`'s function,
@@ -528,14 +546,14 @@ where
     // SAFETY: caller contract; `callable` is a method descriptor (its `d_type` is `T`'s type),
     // `args[0]` exists when `nargs >= 1`.
     unsafe {
-        let nargs = ffi::PyVectorcall_NARGS(nargsf);
+        let nargs = crate::cpython::api::vectorcall_nargs(nargsf);
         if nargs >= 1 {
             let slf = *args;
-            if ffi::Py_TYPE(slf) == descriptor_type(callable) {
+            if ffi::Py_TYPE(slf) == crate::cpython::boundary::descriptor_type(callable) {
                 return dlpack_fastcall::<T>(slf, args.add(1), nargs - 1, kwnames);
             }
         }
-        method_vectorcall_fallback(callable, args, nargsf, kwnames)
+        crate::cpython::boundary::method_vectorcall_fallback(callable, args, nargsf, kwnames)
     }
 }
 

@@ -10,8 +10,9 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
 
+use crate::cpython::api::{type_lookup, version_tag};
+use crate::cpython::getattr_optional;
 use crate::cpython::names::names;
-use crate::cpython::{_PyType_Lookup, getattr_optional};
 use crate::device::Device;
 use crate::import::ImportedTensor;
 use crate::spec::streams::has_stream_rules;
@@ -32,28 +33,28 @@ thread_local! {
     static GPU_PRODUCER_TYPE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-/// `type(o).__dlpack__` without raising on a miss (borrowed reference or NULL).
+/// `type(o).__dlpack__` without raising on a miss (a new reference, or NULL).
 ///
 /// # Safety
 /// GIL held; `o` live; `name` is the interned `"__dlpack__"`.
 #[inline]
 unsafe fn lookup_dlpack(o: *mut ffi::PyObject, name: *mut ffi::PyObject) -> *mut ffi::PyObject {
-    // SAFETY: caller contract; reading the type's flags and version tag is plain field access.
+    // SAFETY: caller contract; the version tag is read through `cpython::api` (0: none).
     unsafe {
         let tp = ffi::Py_TYPE(o);
-        let valid = ffi::PyType_HasFeature(tp, ffi::Py_TPFLAGS_VALID_VERSION_TAG) != 0;
-        let tag = (*tp).tp_version_tag;
-        if valid && tag != 0 {
+        let tag = version_tag(tp);
+        if tag != 0 {
             let (ct, ctag, cd) = LOOKUP_CACHE.with(|c| c.get());
             if ct == tp as usize && ctag == tag {
-                return cd as *mut ffi::PyObject;
+                let d = cd as *mut ffi::PyObject;
+                ffi::Py_INCREF(d);
+                return d;
             }
         }
-        let d = _PyType_Lookup(tp, name);
-        // `_PyType_Lookup` assigns a version tag when it can; cache hits only under a valid one.
-        let valid = ffi::PyType_HasFeature(tp, ffi::Py_TPFLAGS_VALID_VERSION_TAG) != 0;
-        let tag = (*tp).tp_version_tag;
-        if valid && tag != 0 && !d.is_null() {
+        let d = type_lookup(tp, name);
+        // The lookup assigns a version tag when it can; cache hits only under a valid one.
+        let tag = version_tag(tp);
+        if tag != 0 && !d.is_null() {
             LOOKUP_CACHE.with(|c| c.set((tp as usize, tag, d as usize)));
         }
         d
@@ -77,16 +78,18 @@ unsafe fn call_method<'py>(
     args[1..1 + vals.len()].copy_from_slice(vals);
     // SAFETY: caller contract; `args` holds 1 + vals.len() live objects.
     unsafe {
-        let res = if ffi::PyType_HasFeature(ffi::Py_TYPE(descr), ffi::Py_TPFLAGS_METHOD_DESCRIPTOR)
-            != 0
+        // (An abi3 build found `descr` by `getattr(type, …)`, which binds, so it always binds
+        // through the object as Python's own call does.)
+        let res = if cfg!(not(Py_LIMITED_API))
+            && ffi::PyType_HasFeature(ffi::Py_TYPE(descr), ffi::Py_TPFLAGS_METHOD_DESCRIPTOR) != 0
         {
             // A plain function / method descriptor: call it unbound with `obj` first (what
             // CPython's own method calls do).
-            ffi::PyObject_Vectorcall(descr, args.as_ptr(), 1, kwnames)
+            crate::cpython::api::vectorcall(descr, args.as_ptr(), 1, kwnames)
         } else {
             // Anything else (staticmethod, callable object, ...): bind through getattr.
             let bound = obj.getattr(names(py).dlpack.bind(py))?;
-            ffi::PyObject_Vectorcall(bound.as_ptr(), args.as_ptr().add(1), 0, kwnames)
+            crate::cpython::api::vectorcall(bound.as_ptr(), args.as_ptr().add(1), 0, kwnames)
         };
         Bound::from_owned_ptr_or_err(py, res)
     }
@@ -106,8 +109,7 @@ pub(super) fn capsule_or_dlpack(
         ImportedTensor::from_capsule(obj)?
     } else {
         let n = names(py);
-        // SAFETY: `_PyType_Lookup` returns a borrowed reference (or NULL, never raising); we
-        // take a strong one before running any Python code.
+        // SAFETY: `lookup_dlpack` returns a new reference (or NULL, never raising).
         let descr = unsafe {
             let d = lookup_dlpack(o, n.dlpack.as_ptr());
             if d.is_null() {
@@ -115,7 +117,7 @@ pub(super) fn capsule_or_dlpack(
                 // `__array_interface__` → buffer protocol); none → NoProtocol naming them all.
                 return crate::bridges::import_bridges(obj);
             }
-            Bound::from_borrowed_ptr(py, d)
+            Bound::from_owned_ptr(py, d)
         };
         // The stream the consumer will use on the device asked for (CUDA: the current stream
         // of a present runtime, else 1 — never 0; ROCm 0; stream-less devices: none); with no
@@ -240,4 +242,3 @@ fn stream_for_producer_device(obj: &Bound<'_, PyAny>) -> PyResult<Option<i64>> {
         id,
     )))
 }
-

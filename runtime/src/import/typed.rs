@@ -9,15 +9,15 @@ use pyo3::PyClass;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use crate::device::Device;
 use crate::bridges::PythonView;
+use crate::device::Device;
 use crate::import::{FromDLPack, ImportedTensor};
 use crate::spec::protocol;
 
-use crate::export::access::is_frozen;
+use super::order::{Destination, import};
 use crate::args::parse_from_dlpack_args;
 use crate::cpython::boundary::{at_c_boundary, leaked_fastcall_def, set_type_dict_item};
-use super::order::{Destination, import};
+use crate::export::access::is_frozen;
 
 /// The destination of the typed `from_dlpack`: a new `T` object, as a bare new reference (NULL
 /// with the exception set).
@@ -140,10 +140,7 @@ where
 /// `PyResult` returned through memory is copied with wide loads that stall on the narrow
 /// stores that just wrote it.
 #[inline(always)]
-fn instance_from_view<T>(
-    py: Python<'_>,
-    v: &PythonView<'_, '_>,
-) -> *mut ffi::PyObject
+fn instance_from_view<T>(py: Python<'_>, v: &PythonView<'_, '_>) -> *mut ffi::PyObject
 where
     T: PyClass + FromDLPack + Into<pyo3::PyClassInitializer<T>>,
 {
@@ -189,8 +186,8 @@ where
     // SAFETY: CPython holds the GIL for us and passes `nargs + len(kwnames)` live arguments.
     unsafe {
         at_c_boundary(FROM_DLPACK_NAME, ptr::null_mut(), |py| {
-            let nargs = ffi::PyVectorcall_NARGS(nargsf as usize);
-            if nargs == 1 && (kwnames.is_null() || ffi::PyTuple_GET_SIZE(kwnames) == 0) {
+            let nargs = crate::cpython::api::vectorcall_nargs(nargsf as usize);
+            if nargs == 1 && (kwnames.is_null() || crate::cpython::api::tuple_size(kwnames) == 0) {
                 // `x` is borrowed from the caller's argument array for the whole call.
                 let x = Borrowed::from_ptr(py, *args);
                 Ok(import_as::<T>(py, &x, None, None))
@@ -221,10 +218,7 @@ where
 
 /// Adds `module.from_dlpack(x, /, *, device=None, copy=None) -> T` backed by
 /// [`from_dlpack_fastcall::<T>`] (a builtin function with the module as `__module__`).
-fn add_from_dlpack_function<T>(
-    module: &Bound<'_, pyo3::types::PyModule>,
-    doc: &str,
-) -> PyResult<()>
+fn add_from_dlpack_function<T>(module: &Bound<'_, pyo3::types::PyModule>, doc: &str) -> PyResult<()>
 where
     T: PyClass + FromDLPack + Into<pyo3::PyClassInitializer<T>>,
 {
@@ -257,7 +251,11 @@ where
             py,
             ffi::PyCMethod_New(def, ptr::null_mut(), ptr::null_mut(), ptr::null_mut()),
         )?;
-        let sm = Bound::from_owned_ptr_or_err(py, ffi::PyStaticMethod_New(f.as_ptr()))?;
+        // `staticmethod(f)` (its C constructor is not in the limited API; this runs once).
+        let sm = py
+            .import("builtins")?
+            .getattr("staticmethod")?
+            .call1((f,))?;
         set_type_dict_item(
             py,
             ty.as_type_ptr(),
