@@ -3,6 +3,20 @@
 //!
 //! | feature | module | export | import |
 //! |---|---|---|---|
+//! | `ndarray` (default) | [`ndarray`] | `Array`, `ArcArray`, `CowArray`, a frozen class's `ArrayView` | `ArrayView(Mut)` of `Ix1`..`Ix6` / `IxDyn`, owning `NdTensor` |
+//! | `image` | [`image`] | `ImageBuffer` (HWC), `FlatSamples` (its strides), a frozen class's `SubImage` | `ImageBuffer` over the tensor |
+//! | `safetensors` | [`safetensors`] | a file's tensors, read-only, zero-copy (aligned) | |
 //!
 //! Each adapter is a leaf: it uses the public model (`DLPackSource`, `ImportedTensor`, `Buffer`,
 //! `from_dlpack`) and never a CPython internal.
+
+#[cfg(feature = "image")]
+pub mod image;
+#[cfg(feature = "ndarray")]
+pub mod ndarray;
+#[cfg(any(feature = "ndarray", feature = "image", feature = "safetensors"))]
+mod rust_owned;
+#[cfg(any(feature = "ndarray", feature = "image", feature = "safetensors"))]
+pub use rust_owned::live_rust_owned_tensors;
+#[cfg(feature = "safetensors")]
+pub mod safetensors;
