@@ -10,6 +10,10 @@
 #   4. `cargo install` of the packaged dlbind-codegen, run in an empty directory;
 #   5. the derive's dependency tree: no YAML parser, template engine or diff library.
 #
+#   --crate-only: step 2 alone, against the crates an earlier full run left in
+#   target/packaged-crates (scripts/matrix.sh builds and tests the downstream crate so on each
+#   interpreter of the matrix).
+#
 # Needs the test venv active (scripts/test.sh does it) and PYO3_PYTHON set.
 # DOWNSTREAM_WORK=DIR (default ${TMPDIR:-/tmp}/dlbind-downstream) keeps the downstream build and
 # the installed CLI between runs; it must lie outside the repository.
@@ -23,7 +27,14 @@ FAILED=()
 check() { local name="$1"; shift; if ! "$@"; then echo "!! $name FAILED"; FAILED+=("$name"); fi; }
 say() { printf -- '--- [%s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 
+CRATE_ONLY=0
+[[ "${1:-}" == --crate-only ]] && CRATE_ONLY=1
+# The packaged crates, kept for --crate-only runs (inside the repository's target directory, so
+# the 3.14 chroot, which mounts the checkout, sees them too).
+KEPT="$ROOT/target/packaged-crates"
+
 # ------------------------------------------------------------------ 1. package + verify
+if [[ $CRATE_ONLY == 0 ]]; then
 say "cargo package --workspace (verify build of every package)"
 cd "$ROOT"
 # The verify build unpacks the interdependent crates from cargo's temporary registry into
@@ -49,6 +60,11 @@ PACKAGES="$PKG_TARGET/package"
 for c in dlbind dlbind-macros dlbind-codegen; do
   echo "$c: $(tar tzf "$PACKAGES/$c-0.1.0.crate" | wc -l) files"
 done
+rm -rf "$KEPT" && mkdir -p "$KEPT" && cp "$PACKAGES"/*.crate "$KEPT"/
+else
+  PACKAGES="$KEPT"
+  [[ -f "$PACKAGES/dlbind-0.1.0.crate" ]] || { echo "!! no packaged crates in $PACKAGES: run scripts/downstream.sh once first"; exit 1; }
+fi
 
 # ------------------------------------------------------------------ 2. the downstream crate
 say "examples/downstream against the packaged crates, in $WORK"
@@ -69,6 +85,11 @@ T=$SECONDS
 maturin develop --release -m "$WORK/downstream/Cargo.toml"
 echo "downstream build: $((SECONDS - T)) s"
 check "downstream pytest" "$PY" -m pytest "$WORK/downstream/tests" -q -p no:cacheprovider -rfEs
+if [[ $CRATE_ONLY == 1 ]]; then
+  [[ ${#FAILED[@]} -gt 0 ]] && { echo "downstream FAILED: ${FAILED[*]}"; exit 1; }
+  echo "downstream crate: built and tested on $("$PY" -c 'import sys; print(sys.version.split()[0])')"
+  exit 0
+fi
 
 # ------------------------------------------------------------------ 3. spanned errors
 say "the derive's compile errors from the packaged crates"

@@ -19,6 +19,8 @@
 #   DLBIND_SKIP_RUST=1       skip steps 2-3 (codegen check, lint, cargo test)
 #   DLBIND_SKIP_DOWNSTREAM=1 skip step 6 (packaging + the downstream crate, ~4 min cold)
 #   DLBIND_SKIP_MEMCHECK=1   skip step 5b (valgrind memcheck subset + checker self-test, ~35 s; skipped anyway without valgrind)
+#   DLBIND_SKIP_MATRIX=1     skip step 7 (the interpreter matrix: 3.12, 3.13, 3.14, abi3, 3.14t)
+#   DLBIND_MATRIX="3.13 abi3" run only these matrix entries (default: all of them)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -48,7 +50,7 @@ FAILED=()
 check() { local name="$1"; shift; if ! "$@"; then echo "!! $name FAILED"; FAILED+=("$name"); fi; }
 
 # ---------------------------------------------------------------- 1. venv
-step "1/6 Python venv with pinned peers ($VENV)"
+step "1/7 Python venv with pinned peers ($VENV)"
 if [[ ! -x "$VENV/bin/python" ]]; then
   "$PYTHON" -m venv "$VENV"
 fi
@@ -75,13 +77,13 @@ export PYO3_PYTHON="$PY"
 
 if [[ "${DLBIND_SKIP_RUST:-0}" != 1 ]]; then
   # ------------------------------------------------------------ 2. codegen
-  step "2/6 generated/ is up to date (dlbind-codegen check)"
+  step "2/7 generated/ is up to date (dlbind-codegen check)"
   check "codegen check" cargo run --release -q -p dlbind-codegen -- check
 
   # ------------------------------------------------------------ 2b. lint
   # rustfmt's default style (no rustfmt.toml) and clippy with warnings as errors. Each skips,
   # saying so, on a toolchain installed without that component.
-  step "2b/6 cargo fmt --check, cargo clippy -D warnings, cargo doc -D warnings"
+  step "2b/7 cargo fmt --check, cargo clippy -D warnings, cargo doc -D warnings"
   if cargo fmt --version >/dev/null 2>&1; then
     check "cargo fmt" cargo fmt --all --check
   else
@@ -98,26 +100,26 @@ if [[ "${DLBIND_SKIP_RUST:-0}" != 1 ]]; then
   check "cargo doc" env RUSTDOCFLAGS="-D warnings" cargo doc -q --workspace --no-deps --document-private-items --features dlbind/cuda,dlbind/ndarray
 
   # ------------------------------------------------------------ 3. cargo test
-  step "3/6 cargo test --workspace --release --no-fail-fast"
+  step "3/7 cargo test --workspace --release --no-fail-fast"
   check "cargo test" cargo test --workspace --release --no-fail-fast
   # The GPU paths (cudarc, dynamic loading) build without CUDA; their integration tests skip
   # with a printed reason when no driver is present.
   check "cargo test (cuda feature)" cargo test --release -p dlbind --features cuda --test gpu_cuda --test gpu_plan
 else
-  step "2-3/6 skipped (DLBIND_SKIP_RUST=1)"
+  step "2-3/7 skipped (DLBIND_SKIP_RUST=1)"
 fi
 
 # ---------------------------------------------------------------- 4. demo
-step "4/6 build + install dlbind_demo (maturin develop --release)"
+step "4/7 build + install dlbind_demo (maturin develop --release)"
 maturin develop --release -m "$ROOT/examples/tensor/Cargo.toml"
 "$PY" -c 'import dlbind_demo; print("dlbind_demo from", dlbind_demo.__file__)'
 
 # ---------------------------------------------------------------- 5. pytest
-step "5/6 pytest tests/python"
+step "5/7 pytest tests/python"
 check "pytest" "$PY" -m pytest "$ROOT/tests/python" -q -p no:cacheprovider -rfEs ${PYTEST_EXTRA[@]+"${PYTEST_EXTRA[@]}"}
 
 # ---------------------------------------------------------------- 5b. memcheck
-step "5b/6 valgrind memcheck subset (scripts/memcheck.sh; --full for the long run)"
+step "5b/7 valgrind memcheck subset (scripts/memcheck.sh; --full for the long run)"
 check "memcheck" env MEMCHECK_PYTHON="$PY" "$ROOT/scripts/memcheck.sh"
 # The checker itself: a planted leak and a planted double free must both be reported (~20 s).
 check "memcheck self-test" env MEMCHECK_PYTHON="$PY" "$ROOT/scripts/memcheck.sh" --self-test
@@ -126,7 +128,7 @@ check "memcheck self-test" env MEMCHECK_PYTHON="$PY" "$ROOT/scripts/memcheck.sh"
 # The benchmarks are information, never pass/fail on their numbers; they run here once, small,
 # so that they cannot rot: the instruction counter (callgrind, N = 200, a few rows; without
 # valgrind it says so and exits 0), its table written to a scratch copy of bench/results.md.
-step "5c/6 benchmark smoke run (bench/bench_instructions.py --quick)"
+step "5c/7 benchmark smoke run (bench/bench_instructions.py --quick)"
 SMOKE_DIR="$(mktemp -d)"
 cp "$ROOT/bench/results.md" "$SMOKE_DIR/results.md"
 check "bench_instructions smoke run" "$PY" "$ROOT/bench/bench_instructions.py" --quick --write "$SMOKE_DIR/results.md"
@@ -135,10 +137,23 @@ rm -rf "$SMOKE_DIR"
 
 # ---------------------------------------------------------------- 6. packaging
 if [[ "${DLBIND_SKIP_DOWNSTREAM:-0}" != 1 ]]; then
-  step "6/6 packaged crates, the downstream crate, the installed CLI (scripts/downstream.sh)"
+  step "6/7 packaged crates, the downstream crate, the installed CLI (scripts/downstream.sh)"
   check "downstream" "$ROOT/scripts/downstream.sh"
 else
-  step "6/6 skipped (DLBIND_SKIP_DOWNSTREAM=1)"
+  step "6/7 skipped (DLBIND_SKIP_DOWNSTREAM=1)"
+fi
+
+# ---------------------------------------------------------------- 7. interpreter matrix
+# Every other CPython a user runs (issue 32): 3.12, 3.13 (pyenv), 3.14 (Debian sid chroot), one
+# abi3 wheel under 3.11-3.14, and a compile check of free-threaded 3.14t. Runs last: it leaves
+# the abi3 demo in .venv.
+if [[ "${DLBIND_SKIP_MATRIX:-0}" != 1 ]]; then
+  step "7/7 interpreter matrix (scripts/matrix.sh ${DLBIND_MATRIX:-3.12 3.13 3.14 abi3 3.14t})"
+  export DLBIND_MATRIX_SKIP_DOWNSTREAM="${DLBIND_MATRIX_SKIP_DOWNSTREAM:-${DLBIND_SKIP_DOWNSTREAM:-0}}"
+  # shellcheck disable=SC2086
+  check "interpreter matrix" "$ROOT/scripts/matrix.sh" ${DLBIND_MATRIX:-}
+else
+  step "7/7 skipped (DLBIND_SKIP_MATRIX=1)"
 fi
 
 if [[ ${#FAILED[@]} -gt 0 ]]; then

@@ -3,7 +3,6 @@
 //! with the interned generated names. Every refusal is a spec failure kind.
 
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 
 use pyo3::Borrowed;
 use pyo3::ffi;
@@ -280,8 +279,7 @@ pub(super) unsafe fn parse_fastcall_kwargs<'a, 'py>(
     }
     // A tuple of several names seen before (numpy's `from_dlpack` passes the same tuple of
     // three on every call): its slots, resolved and checked once.
-    if kwnames == KW_TUPLE.load(Ordering::Relaxed) {
-        let slots = KW_SLOTS.load(Ordering::Relaxed);
+    if let Some(slots) = crate::cpython::idcache::cached_kwnames(kwnames) {
         for i in 0..(slots & 7) as isize {
             let j = (slots >> (3 + 2 * i)) & 3;
             // SAFETY: the cached tuple has `slots & 7` names; their values follow the
@@ -316,54 +314,6 @@ pub(super) unsafe fn only_max_version(kwnames: *mut ffi::PyObject) -> bool {
         crate::cpython::api::tuple_size(kwnames) == 1
             && crate::cpython::api::tuple_item(kwnames, 0)
                 == crate::cpython::names::kw_max_version_ptr()
-    }
-}
-
-/// Whether `mv` is the `max_version` tuple [`versioned_max_version`] accepted last: one load
-/// and one compare. That tuple is kept alive by a strong reference while it is remembered, so
-/// its address is not another object's, and a tuple of ints cannot change.
-#[inline(always)]
-pub(super) fn seen_max_version(mv: *mut ffi::PyObject) -> bool {
-    MAX_VERSION_SEEN.load(Ordering::Relaxed) == mv
-}
-
-/// The `max_version` tuple [`versioned_max_version`] accepted last (one strong reference), for
-/// [`seen_max_version`]: each code object that calls `__dlpack__(max_version=(1, 0))` has its
-/// own constant tuple, passed on every call. Only touched with the GIL held (dlbind modules
-/// declare `gil_used = true`), so the relaxed loads and stores never interleave with another
-/// thread's.
-static MAX_VERSION_SEEN: AtomicPtr<ffi::PyObject> = AtomicPtr::new(std::ptr::null_mut());
-
-/// Whether `mv`, a `max_version` value, asks for a versioned capsule and needs no further
-/// checks: an exact tuple of two of CPython's cached small ints whose first (the major) is at
-/// least 1 (only the major decides, [`ExportRequest::wants_versioned`]; `false` also before the
-/// small ints were first used). Such a tuple is remembered for [`seen_max_version`] in place of
-/// the one before. Anything else is for the general path, which parses and checks it.
-///
-/// # Safety
-/// The GIL is held; `mv` is a live object.
-#[inline(always)]
-pub(super) unsafe fn versioned_max_version(mv: *mut ffi::PyObject) -> bool {
-    // SAFETY: caller contract; the items are read after the exact type and size are checked.
-    // The strong reference is taken before the pointer is published, and the old tuple is
-    // unpublished before its reference is released (a tuple of small ints: its release runs no
-    // Python code).
-    unsafe {
-        if ffi::Py_TYPE(mv) != &raw mut ffi::PyTuple_Type
-            || crate::cpython::api::tuple_size(mv) != 2
-            || !crate::cpython::ints::small_major_at_least_1(
-                crate::cpython::api::tuple_item(mv, 0),
-                crate::cpython::api::tuple_item(mv, 1),
-            )
-        {
-            return false;
-        }
-        ffi::Py_INCREF(mv);
-        let old = MAX_VERSION_SEEN.swap(mv, Ordering::Relaxed);
-        if !old.is_null() {
-            ffi::Py_DECREF(old);
-        }
-        true
     }
 }
 
@@ -443,35 +393,10 @@ unsafe fn parse_kwnames<'a, 'py>(
             slots |= (j as u32) << (3 + 2 * i);
         }
         if nkw >= 2 {
-            remember_kwnames(kwnames, slots | nkw as u32);
+            crate::cpython::idcache::remember_kwnames(kwnames, slots | nkw as u32);
         }
     }
     Ok(out)
-}
-
-/// The keyword-name tuple [`parse_fastcall_kwargs`] resolved last (2 to 4 valid, distinct
-/// names), kept alive by one strong reference so that its address cannot be reused by another
-/// tuple while it is cached; and its slots: the name count in bits 0..3, then 2 bits per name.
-/// Only touched with the GIL held (dlbind modules declare `gil_used = true`), so the relaxed
-/// loads and stores never interleave with another thread's.
-static KW_TUPLE: AtomicPtr<ffi::PyObject> = AtomicPtr::new(std::ptr::null_mut());
-static KW_SLOTS: AtomicU32 = AtomicU32::new(0);
-
-/// Makes `kwnames` (with `slots`) the cached tuple, releasing the previous one.
-#[cold]
-fn remember_kwnames(kwnames: *mut ffi::PyObject, slots: u32) {
-    // SAFETY: GIL held; `kwnames` is a live tuple (a new strong reference is taken before it is
-    // published); the old tuple is unpublished before its reference is released, so whatever
-    // its release runs (a str subclass's `__del__`) sees a consistent cache.
-    unsafe {
-        ffi::Py_INCREF(kwnames);
-        let old = KW_TUPLE.swap(std::ptr::null_mut(), Ordering::Relaxed);
-        KW_SLOTS.store(slots, Ordering::Relaxed);
-        KW_TUPLE.store(kwnames, Ordering::Relaxed);
-        if !old.is_null() {
-            ffi::Py_DECREF(old);
-        }
-    }
 }
 
 /// Parses `(x, /, *, device=None, copy=None)` from vectorcall arguments (keyword names by

@@ -45,6 +45,26 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_debug_implementations)]
 
+// What dlbind supports, said at the top instead of as errors deep inside it (the supported and
+// tested interpreters: docs/manual/interpreters.md).
+#[cfg(PyPy)]
+compile_error!(
+    "dlbind supports CPython only: PyPy is not supported (dlbind's capsule, type-slot and \
+     vectorcall paths are CPython's; build against CPython 3.11 or newer)"
+);
+#[cfg(GraalPy)]
+compile_error!("dlbind supports CPython only: GraalPy is not supported");
+#[cfg(all(not(PyPy), not(GraalPy), not(Py_3_11)))]
+compile_error!(
+    "dlbind needs CPython 3.11 or newer (or an abi3 build with pyo3/abi3-py311 or later): \
+     its small-int, vectorcall and type-slot paths rely on 3.11's C API"
+);
+#[cfg(windows)]
+compile_error!(
+    "dlbind does not support Windows: it finds interpreter symbols with dlsym and maps large \
+     buffers with mmap (Linux and macOS are supported)"
+);
+
 pub mod adapters;
 pub mod gpu;
 pub mod layout;

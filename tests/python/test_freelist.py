@@ -19,10 +19,17 @@ import pytest
 import dlbind_demo as m
 from dlbind_demo import Tensor
 
-pytestmark = pytest.mark.skipif(
-    os.environ.get("DLBIND_FREELIST") == "0",
-    reason="DLBIND_FREELIST=0 in the environment turns the free lists off (test_reuse_switch.py covers that)",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        os.environ.get("DLBIND_FREELIST") == "0",
+        reason="DLBIND_FREELIST=0 in the environment turns the free lists off (test_reuse_switch.py covers that)",
+    ),
+    pytest.mark.skipif(
+        not dict((n, a) for n, a, _ in m._testing.shortcuts())["full_api"],
+        reason="an abi3 build has no free lists (the limited API cannot replace tp_alloc): "
+        "test_interpreters.py checks that none is installed",
+    ),
+]
 
 
 def stats():

@@ -74,6 +74,16 @@ fn numpy_fast_imports() -> u64 {
     stats::numpy_fast_imports()
 }
 
+/// `dlbind::stats::shortcuts`: `(name, active, detail)` for each CPython shortcut, as this
+/// build (full API or abi3) and interpreter take them.
+#[pyfunction]
+fn shortcuts(py: Python<'_>) -> Vec<(&'static str, bool, String)> {
+    dlbind::stats::shortcuts(py)
+        .into_iter()
+        .map(|s| (s.name, s.active, s.detail))
+        .collect()
+}
+
 /// Adds the `_testing` submodule to `parent` (also importable as `dlbind_demo._testing`).
 pub(crate) fn add_submodule(parent: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = parent.py();
@@ -87,6 +97,7 @@ pub(crate) fn add_submodule(parent: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(exchange_imports, &m)?)?;
     m.add_function(wrap_pyfunction!(numpy_fast_imports, &m)?)?;
     m.add_function(wrap_pyfunction!(set_copy_pool_limit, &m)?)?;
+    m.add_function(wrap_pyfunction!(shortcuts, &m)?)?;
     parent.add_submodule(&m)?;
     // `import dlbind_demo._testing` looks in `sys.modules`, which `add_submodule` does not fill.
     // maturin installs the extension as `dlbind_demo.dlbind_demo` inside a package that

@@ -58,6 +58,7 @@ pub use consume::{
     cuda_pointer_device_with, import_buffer, import_interface_dict,
 };
 pub use cuda_array_interface::cuda_array_interface;
+pub(crate) use numpy_header::header_path_state;
 pub use numpy_header::{PythonView, numpy_fast_imports, with_ndarray_view};
 pub use sycl::sycl_usm_array_interface;
 

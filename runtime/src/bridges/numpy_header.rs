@@ -82,6 +82,13 @@ const UNSUPPORTED: u32 = u32::MAX;
 /// How many imports took the fast path (tests check it is taken, and when it is not).
 static FAST_IMPORTS: AtomicU64 = AtomicU64::new(0);
 
+/// Whether `numpy.ndarray`'s header is read directly: `None` before the first ndarray import
+/// probed it, then whether the probe accepted the layout (and the environment allows it).
+pub(crate) fn header_path_state() -> Option<bool> {
+    let t = NDARRAY.load(Ordering::Relaxed);
+    (!t.is_null()).then_some(t != DISABLED)
+}
+
 /// How many imports took the numpy header fast path in this process.
 pub fn numpy_fast_imports() -> u64 {
     FAST_IMPORTS.load(Ordering::Relaxed)
@@ -220,7 +227,9 @@ fn dtype_of_cached(descr: &Bound<'_, PyAny>, key: usize) -> Option<DLDataType> {
     // `dtype.str` may have run Python code (and let another thread insert): index afresh. The
     // stores below run without releasing the GIL, so an entry's key and value always match.
     let len = DESCR_LEN.load(Ordering::Acquire);
-    if len < DESCR_CACHE {
+    // A free-threaded build does not insert: two threads could claim the same entry and pair
+    // one's key with the other's dtype (it resolves every time instead).
+    if len < DESCR_CACHE && cfg!(not(Py_GIL_DISABLED)) {
         // SAFETY: a live object; the reference is kept for the rest of the process (the cache
         // never evicts) so its address cannot be reused by another object.
         unsafe { ffi::Py_INCREF(descr.as_ptr()) };

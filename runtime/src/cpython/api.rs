@@ -327,6 +327,28 @@ pub(crate) unsafe fn type_lookup(
     }
 }
 
+/// How [`getattr_optional_raw`] reaches the interpreter: `"linked"` (full API), the name of
+/// the symbol resolved at run time (abi3), or `"PyObject_GetAttr"` (abi3, neither exported).
+pub(crate) fn getattr_optional_source() -> &'static str {
+    #[cfg(not(Py_LIMITED_API))]
+    {
+        "linked"
+    }
+    #[cfg(Py_LIMITED_API)]
+    {
+        // SAFETY: a lookup of symbols by name, with the signature they have.
+        unsafe {
+            if interpreter_symbol::<GetOptionalAttr>(&[c"PyObject_GetOptionalAttr"]).is_some() {
+                "PyObject_GetOptionalAttr"
+            } else if interpreter_symbol::<GetOptionalAttr>(&[c"_PyObject_LookupAttr"]).is_some() {
+                "_PyObject_LookupAttr"
+            } else {
+                "PyObject_GetAttr"
+            }
+        }
+    }
+}
+
 #[cfg(Py_LIMITED_API)]
 type GetOptionalAttr =
     unsafe extern "C" fn(*mut ffi::PyObject, *mut ffi::PyObject, *mut *mut ffi::PyObject) -> c_int;

@@ -64,6 +64,15 @@ unsafe fn layout() -> Layout {
     }
 }
 
+/// The layout in use, checked now if it was not yet (for `stats::shortcuts`).
+///
+/// # Safety
+/// The GIL is held.
+pub(crate) unsafe fn current_layout() -> Layout {
+    // SAFETY: caller contract.
+    unsafe { layout() }
+}
+
 /// Decides [`LAYOUT`] (once; a race only repeats the same check).
 ///
 /// # Safety
@@ -75,7 +84,7 @@ pub(crate) unsafe fn check_layout() -> Layout {
     let found = unsafe {
         let tp = &raw const ffi::PyCapsule_Type;
         let size = (*tp).tp_basicsize as usize;
-        let gc = (*tp).tp_flags & ffi::Py_TPFLAGS_HAVE_GC != 0;
+        let gc = ffi::PyType_GetFlags(tp.cast_mut()) & ffi::Py_TPFLAGS_HAVE_GC != 0;
         if (*tp).tp_itemsize != 0 {
             Layout::CApi
         } else if size == std::mem::size_of::<RawCapsule>() && !gc && cfg!(not(Py_3_13)) {

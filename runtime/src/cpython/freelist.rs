@@ -387,7 +387,7 @@ fn install_freelist<T: PyClass>(py: Python<'_>, capacity: usize) -> PyResult<()>
         }
         // A managed dict or weak-reference list lives in a pre-header before the object, which
         // `PyType_GenericAlloc` prepares and this list does not: such types keep their slots.
-        if (*ty).tp_flags & MANAGED_PREHEADER != 0 {
+        if ffi::PyType_GetFlags(ty) & MANAGED_PREHEADER != 0 {
             return fail("its instances have a managed dict or weak-reference list");
         }
         let basicsize = (*ty).tp_basicsize as usize;

@@ -37,6 +37,19 @@ pub(crate) unsafe fn small_int(o: *mut ffi::PyObject) -> Option<i64> {
     (idx < COUNT && idx << shift == off).then_some(idx as i64 + FIRST)
 }
 
+/// Whether small ints are read by identity in this process (checked now if not yet).
+///
+/// # Safety
+/// The GIL is held.
+pub(crate) unsafe fn by_identity() -> bool {
+    let mut base = BASE.load(Ordering::Relaxed);
+    if base == 0 {
+        // SAFETY: caller contract.
+        base = unsafe { init() };
+    }
+    base > 1
+}
+
 /// Whether `major` and `minor` are both among CPython's cached small ints, with `major >= 1`:
 /// a `max_version=(major, minor)` that asks for a versioned capsule. `false` also while the array
 /// has not been checked yet (callers then take a path that calls [`small_int`]): nothing here

@@ -4,6 +4,8 @@
 //! | module | holds |
 //! |---|---|
 //! | this file | symbols libpython exports and PyO3 does not bind; [`getattr_optional`] |
+//! | `idcache` | the keyword-name and `max_version` tuples of calls seen before, by identity |
+//! | `typecache` | values found on a type, keyed by the type and its version tag |
 //! | `api` | tuples, type slots, vectorcall counts, version tags, MRO lookups: full API and abi3 |
 //! | `interp` | interpreter state: may this thread take the GIL, is the GIL held |
 //! | `boundary` | C entry points: errors restored, panics stopped; method-def installation |
@@ -27,9 +29,11 @@ pub mod boundary;
 pub mod capsule;
 pub mod freelist;
 pub mod gc;
+pub mod idcache;
 pub mod interp;
 pub mod ints;
 pub mod names;
+pub mod typecache;
 
 #[cfg(not(Py_LIMITED_API))]
 unsafe extern "C" {

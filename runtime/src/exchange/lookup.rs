@@ -1,14 +1,13 @@
 //! The consumer's table lookup: `type(x).__dlpack_c_exchange_api__` (then the legacy names)
 //! found without raising, its version chain walked, the result cached per type and thread.
 
-#[cfg(Py_GIL_DISABLED)]
-use std::cell::Cell;
 use std::ptr;
 
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use crate::cpython::api::{type_lookup, version_tag};
+use crate::cpython::api::type_lookup;
+use crate::cpython::typecache::TypeCache;
 use crate::ffi::{
     DLPACK_EXCHANGE_API_CAPSULE_NAME, DLPACK_MAJOR_VERSION, DLPackExchangeAPI,
     DLPackExchangeAPIHeader,
@@ -22,64 +21,13 @@ use super::{LendProbe, is_own_table, lends};
 // looked up after the standard [`DLPACK_EXCHANGE_API_ATTR`], in order. Their value is a capsule
 // named [`DLPACK_EXCHANGE_API_CAPSULE_NAME`] or the table's address as a Python `int`.
 
-/// One cache entry: `(type, tp_version_tag, table or 0, kind of table)`.
-type CacheEntry = (usize, u32, usize, TableKind);
-
-const EMPTY_ENTRY: CacheEntry = (0, 0, 0, TableKind::Other);
-
-// `(type, tp_version_tag, table or 0, kind of table)` resolved so far, in
-// [`TABLE_CACHE_SLOTS`] slots chosen by the type's address (so code alternating between a few
-// producer types keeps a hit for each). A valid version tag is unique for the type's current
-// MRO dicts (CPython bumps it on any change and never reuses one); the table itself lives for the
-// whole process (spec), so a hit needs no lookup. Misses (types without a usable table) are
-// cached as 0. With a GIL, one process-wide cache that the GIL serialises (a thread-local one
-// cost a `__tls_get_addr` call on every import); on a free-threaded interpreter, one per thread.
-#[cfg(not(Py_GIL_DISABLED))]
-struct GilCache(std::cell::UnsafeCell<[CacheEntry; TABLE_CACHE_SLOTS]>);
-
-// SAFETY: read and written only by `lookup_table`, which runs with the GIL held (its `Python`
-// token); on an interpreter with a GIL that serialises every access. (dlbind's per-type caches
-// and free lists all rely on the GIL this way; see `dlbind_demo`'s `gil_used = true`.)
-#[cfg(not(Py_GIL_DISABLED))]
-unsafe impl Sync for GilCache {}
-
-#[cfg(not(Py_GIL_DISABLED))]
-static TABLE_CACHE: GilCache =
-    GilCache(std::cell::UnsafeCell::new([EMPTY_ENTRY; TABLE_CACHE_SLOTS]));
-
-#[cfg(Py_GIL_DISABLED)]
-thread_local! {
-    static TABLE_CACHE: [Cell<CacheEntry>; TABLE_CACHE_SLOTS] =
-        const { [const { Cell::new(EMPTY_ENTRY) }; TABLE_CACHE_SLOTS] };
-}
-
-/// The cache entry in `slot`.
-///
-/// # Safety
-/// The GIL is held (see [`TABLE_CACHE`]).
-#[inline(always)]
-unsafe fn cache_get(slot: usize) -> CacheEntry {
-    #[cfg(not(Py_GIL_DISABLED))]
-    // SAFETY: GIL held (caller): no other access runs.
-    return unsafe { (*TABLE_CACHE.0.get())[slot] };
-    #[cfg(Py_GIL_DISABLED)]
-    return TABLE_CACHE.with(|c| c[slot].get());
-}
-
-/// Sets the cache entry in `slot`.
-///
-/// # Safety
-/// As for [`cache_get`].
-#[inline(always)]
-unsafe fn cache_set(slot: usize, e: CacheEntry) {
-    #[cfg(not(Py_GIL_DISABLED))]
-    // SAFETY: GIL held (caller): no other access runs.
-    unsafe {
-        (*TABLE_CACHE.0.get())[slot] = e;
-    }
-    #[cfg(Py_GIL_DISABLED)]
-    TABLE_CACHE.with(|c| c[slot].set(e));
-}
+/// What each type resolved to: `(table or 0, kind of table)`, keyed by type and version tag
+/// (`cpython::typecache`), in [`TABLE_CACHE_SLOTS`] slots chosen by the type's address (so code
+/// alternating between a few producer types keeps a hit for each). The table itself lives for
+/// the whole process (spec), so a hit needs no lookup. Misses (types without a usable table)
+/// are cached as 0.
+static TABLE_CACHE: TypeCache<(usize, TableKind), TABLE_CACHE_SLOTS> =
+    TypeCache::new((0, TableKind::Other));
 
 /// What the consumer knows about a type's table beyond its address.
 #[derive(Clone, Copy)]
@@ -92,14 +40,8 @@ pub(super) enum TableKind {
     Lends(LendProbe),
 }
 
-/// Slots of the per-thread table cache (a power of two).
+/// Slots of the table cache (a power of two).
 const TABLE_CACHE_SLOTS: usize = 8;
-
-/// The cache slot of a type: type objects are at least 64-byte apart heap or static objects.
-#[inline(always)]
-fn cache_slot(tp: *mut ffi::PyTypeObject) -> usize {
-    ((tp as usize) >> 6) & (TABLE_CACHE_SLOTS - 1)
-}
 
 /// The first table in the `prev_api` chain whose major version is ours (NULL if none).
 ///
@@ -347,12 +289,8 @@ pub(super) unsafe fn lookup_table(
     // SAFETY: caller contract; type fields are plain reads; the cache is read with the GIL.
     unsafe {
         let tp = ffi::Py_TYPE(o);
-        let tag = version_tag(tp);
-        if tag != 0 {
-            let (ct, ctag, table, kind) = cache_get(cache_slot(tp));
-            if ct == tp as usize && ctag == tag {
-                return (table as *const DLPackExchangeAPI, kind);
-            }
+        if let Some((table, kind)) = TABLE_CACHE.get(tp) {
+            return (table as *const DLPackExchangeAPI, kind);
         }
         lookup_table_slow(py, tp)
     }
@@ -406,10 +344,7 @@ unsafe fn lookup_table_slow(
         } else {
             TableKind::Other
         };
-        let tag = version_tag(tp);
-        if tag != 0 {
-            cache_set(cache_slot(tp), (tp as usize, tag, table as usize, kind));
-        }
+        TABLE_CACHE.set(tp, (table as usize, kind));
         (table, kind)
     }
 }

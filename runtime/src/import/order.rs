@@ -22,7 +22,6 @@
 
 use pyo3::prelude::*;
 
-
 use crate::bridges::PythonView;
 use crate::device::Device;
 use crate::error::DlpackError;
@@ -95,7 +94,9 @@ pub(super) fn import<D: Destination>(
                 Err(e) => return dest.tensor(Err(e)),
             }
         }
-        return dest.tensor(capsule_or_dlpack(x, device, copy).and_then(|t| finish_import(t, device, copy)));
+        return dest.tensor(
+            capsule_or_dlpack(x, device, copy).and_then(|t| finish_import(t, device, copy)),
+        );
     }
     // 1. The caller's own type.
     if device.is_none()
@@ -160,6 +161,10 @@ pub fn from_dlpack(
     device: Option<Device>,
     copy: Option<bool>,
 ) -> PyResult<ImportedTensor> {
+    // A free-threaded build refuses to run with the GIL off (dlbind's caches rely on it), here
+    // as in every entry point a module sets up.
+    #[cfg(Py_GIL_DISABLED)]
+    crate::cpython::interp::require_gil(obj.py())?;
     import(obj, device, copy, &AsTensor)
 }
 

@@ -10,20 +10,18 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
 
-use crate::cpython::api::{type_lookup, version_tag};
+use crate::cpython::api::type_lookup;
 use crate::cpython::getattr_optional;
 use crate::cpython::names::names;
+use crate::cpython::typecache::TypeCache;
 use crate::device::Device;
 use crate::import::ImportedTensor;
 use crate::spec::streams::has_stream_rules;
 
-thread_local! {
-    /// Last `(type, tp_version_tag, __dlpack__ descriptor)` seen by this thread. A valid
-    /// version tag is unique for the type's current MRO dicts (CPython bumps it on any change
-    /// and never reuses one), so while it matches, the descriptor is the one `_PyType_Lookup`
-    /// would return and is kept alive by the type's dict.
-    static LOOKUP_CACHE: std::cell::Cell<(usize, u32, usize)> = const { std::cell::Cell::new((0, 0, 0)) };
-}
+/// The `__dlpack__` descriptor of the type seen last, keyed by type and version tag
+/// (`cpython::typecache`): while the tag matches, it is the one the lookup would return, kept
+/// alive by the type's dict.
+static LOOKUP_CACHE: TypeCache<usize, 1> = TypeCache::new(0);
 
 thread_local! {
     /// The last producer type (address) whose `__dlpack__`, asked for no stream, exported
@@ -39,23 +37,17 @@ thread_local! {
 /// GIL held; `o` live; `name` is the interned `"__dlpack__"`.
 #[inline]
 unsafe fn lookup_dlpack(o: *mut ffi::PyObject, name: *mut ffi::PyObject) -> *mut ffi::PyObject {
-    // SAFETY: caller contract; the version tag is read through `cpython::api` (0: none).
+    // SAFETY: caller contract; a cached descriptor is alive while its type's tag holds.
     unsafe {
         let tp = ffi::Py_TYPE(o);
-        let tag = version_tag(tp);
-        if tag != 0 {
-            let (ct, ctag, cd) = LOOKUP_CACHE.with(|c| c.get());
-            if ct == tp as usize && ctag == tag {
-                let d = cd as *mut ffi::PyObject;
-                ffi::Py_INCREF(d);
-                return d;
-            }
+        if let Some(d) = LOOKUP_CACHE.get(tp) {
+            let d = d as *mut ffi::PyObject;
+            ffi::Py_INCREF(d);
+            return d;
         }
         let d = type_lookup(tp, name);
-        // The lookup assigns a version tag when it can; cache hits only under a valid one.
-        let tag = version_tag(tp);
-        if tag != 0 && !d.is_null() {
-            LOOKUP_CACHE.with(|c| c.set((tp as usize, tag, d as usize)));
+        if !d.is_null() {
+            LOOKUP_CACHE.set(tp, d as usize);
         }
         d
     }

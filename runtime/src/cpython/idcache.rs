@@ -1,0 +1,96 @@
+//! Caches of Python objects recognised by identity on the export path: the keyword-name tuple
+//! of a call seen before (numpy's `from_dlpack` passes the same tuple on every call) and the
+//! `max_version` tuple a caller's code object passes on every call.
+//!
+//! Precondition: an object remembered by address cannot be replaced by another at that address
+//! while remembered. Held: each remembered object holds one strong reference, given back when
+//! another takes its place; tuples of str / small ints cannot change. Checked at run time:
+//! a tuple is remembered only after the general path parsed and accepted it. Fallback: any other
+//! object goes through the general parser. A free-threaded build remembers no keyword tuple.
+
+use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+
+use pyo3::ffi;
+
+/// Whether `mv` is the `max_version` tuple [`versioned_max_version`] accepted last: one load
+/// and one compare. That tuple is kept alive by a strong reference while it is remembered, so
+/// its address is not another object's, and a tuple of ints cannot change.
+#[inline(always)]
+pub(crate) fn seen_max_version(mv: *mut ffi::PyObject) -> bool {
+    MAX_VERSION_SEEN.load(Ordering::Relaxed) == mv
+}
+
+/// The `max_version` tuple [`versioned_max_version`] accepted last (one strong reference), for
+/// [`seen_max_version`]: each code object that calls `__dlpack__(max_version=(1, 0))` has its
+/// own constant tuple, passed on every call. Only touched with the GIL held (dlbind modules
+/// declare `gil_used = true`), so the relaxed loads and stores never interleave with another
+/// thread's.
+static MAX_VERSION_SEEN: AtomicPtr<ffi::PyObject> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Whether `mv`, a `max_version` value, asks for a versioned capsule and needs no further
+/// checks: an exact tuple of two of CPython's cached small ints whose first (the major) is at
+/// least 1 (only the major decides, `ExportRequest::wants_versioned`; `false` also before the
+/// small ints were first used). Such a tuple is remembered for [`seen_max_version`] in place of
+/// the one before. Anything else is for the general path, which parses and checks it.
+///
+/// # Safety
+/// The GIL is held; `mv` is a live object.
+#[inline(always)]
+pub(crate) unsafe fn versioned_max_version(mv: *mut ffi::PyObject) -> bool {
+    // SAFETY: caller contract; the items are read after the exact type and size are checked.
+    // The strong reference is taken before the pointer is published, and the old tuple is
+    // unpublished before its reference is released (a tuple of small ints: its release runs no
+    // Python code).
+    unsafe {
+        if ffi::Py_TYPE(mv) != &raw mut ffi::PyTuple_Type
+            || super::api::tuple_size(mv) != 2
+            || !super::ints::small_major_at_least_1(
+                super::api::tuple_item(mv, 0),
+                super::api::tuple_item(mv, 1),
+            )
+        {
+            return false;
+        }
+        ffi::Py_INCREF(mv);
+        let old = MAX_VERSION_SEEN.swap(mv, Ordering::Relaxed);
+        if !old.is_null() {
+            ffi::Py_DECREF(old);
+        }
+        true
+    }
+}
+
+/// The keyword-name tuple `args::parse_fastcall_kwargs` resolved last (2 to 4 valid, distinct
+/// names), kept alive by one strong reference so that its address cannot be reused by another
+/// tuple while it is cached; and its slots: the name count in bits 0..3, then 2 bits per name.
+/// Only touched with the GIL held (dlbind modules declare `gil_used = true`), so the relaxed
+/// loads and stores never interleave with another thread's.
+static KW_TUPLE: AtomicPtr<ffi::PyObject> = AtomicPtr::new(std::ptr::null_mut());
+static KW_SLOTS: AtomicU32 = AtomicU32::new(0);
+
+/// Makes `kwnames` (with `slots`) the cached tuple, releasing the previous one (nothing in a
+/// free-threaded build, where the tuple and its slots could be read half-updated).
+#[cold]
+pub(crate) fn remember_kwnames(kwnames: *mut ffi::PyObject, slots: u32) {
+    if cfg!(Py_GIL_DISABLED) {
+        return;
+    }
+    // SAFETY: GIL held; `kwnames` is a live tuple (a new strong reference is taken before it is
+    // published); the old tuple is unpublished before its reference is released, so whatever
+    // its release runs (a str subclass's `__del__`) sees a consistent cache.
+    unsafe {
+        ffi::Py_INCREF(kwnames);
+        let old = KW_TUPLE.swap(std::ptr::null_mut(), Ordering::Relaxed);
+        KW_SLOTS.store(slots, Ordering::Relaxed);
+        KW_TUPLE.store(kwnames, Ordering::Relaxed);
+        if !old.is_null() {
+            ffi::Py_DECREF(old);
+        }
+    }
+}
+
+/// The slots of `kwnames` when it is the keyword-name tuple remembered last.
+#[inline(always)]
+pub(crate) fn cached_kwnames(kwnames: *mut ffi::PyObject) -> Option<u32> {
+    (kwnames == KW_TUPLE.load(Ordering::Relaxed)).then(|| KW_SLOTS.load(Ordering::Relaxed))
+}

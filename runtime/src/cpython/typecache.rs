@@ -1,0 +1,105 @@
+//! Caches keyed by a type object and its method-cache version tag: what a lookup on the type
+//! found (the exchange table, the `__dlpack__` descriptor), answered again without the lookup
+//! while the tag is unchanged.
+//!
+//! Precondition: a valid tag ([`version_tag`]) is unique for the type's current MRO dicts:
+//! CPython resets it when the type or a base changes and never hands one out twice. Checked at
+//! run time: an entry counts only when its type and tag equal the object's type and its current
+//! nonzero tag. Fallback: no tag (an abi3 build, a type CPython gave none) means no entry, and
+//! the caller looks the attribute up every time.
+//!
+//! With a GIL, one process-wide array the GIL serialises (a thread-local one cost a
+//! `__tls_get_addr` call per use). A free-threaded build keeps no entries at all: its callers
+//! look up every time (dlbind refuses to run such an interpreter with the GIL off, see
+//! `interp::require_gil`, but the build must stay sound either way).
+
+use pyo3::ffi;
+
+use super::api::version_tag;
+
+/// `N` entries of `(type address, tag, value)`, a type's slot chosen by its address (type
+/// objects are at least 64 bytes apart), so a few alternating types keep a hit each.
+pub(crate) struct TypeCache<V: Copy, const N: usize> {
+    #[cfg(not(Py_GIL_DISABLED))]
+    slots: std::cell::UnsafeCell<[(usize, u32, V); N]>,
+    #[cfg(Py_GIL_DISABLED)]
+    _value: std::marker::PhantomData<V>,
+}
+
+// SAFETY: the entries are read and written only through `get` / `set`, whose callers hold the
+// GIL, which on an interpreter with a GIL serialises every access; a free-threaded build keeps
+// no entries.
+unsafe impl<V: Copy, const N: usize> Sync for TypeCache<V, N> {}
+
+impl<V: Copy, const N: usize> TypeCache<V, N> {
+    /// An empty cache (`N` a power of two); `empty` fills the unused entries.
+    pub(crate) const fn new(empty: V) -> Self {
+        assert!(N.is_power_of_two());
+        #[cfg(not(Py_GIL_DISABLED))]
+        {
+            TypeCache {
+                slots: std::cell::UnsafeCell::new([(0, 0, empty); N]),
+            }
+        }
+        #[cfg(Py_GIL_DISABLED)]
+        {
+            let _ = empty;
+            TypeCache {
+                _value: std::marker::PhantomData,
+            }
+        }
+    }
+
+    #[cfg(not(Py_GIL_DISABLED))]
+    #[inline(always)]
+    fn slot(tp: *mut ffi::PyTypeObject) -> usize {
+        ((tp as usize) >> 6) & (N - 1)
+    }
+
+    /// The value stored for `tp` under its current tag, if any.
+    ///
+    /// # Safety
+    /// The GIL is held; `tp` is a live type object.
+    #[inline(always)]
+    pub(crate) unsafe fn get(&self, tp: *mut ffi::PyTypeObject) -> Option<V> {
+        #[cfg(not(Py_GIL_DISABLED))]
+        // SAFETY: caller contract (GIL held: no other access runs).
+        unsafe {
+            let tag = version_tag(tp);
+            if tag == 0 {
+                return None;
+            }
+            let (t, ctag, v) = (*self.slots.get())[Self::slot(tp)];
+            (t == tp as usize && ctag == tag).then_some(v)
+        }
+        #[cfg(Py_GIL_DISABLED)]
+        {
+            let _ = tp;
+            None
+        }
+    }
+
+    /// Stores `v` for `tp` under its current tag (nothing when it has none). Call it after the
+    /// lookup whose answer `v` is: the lookup may have given the type its tag.
+    ///
+    /// # Safety
+    /// The GIL is held; `tp` is a live type object.
+    #[inline]
+    pub(crate) unsafe fn set(&self, tp: *mut ffi::PyTypeObject, v: V) {
+        // SAFETY: caller contract.
+        let tag = unsafe { version_tag(tp) };
+        if tag == 0 {
+            return;
+        }
+        #[cfg(not(Py_GIL_DISABLED))]
+        // SAFETY: caller contract (GIL held: no other access runs).
+        unsafe {
+            (*self.slots.get())[Self::slot(tp)] = (tp as usize, tag, v);
+        }
+        #[cfg(Py_GIL_DISABLED)]
+        let _ = v;
+    }
+}
+
+/// Whether this build keys caches by version tag at all: the full API with a GIL.
+pub(crate) const ACTIVE: bool = cfg!(all(not(Py_LIMITED_API), not(Py_GIL_DISABLED)));

@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# The interpreter matrix (issue 32), run by scripts/test.sh after its CPython 3.11 run:
+#
+#   scripts/matrix.sh                  # every entry: 3.12 3.13 3.14 abi3 3.14t
+#   scripts/matrix.sh 3.13 abi3        # some of them
+#
+# Entries:
+#   3.12, 3.13  pyenv's interpreters (or python3.X on PATH)           } full API: a venv with the
+#   3.14        Debian sid's python3.14 in a chroot (scripts/py314.sh) } pinned peers, `cargo test
+#               -p dlbind` (the Rust tests embed that interpreter), the demo built with maturin and
+#               the whole pytest suite, the instruction smoke run, the downstream crate built
+#               against the packaged crates (scripts/downstream.sh --crate-only) and its tests
+#   abi3        one wheel of the demo built with pyo3/abi3-py311, the whole pytest suite and the
+#               instruction smoke run under 3.11, 3.12, 3.13 and 3.14 (3.14 in the chroot)
+#   3.14t       free-threaded 3.14: compile check only (no such interpreter can be had here; PyO3
+#               0.30 refuses 3.13t), through a PYO3_CONFIG_FILE with Py_GIL_DISABLED
+#
+# A missing interpreter fails its entry, naming it: the matrix is never narrowed silently.
+# Needs what scripts/test.sh sets up: the packaged crates from its downstream step (for
+# --crate-only) and its environment (CARGO_TARGET_DIR, PIP settings).
+# Environment: DLBIND_MATRIX_SKIP_DOWNSTREAM=1 skips the downstream crate in each entry.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+REQS="$ROOT/scripts/requirements-test.txt"
+export JAX_PLATFORMS="${JAX_PLATFORMS:-cpu}"
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
+
+FAILED=()
+check() { local name="$1"; shift; if ! "$@"; then echo "!! $name FAILED"; FAILED+=("$name"); fi; }
+say() { printf '\n--> [%s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
+
+# The interpreter of a host entry, or empty.
+host_python() {
+  local v="$1" p
+  for p in "$HOME"/.pyenv/versions/"$v".*/bin/python"$v" "$(command -v "python$v" || true)"; do
+    [[ -n "$p" && -x "$p" ]] && { echo "$p"; return 0; }
+  done
+  return 0
+}
+
+# venv DIR from PYTHON with the pinned peers (a stamp skips the install when unchanged).
+make_venv() {
+  local python="$1" venv="$2"
+  [[ -x "$venv/bin/python" ]] || "$python" -m venv "$venv"
+  local stamp="$venv/.dlbind-requirements.sha256" want
+  want="$( { cat "$REQS"; "$venv/bin/python" -c 'import sys; print(sys.version)'; } | sha256sum | cut -d' ' -f1)"
+  if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+    echo "venv $venv: requirements unchanged"
+  else
+    "$venv/bin/python" -m pip install -q -r "$REQS"
+    echo "$want" > "$stamp"
+  fi
+}
+
+# One full-API entry, run where its interpreter is (the host, or inside the 3.14 chroot).
+# $1: version; $2: interpreter; $3: target directory.
+full_api_entry() {
+  local v="$1" python="$2" target="$3" venv="$ROOT/.venv-py$v" fails=()
+  fcheck() { local name="$1"; shift; if ! "$@"; then echo "!! $v: $name FAILED"; fails+=("$name"); fi; }
+  say "$v: venv with the pinned peers ($venv)"
+  make_venv "$python" "$venv"
+  local py="$venv/bin/python"
+  export PYO3_PYTHON="$py" CARGO_TARGET_DIR="$target"
+  say "$v: cargo test -p dlbind --features test-util (embedding CPython $v)"
+  fcheck "cargo test" cargo test -q --release -p dlbind --features test-util --no-fail-fast
+  say "$v: dlbind_demo (maturin develop --release), pytest tests/python"
+  ( source "$venv/bin/activate" && maturin develop -q --release -m "$ROOT/examples/tensor/Cargo.toml" ) \
+    || { echo "!! $v: demo build FAILED"; return 1; }
+  fcheck "pytest" "$py" -m pytest "$ROOT/tests/python" -q -p no:cacheprovider -rfE
+  say "$v: instruction smoke run"
+  local smoke; smoke="$(mktemp -d)"; cp "$ROOT/bench/results.md" "$smoke/results.md"
+  fcheck "bench smoke" "$py" "$ROOT/bench/bench_instructions.py" --quick --write "$smoke/results.md"
+  rm -rf "$smoke"
+  if [[ "${DLBIND_MATRIX_SKIP_DOWNSTREAM:-0}" != 1 ]]; then
+    say "$v: the downstream crate against the packaged crates"
+    fcheck "downstream" env PYO3_PYTHON="$py" DOWNSTREAM_WORK="${DOWNSTREAM_WORK_BASE:-/var/tmp}/dlbind-downstream-py$v" \
+      bash -c "source '$venv/bin/activate' && '$ROOT/scripts/downstream.sh' --crate-only"
+  fi
+  if [[ ${#fails[@]} -gt 0 ]]; then echo "!! $v: ${fails[*]}"; return 1; fi
+  echo "$v: every check passed"
+}
+
+# The abi3 wheel under one interpreter's venv: the whole suite and the smoke run.
+abi3_run() {
+  local v="$1" wheel="$2" venv="$ROOT/.venv-py$v" fails=()
+  [[ "$v" == 3.11 ]] && venv="$ROOT/.venv"
+  local py="$venv/bin/python"
+  "$py" -m pip install -q --force-reinstall --no-deps "$wheel"
+  "$py" -c 'import dlbind_demo, sys; print("abi3 dlbind_demo on", sys.version.split()[0], "from", dlbind_demo.__file__)'
+  "$py" -m pytest "$ROOT/tests/python" -q -p no:cacheprovider -rfE || fails+=("pytest")
+  local smoke; smoke="$(mktemp -d)"; cp "$ROOT/bench/results.md" "$smoke/results.md"
+  "$py" "$ROOT/bench/bench_instructions.py" --quick --write "$smoke/results.md" || fails+=("bench smoke")
+  rm -rf "$smoke"
+  if [[ ${#fails[@]} -gt 0 ]]; then echo "!! abi3 on $v: ${fails[*]}"; return 1; fi
+  echo "abi3 on $v: every check passed"
+}
+
+entry() {
+  local e="$1"
+  case "$e" in
+    3.12|3.13)
+      local p; p="$(host_python "$e")"
+      if [[ -z "$p" ]]; then
+        echo "!! CPython $e is missing (looked for ~/.pyenv/versions/$e.*/bin/python$e and python$e on PATH)"
+        return 1
+      fi
+      full_api_entry "$e" "$p" "$TARGET"
+      ;;
+    3.14)
+      "$ROOT/scripts/py314.sh" run "scripts/matrix.sh --inside 3.14" \
+        || { echo "!! the CPython 3.14 entry failed (scripts/py314.sh: exit 3 means no chroot, so no 3.14)"; return 1; }
+      ;;
+    abi3)
+      say "abi3: one wheel (pyo3/abi3-py311)"
+      local out="$TARGET/abi3-wheel"
+      rm -rf "$out"
+      ( source "$ROOT/.venv/bin/activate" && PYO3_PYTHON="$ROOT/.venv/bin/python" \
+          maturin build -q --release -m "$ROOT/examples/tensor/Cargo.toml" --features abi3 \
+          -i "$ROOT/.venv/bin/python" -o "$out" ) || { echo "!! abi3 wheel build FAILED"; return 1; }
+      local wheel; wheel="$(ls "$out"/*-abi3-*.whl)"
+      echo "built $wheel"
+      local rc=0 v
+      for v in 3.11 3.12 3.13; do
+        say "abi3 wheel on $v"
+        if [[ "$v" != 3.11 ]]; then
+          local p; p="$(host_python "$v")"
+          [[ -n "$p" ]] || { echo "!! CPython $v is missing"; rc=1; continue; }
+          make_venv "$p" "$ROOT/.venv-py$v"
+        fi
+        abi3_run "$v" "$wheel" || rc=1
+      done
+      say "abi3 wheel on 3.14 (chroot)"
+      "$ROOT/scripts/py314.sh" run "scripts/matrix.sh --inside-abi3 3.14 $wheel" || rc=1
+      # The full-API demo goes back into the 3.11 venv for what runs after.
+      return $rc
+      ;;
+    3.14t)
+      say "3.14t: compile check (PYO3_CONFIG_FILE, Py_GIL_DISABLED)"
+      local cfg="$TARGET/pyo3-config-3.14t.txt"
+      mkdir -p "$TARGET"
+      cat > "$cfg" <<'EOF'
+implementation=CPython
+version=3.14
+shared=true
+abi3=false
+build_flags=Py_GIL_DISABLED
+suppress_build_script_link_lines=true
+pointer_width=64
+EOF
+      PYO3_CONFIG_FILE="$cfg" CARGO_TARGET_DIR="$TARGET/py3.14t" \
+        cargo check -q -p dlbind -p dlbind-demo --all-targets --features dlbind/test-util || return 1
+      # An unsupported interpreter is refused by name, not by errors deep inside dlbind.
+      say "PyPy: refused with dlbind's compile_error!"
+      local pypy="$TARGET/pyo3-config-pypy.txt" log="$TARGET/pypy-check.log"
+      sed -e 's/^implementation=.*/implementation=PyPy/' -e 's/^version=.*/version=3.11/' \
+        -e 's/^build_flags=.*/build_flags=/' "$cfg" > "$pypy"
+      if PYO3_CONFIG_FILE="$pypy" CARGO_TARGET_DIR="$TARGET/pypy" cargo check -q -p dlbind >"$log" 2>&1; then
+        echo "!! dlbind compiled for PyPy"; return 1
+      fi
+      grep -q "dlbind supports CPython only: PyPy is not supported" "$log" \
+        || { tail -20 "$log"; echo "!! PyPy: not refused by dlbind's message"; return 1; }
+      echo "PyPy refused: $(grep -m1 'PyPy is not supported' "$log" | sed 's/^ *//')"
+      ;;
+    *) echo "unknown matrix entry $e"; return 2 ;;
+  esac
+}
+
+case "${1:-}" in
+  --inside)  # inside the chroot
+    full_api_entry "$2" "/usr/bin/python$2" "$ROOT/target/chroot-py$2"; exit $? ;;
+  --inside-abi3)
+    make_venv "/usr/bin/python$2" "$ROOT/.venv-py$2"
+    abi3_run "$2" "$3"; exit $? ;;
+esac
+
+ENTRIES=("$@")
+[[ ${#ENTRIES[@]} -gt 0 ]] || ENTRIES=(3.12 3.13 3.14 abi3 3.14t)
+T0=$SECONDS
+for e in "${ENTRIES[@]}"; do
+  T=$SECONDS
+  say "matrix entry $e"
+  check "matrix $e" entry "$e"
+  echo "matrix entry $e: $((SECONDS - T)) s"
+done
+if [[ ${#FAILED[@]} -gt 0 ]]; then
+  echo "matrix FAILED after $((SECONDS - T0)) s: ${FAILED[*]}"
+  exit 1
+fi
+echo "matrix: every entry passed in $((SECONDS - T0)) s"

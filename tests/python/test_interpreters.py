@@ -1,0 +1,103 @@
+"""Which CPython shortcuts this build and interpreter take (issue 32), printed and asserted.
+
+Every shortcut dlbind takes past the C API (a struct field read, a private symbol, an identity
+cache) states a precondition, checks it (at run time, or at compile time for the version and
+the build mode) and has a fallback. `dlbind::stats::shortcuts` reports what this process
+does; this test prints that table (CI shows it for every matrix entry) and asserts it is what
+docs/manual/interpreters.md says for this interpreter and build mode (full API or abi3).
+"""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import dlbind_demo as m
+
+V = sys.version_info[:2]
+
+
+def table():
+    np.from_dlpack(m.from_dlpack(np.arange(3.0)))  # probes the numpy header path
+    m.from_dlpack(np.arange(3.0))
+    return {name: (active, detail) for name, active, detail in m._testing.shortcuts()}
+
+
+def expected(abi3, freelists_env):
+    """The table of docs/manual/interpreters.md: shortcut -> active, for this interpreter."""
+    full = not abi3
+    free = full and freelists_env
+    return {
+        "full_api": full,
+        "capsule_fields": full,
+        "small_ints_by_identity": True,
+        "version_tag_caches": full,
+        "mro_lookup": full,
+        "getattr_optional": True,
+        "dlpack_vectorcall_entry": full,
+        "type_dict_write": full,
+        "tuple_macros": full,
+        "kwnames_identity_cache": True,
+        "max_version_identity": True,
+        "freelists": free,
+        "direct_release": free,
+        "numpy_header": True,
+    }
+
+
+def test_the_shortcuts_of_this_interpreter_and_build(capsys):
+    t = table()
+    abi3 = not t["full_api"][0]
+    with capsys.disabled():
+        print(f"\nCPython {sys.version.split()[0]} ({'abi3' if abi3 else 'full API'}): dlbind shortcuts")
+        for name, (active, detail) in t.items():
+            print(f"  {'on ' if active else 'off'}  {name:<24} {detail}")
+    want = expected(abi3, os.environ.get("DLBIND_FREELIST") != "0")
+    assert {k: v[0] for k, v in t.items()} == want
+    # The details name the variant each version has.
+    if not abi3:
+        assert ("3.13+" in t["capsule_fields"][1]) == (V >= (3, 13)), t["capsule_fields"]
+        assert ("nonzero" in t["version_tag_caches"][1]) == (V >= (3, 13)), t["version_tag_caches"]
+        assert t["getattr_optional"][1] == "linked"
+    else:
+        # An abi3 build resolves the renamed function at run time, by the running version's name.
+        want_sym = "PyObject_GetOptionalAttr" if V >= (3, 13) else "_PyObject_LookupAttr"
+        assert t["getattr_optional"][1] == want_sym
+        assert "PyCapsule_New" in t["capsule_fields"][1]
+        # No free list is installed, though the demo asks for one: enable_freelist succeeds
+        # and does nothing, so the same module source builds in either mode.
+        many = [m.from_dlpack(m.Tensor.arange(3, dtype="float32")) for _ in range(10)]
+        del many
+        length, direct, _ = m._testing.tensor_freelist_stats()
+        assert (length, direct) == (None, False)
+
+
+def test_abi3_and_full_builds_agree_on_behaviour_of_what_a_shortcut_replaces():
+    """The paths behind the shortcuts give the same answers in either mode: a keyword call
+    (`dlpack_vectorcall_entry`, `kwnames_identity_cache`), a foreign type's `__dlpack__`
+    lookup (`version_tag_caches`, `mro_lookup`), capsule fields (`capsule_fields`)."""
+    t = m.Tensor.arange(4, dtype="float32")
+    for _ in range(3):
+        c = t.__dlpack__(max_version=(1, 0), copy=None, dl_device=None)
+        assert type(c).__name__ == "PyCapsule" and "dltensor_versioned" in repr(c)
+        c = t.__dlpack__(stream=None)
+        assert "dltensor" in repr(c) and "versioned" not in repr(c)
+
+    class P:
+        def __init__(self, a):
+            self.a = a
+
+        def __dlpack__(self, **kw):
+            return self.a.__dlpack__(**kw)
+
+        def __dlpack_device__(self):
+            return self.a.__dlpack_device__()
+
+    a = np.arange(5.0)
+    for _ in range(3):
+        assert m.from_dlpack(P(a)).tobytes() == a.tobytes()
+    # The class changes: a cached lookup must not answer for the old one.
+    P.__dlpack__ = lambda self, **kw: np.arange(2.0).__dlpack__(**kw)
+    assert m.from_dlpack(P(a)).shape == (2,)
+    with pytest.raises(TypeError):
+        t.__dlpack__(1)
