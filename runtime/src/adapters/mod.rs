@@ -6,9 +6,13 @@
 //! | `ndarray` (default) | [`ndarray`] | `Array`, `ArcArray`, `CowArray`, a frozen class's `ArrayView` | `ArrayView(Mut)` of `Ix1`..`Ix6` / `IxDyn`, owning `NdTensor` |
 //! | `image` | [`image`] | `ImageBuffer` (HWC), `FlatSamples` (its strides), a frozen class's `SubImage` | `ImageBuffer` over the tensor |
 //! | `safetensors` | [`safetensors`] | a file's tensors, read-only, zero-copy (aligned) | |
+//! | `arrow` | `adapters::arrow` | `PrimitiveArray`, `FixedSizeListArray` (N-D), `arrow.fixed_shape_tensor` (permutation → strides); read-only views, nulls and booleans with `copy` only | `PrimitiveArray`, nested `FixedSizeListArray`, `arrow.fixed_shape_tensor`, over the tensor's memory (`Buffer::from_custom_allocation`) |
 //!
 //! Each adapter is a leaf: it uses the public model (`DLPackSource`, `ImportedTensor`, `Buffer`,
 //! `from_dlpack`) and never a CPython internal.
+
+#[cfg(feature = "arrow")]
+pub mod arrow;
 
 #[cfg(feature = "image")]
 pub mod image;

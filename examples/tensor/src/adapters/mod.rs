@@ -3,8 +3,23 @@
 
 use pyo3::prelude::*;
 
+#[cfg(feature = "arrow")]
+mod arrow;
+#[cfg(feature = "image")]
+mod image;
+mod ndarray;
+#[cfg(feature = "safetensors")]
+mod safetensors;
+
 /// Adds every compiled adapter's functions to `m`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let _ = m;
+    #[cfg(feature = "arrow")]
+    arrow::register(m)?;
+    #[cfg(feature = "image")]
+    image::register(m)?;
+    ndarray::register(m)?;
+    #[cfg(feature = "safetensors")]
+    safetensors::register(m)?;
     Ok(())
 }
