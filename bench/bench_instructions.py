@@ -172,13 +172,16 @@ def _commit() -> str:
         return "unknown"
 
 
-def write_section(path: Path, text: str) -> None:
-    """Put `text` between the markers in `path` (replacing what was there), or append it."""
-    block = f"{BEGIN_MARK}\n{text.rstrip()}\n{END_MARK}\n"
+def write_section(path: Path, text: str, key: str = "") -> None:
+    """Put `text` between the markers in `path` (replacing what was there), or append it. `key`
+    names one of several sections (`--per-interpreter`: one per interpreter and build mode)."""
+    begin, end = (BEGIN_MARK, END_MARK) if not key else (
+        BEGIN_MARK.replace(" -->", f": {key} -->"), END_MARK.replace(" -->", f": {key} -->"))
+    block = f"{begin}\n{text.rstrip()}\n{end}\n"
     old = path.read_text(encoding="utf-8") if path.exists() else ""
-    if BEGIN_MARK in old and END_MARK in old:
-        a = old.index(BEGIN_MARK)
-        b = old.index(END_MARK) + len(END_MARK)
+    if begin in old and end in old:
+        a = old.index(begin)
+        b = old.index(end) + len(end)
         new = old[:a] + block.rstrip("\n") + old[b:]
     else:
         new = (old.rstrip("\n") + "\n\n" if old else "") + block
@@ -581,6 +584,20 @@ def _render(res, vg_version, quick):
     return "\n".join(L) + "\n"
 
 
+def interpreter_label(module: str) -> str:
+    """`CPython 3.13.0, full API` or `CPython 3.13.0, abi3`: the build mode as the module's
+    `_testing.shortcuts()` reports it (dlbind's `stats::shortcuts`), when it has one."""
+    mode = "full API"
+    try:
+        import importlib
+        t = importlib.import_module(module)._testing
+        if not dict((n, a) for n, a, _ in t.shortcuts())["full_api"]:
+            mode = "abi3"
+    except Exception:  # noqa: BLE001 - another module: no report, assume full API
+        pass
+    return f"CPython {platform.python_version()}, {mode}"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--module", action="append", help="module under test (repeatable; default dlbind_demo)")
@@ -589,6 +606,9 @@ def main(argv=None) -> int:
     ap.add_argument("--rows", metavar="KEY,KEY", help="only these rows (keys of ROWS, e.g. export_legacy,device)")
     ap.add_argument("--write", metavar="PATH", help="write the markdown table(s) into PATH, between its "
                     "<!-- BEGIN/END bench_instructions.py --> markers (appended when absent); e.g. bench/results.md")
+    ap.add_argument("--per-interpreter", metavar="PATH",
+                    help="write the table into PATH as this interpreter's section (one per CPython version "
+                    "and build mode, full API or abi3), e.g. bench/results-interpreters.md")
     ap.add_argument("--json", metavar="PATH", help="write machine-readable results to PATH")
     ap.add_argument("--no-prime", action="store_true", help="do not prime pymalloc's pools before each round (see the docstring)")
     ap.add_argument("--keep", metavar="DIR", help="keep callgrind output files under DIR/<module>")
@@ -623,6 +643,9 @@ def main(argv=None) -> int:
     if args.write:
         title = "## Instructions per call (callgrind, `bench/bench_instructions.py`)\n\n"
         write_section(Path(args.write), title + text)
+    if args.per_interpreter:
+        label = interpreter_label(modules[0])
+        write_section(Path(args.per_interpreter), f"## {label}\n\n" + text, key=label)
     if args.json:
         Path(args.json).write_text(json.dumps({"valgrind": vg_version, "wall_s": wall, "quick": args.quick,
                                                "results": results}, indent=1), encoding="utf-8")

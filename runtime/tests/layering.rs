@@ -109,6 +109,65 @@ fn cpython_internals_live_in_one_module() {
     );
 }
 
+/// Issue 32: every read of an interpreter struct layout, every private symbol and every
+/// identity cache lives in `src/cpython/` (and numpy's array header in
+/// `src/bridges/numpy_header.rs`). Elsewhere no type-object field (`tp_…`; the `Py_tp_…` slot
+/// ids of the limited API's `PyType_Spec` are fine), no private `_Py…` symbol, no
+/// `PyTuple_GET_…` macro, no object-header field and no `offset_of!`.
+#[test]
+fn interpreter_layouts_and_private_symbols_live_in_cpython() {
+    let numpy = src().join("bridges").join("numpy_header.rs");
+    let mut found = Vec::new();
+    for (path, text) in files(&src()) {
+        // (The generated ABI types assert DLPack's own struct offsets, not an interpreter's.)
+        if path.starts_with(src().join("cpython"))
+            || path.starts_with(src().join("generated"))
+            || path == numpy
+        {
+            continue;
+        }
+        for line in code(&text) {
+            let bare_tp = line
+                .match_indices("tp_")
+                .any(|(i, _)| !line[..i].ends_with("Py_"));
+            let needles = [
+                "_Py",
+                "PyTuple_GET_",
+                "offset_of!",
+                "ob_refcnt",
+                ".ob_type",
+                "PyVectorcall_NARGS",
+            ];
+            if bare_tp || needles.iter().any(|n| line.contains(n)) {
+                found.push(format!("{}: `{}`", path.display(), line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "interpreter internals outside src/cpython/:\n{}",
+        found.join("\n")
+    );
+}
+
+/// The checker above finds what it looks for (a test that can fail).
+#[test]
+fn the_internals_checker_would_see_a_field_read() {
+    for (line, bad) in [
+        ("let f = (*tp).tp_flags;", true),
+        ("slot: ffi::Py_tp_dealloc,", false),
+        ("let x = ffi::_PyType_Lookup(tp, n);", true),
+        ("let n = ffi::PyTuple_GET_SIZE(t);", true),
+        ("let n = crate::cpython::api::tuple_size(t);", false),
+    ] {
+        let bare_tp = line
+            .match_indices("tp_")
+            .any(|(i, _)| !line[..i].ends_with("Py_"));
+        let hit = bare_tp || ["_Py", "PyTuple_GET_"].iter().any(|n| line.contains(n));
+        assert_eq!(hit, bad, "{line}");
+    }
+}
+
 #[test]
 fn the_c_strides_rule_is_written_once() {
     // The C-contiguous stride loop (`acc` times each dimension) exists only in `layout.rs`.

@@ -4,6 +4,7 @@
 //! | module | holds |
 //! |---|---|
 //! | this file | symbols libpython exports and PyO3 does not bind; [`getattr_optional`] |
+//! | `shortcuts` | the report of which of these shortcuts this process takes |
 //! | `idcache` | the keyword-name and `max_version` tuples of calls seen before, by identity |
 //! | `typecache` | values found on a type, keyed by the type and its version tag |
 //! | `api` | tuples, type slots, vectorcall counts, version tags, MRO lookups: full API and abi3 |
@@ -33,6 +34,7 @@ pub mod idcache;
 pub mod interp;
 pub mod ints;
 pub mod names;
+pub mod shortcuts;
 pub mod typecache;
 
 #[cfg(not(Py_LIMITED_API))]
