@@ -353,6 +353,60 @@ class _OnlyAI:
         self.__array_interface__ = x.__array_interface__
 
 
+def adapter_cycles_a():
+    """The ndarray, image and safetensors adapters (dlbind::adapters, issue 34): arrays, images
+    and a file's tensors over Rust-owned memory exported and read back, views of frozen objects,
+    imports as ndarray views and ImageBuffers, refusals. Only when the demo has them."""
+    A = m.adapters
+    for rev in (False, True):
+        for dt in ("float64", "bool", "complex128"):
+            t = A.ndarray_grid(3, 4, dt, rev)
+            a = np.from_dlpack(t)
+            u = m.from_dlpack(t)
+            del t, a, u
+    x = np.arange(12.0).reshape(3, 4)
+    A.ndarray_sum(x[::-1]); A.ndarray_trace(x[:3, :3]); A.ndarray_scale(x.copy(), 2.0)
+    expect(BufferError, A.ndarray_trace, np.zeros((2, 2, 2)))
+    expect(BufferError, A.ndarray_sum, np.zeros(3, np.float32))
+    h = A.NdHeld(x[:, ::2])
+    g = A.NdGrid(4, 3)
+    v = np.from_dlpack(g.rows(0, 4, -1))
+    s = A.ndarray_arc(4, shared=True)
+    del h, g, v, s
+    A.ndarray_arc_release()
+    A.ndarray_cow(True); A.ndarray_cow(False)
+    img = A.image_gradient(5, 3)
+    A.image_rgb_pixel(np.from_dlpack(img), 1, 1)
+    A.image_invert(np.zeros((2, 2, 3), np.uint8))
+    expect(BufferError, A.image_rgb_pixel, np.zeros((2, 2, 4), np.uint8), 0, 0)
+    c = A.ImageHolder(6, 4).crop(1, 1, 2, 2)
+    np.from_dlpack(A.image_planar(3, 2)).sum()
+    del img, c
+    if ADAPTER_ST is not None:
+        f = A.safetensors_from_bytes(ADAPTER_ST)
+        for k in f.keys():
+            t = f.get(k)
+            if t.dtype != "bfloat16":
+                np.from_dlpack(t).sum()
+            del t
+        expect(ValueError, f.get, "missing")
+        expect(BufferError, A.safetensors_from_bytes, b"junk")
+        del f
+    ok("adapters ndarray/image/safetensors")
+
+
+ADAPTER_ST = None
+if m is not None and hasattr(m, "adapters") and hasattr(m.adapters, "safetensors_from_bytes"):
+    try:
+        from safetensors.numpy import save as _st_save
+        ADAPTER_ST = _st_save({"a": np.arange(6.0).reshape(2, 3), "b": np.arange(5, dtype=np.uint8),
+                               "c": np.array([True, False])})
+    except ImportError:
+        print("driver: safetensors not importable; skipping the safetensors adapter cycles")
+LIVE_RUST0 = m.adapters.live_rust_owned_tensors() if m is not None and hasattr(
+    getattr(m, "adapters", None), "live_rust_owned_tensors") else None
+
+
 def inject(kind: str) -> None:
     """Plant a bug in memory dlbind allocated (checker self-test); ends the process at once."""
     api = ctypes.pythonapi
@@ -396,6 +450,8 @@ def main() -> int:
                 plain_pyclass_borrows()
             paths_mutable()
             interop_edges()
+            if LIVE_RUST0 is not None and hasattr(m.adapters, "ndarray_grid"):
+                adapter_cycles_a()
     gc.collect()
     bad = []
     if m is not None:
@@ -403,6 +459,8 @@ def main() -> int:
             bad.append(f"live_exports() {LIVE0} -> {m._testing.live_exports()}")
         if hasattr(m, "live_export_borrows") and m._testing.live_export_borrows() != 0:
             bad.append(f"live_export_borrows() {m._testing.live_export_borrows()} (want 0)")
+        if LIVE_RUST0 is not None and m.adapters.live_rust_owned_tensors() != LIVE_RUST0:
+            bad.append(f"live_rust_owned_tensors() {LIVE_RUST0} -> {m.adapters.live_rust_owned_tensors()}")
         refs = [sys.getrefcount(x) for x in NP + OURS]
         if refs != REFS0:
             bad.append(f"source refcounts {REFS0} -> {refs}")

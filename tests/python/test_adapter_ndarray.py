@@ -185,11 +185,20 @@ def test_repeated_round_trips_do_not_leak():
 BLOCK = re.compile(r"```python\n(.*?)```", re.S)
 
 
-@pytest.mark.parametrize("i", range(len([b for b in BLOCK.findall(MANUAL.read_text()) if ">>>" in b]) if MANUAL.exists() else 0))
-def test_manual_session(i):
-    text = [b for b in BLOCK.findall(MANUAL.read_text()) if ">>>" in b][i]
-    test = doctest.DocTestParser().get_doctest(text, {}, str(MANUAL), str(MANUAL), 0)
-    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
-    out = []
-    runner.run(test, out=out.append)
-    assert runner.summarize(verbose=False).failed == 0, "".join(out)
+def test_manual_sessions():
+    """docs/manual/adapters-a.md's Python sessions, in order, in one namespace (each page
+    section goes on from the one before, as a reader's session would)."""
+    blocks = [b for b in BLOCK.findall(MANUAL.read_text(encoding="utf-8")) if ">>>" in b]
+    assert len(blocks) >= 3, "the page has a session per adapter"
+    globs: dict = {}
+    for i, text in enumerate(blocks):
+        test = doctest.DocTestParser().get_doctest(text, globs, f"{MANUAL}#{i}", str(MANUAL), 0)
+        runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+        out = []
+        runner.run(test, out=out.append, clear_globs=False)
+        assert runner.summarize(verbose=False).failed == 0, "".join(out)
+        globs = test.globs
+    globs.clear()
+    import builtins
+    builtins._ = None                 # the interactive `_` holds the last value shown
+    gc.collect()
