@@ -25,5 +25,5 @@ echo "== adapters: clippy -D warnings"
   --test adapter_ndarray --test adapter_image --test adapter_safetensors -- -D warnings
 "$CARGO" clippy --release -p dlbind-demo -- -D warnings
 echo "== adapters: rustdoc -D warnings"
-RUSTDOCFLAGS="-D warnings" "$CARGO" doc --no-deps -p dlbind --features "$FEATURES" --document-private-items
+RUSTDOCFLAGS="-D warnings" "$CARGO" doc --no-deps -p dlbind --features ndarray,image,safetensors --document-private-items
 echo "adapters (ndarray, image, safetensors): ok"

@@ -12,17 +12,16 @@
 //! the little-endian data), so `IS_SUBBYTE_TYPE_PADDED` is clear.
 //!
 //! Memory-mapping a file is `unsafe` (another process may change it under the map); that
-//! decision stays with the caller, who maps it and hands the map over:
+//! decision stays with the caller, who maps it (`unsafe { memmap2::Mmap::map(&file)? }`, as the
+//! demo's `safetensors_open` does) and hands the map over; any other bytes work the same:
 //!
 //! ```no_run
 //! use dlbind::adapters::safetensors::SafetensorsFile;
 //!
-//! let file = std::fs::File::open("model.safetensors")?;
-//! // SAFETY: nothing truncates or rewrites the file while it is mapped.
-//! let map = unsafe { memmap2::Mmap::map(&file)? };
-//! let st = SafetensorsFile::new(map)?;
+//! let bytes = std::fs::read("model.safetensors")?;      // or a memmap2::Mmap
+//! let st = SafetensorsFile::new(bytes)?;
 //! for name in st.names() {
-//!     let t = st.tensor(name)?;             // read-only, zero-copy
+//!     let t = st.tensor(name)?;                          // read-only, zero-copy
 //!     println!("{name}: {:?} {:?}", t.shape(), t.dtype_info().map(|d| d.name));
 //! }
 //! # Ok::<(), Box<dyn std::error::Error>>(())
