@@ -58,14 +58,19 @@ make_venv() {
 # One full-API entry, run where its interpreter is (the host, or inside the 3.14 chroot).
 # $1: version; $2: interpreter; $3: target directory.
 full_api_entry() {
-  local v="$1" python="$2" target="$3" venv="$ROOT/.venv-py$v" fails=()
+  local v="$1" python="$2" target="$3"
+  local venv="$ROOT/.venv-py$v" fails=()
   fcheck() { local name="$1"; shift; if ! "$@"; then echo "!! $v: $name FAILED"; fails+=("$name"); fi; }
   say "$v: venv with the pinned peers ($venv)"
   make_venv "$python" "$venv"
   local py="$venv/bin/python"
   export PYO3_PYTHON="$py" CARGO_TARGET_DIR="$target"
+  # The Rust tests embed this interpreter: its shared library may sit outside the loader's path
+  # (pyenv's lib/).
+  LD_LIBRARY_PATH="$("$py" -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR") or "")')${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export LD_LIBRARY_PATH
   say "$v: cargo test -p dlbind --features test-util (embedding CPython $v)"
-  fcheck "cargo test" cargo test -q --release -p dlbind --features test-util --no-fail-fast
+  fcheck "cargo test" cargo test -q --profile matrix -p dlbind --features test-util --no-fail-fast
   say "$v: dlbind_demo (maturin develop --release), pytest tests/python"
   ( source "$venv/bin/activate" && maturin develop -q --release -m "$ROOT/examples/tensor/Cargo.toml" ) \
     || { echo "!! $v: demo build FAILED"; return 1; }
@@ -85,7 +90,8 @@ full_api_entry() {
 
 # The abi3 wheel under one interpreter's venv: the whole suite and the smoke run.
 abi3_run() {
-  local v="$1" wheel="$2" venv="$ROOT/.venv-py$v" fails=()
+  local v="$1" wheel="$2"
+  local venv="$ROOT/.venv-py$v" fails=()
   [[ "$v" == 3.11 ]] && venv="$ROOT/.venv"
   local py="$venv/bin/python"
   "$py" -m pip install -q --force-reinstall --no-deps "$wheel"

@@ -301,22 +301,6 @@ pub(super) unsafe fn parse_fastcall_kwargs<'a, 'py>(
     }
 }
 
-/// Whether `kwnames` is `("max_version",)` (by identity with the interned name; `false` before
-/// the names were first built): the one keyword of the versioned call as consumers make it,
-/// `__dlpack__(max_version=mv)`.
-///
-/// # Safety
-/// `kwnames` is a tuple of str.
-#[inline(always)]
-pub(super) unsafe fn only_max_version(kwnames: *mut ffi::PyObject) -> bool {
-    // SAFETY: caller contract.
-    unsafe {
-        crate::cpython::api::tuple_size(kwnames) == 1
-            && crate::cpython::api::tuple_item(kwnames, 0)
-                == crate::cpython::names::kw_max_version_ptr()
-    }
-}
-
 #[cold]
 fn positional_error(nargs: ffi::Py_ssize_t) -> PyErr {
     type_error(format!(

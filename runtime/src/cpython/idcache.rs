@@ -1,6 +1,7 @@
 //! Caches of Python objects recognised by identity on the export path: the keyword-name tuple
-//! of a call seen before (numpy's `from_dlpack` passes the same tuple on every call) and the
-//! `max_version` tuple a caller's code object passes on every call.
+//! of a call seen before (numpy's `from_dlpack` passes the same tuple on every call), the
+//! `("max_version",)` tuple of the versioned call and the `max_version` value a caller's code
+//! object passes on every call (each is a constant of the calling code).
 //!
 //! Precondition: an object remembered by address cannot be replaced by another at that address
 //! while remembered. Held: each remembered object holds one strong reference, given back when
@@ -93,4 +94,43 @@ pub(crate) fn remember_kwnames(kwnames: *mut ffi::PyObject, slots: u32) {
 #[inline(always)]
 pub(crate) fn cached_kwnames(kwnames: *mut ffi::PyObject) -> Option<u32> {
     (kwnames == KW_TUPLE.load(Ordering::Relaxed)).then(|| KW_SLOTS.load(Ordering::Relaxed))
+}
+
+/// The `("max_version",)` keyword tuple [`only_max_version`] accepted last (one strong
+/// reference; none in a free-threaded build).
+static MV_KWNAMES: AtomicPtr<ffi::PyObject> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Whether `kwnames` is `("max_version",)`: the tuple accepted last, by identity (one load, no
+/// tuple read: in an abi3 build a tuple read is a function call), else its one item compared
+/// with the interned name (`false` before the names were first built), and then remembered.
+///
+/// # Safety
+/// The GIL is held; `kwnames` is a tuple of str.
+#[inline(always)]
+pub(crate) unsafe fn only_max_version(kwnames: *mut ffi::PyObject) -> bool {
+    // SAFETY: caller contract.
+    kwnames == MV_KWNAMES.load(Ordering::Relaxed) || unsafe { only_max_version_slow(kwnames) }
+}
+
+/// [`only_max_version`] past the identity check.
+///
+/// # Safety
+/// As for [`only_max_version`].
+#[inline(never)]
+unsafe fn only_max_version_slow(kwnames: *mut ffi::PyObject) -> bool {
+    // SAFETY: caller contract; the item is read after the size is checked. The strong reference
+    // is taken before the pointer is published, the old tuple's released after it is replaced
+    // (a tuple of str: its release runs no Python code).
+    unsafe {
+        let ok = super::api::tuple_size(kwnames) == 1
+            && super::api::tuple_item(kwnames, 0) == super::names::kw_max_version_ptr();
+        if ok && cfg!(not(Py_GIL_DISABLED)) {
+            ffi::Py_INCREF(kwnames);
+            let old = MV_KWNAMES.swap(kwnames, Ordering::Relaxed);
+            if !old.is_null() {
+                ffi::Py_DECREF(old);
+            }
+        }
+        ok
+    }
 }

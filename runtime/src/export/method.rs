@@ -13,12 +13,12 @@ use crate::export::{DLPackSource, ExportRequest, export_to_capsule};
 use crate::spec::protocol;
 
 use super::access::SourceAccess;
-use crate::args::{only_max_version, parse_export_request, parse_fastcall_kwargs, type_error};
+use crate::args::{parse_export_request, parse_fastcall_kwargs, type_error};
 use crate::cpython::boundary::{
     at_c_boundary, has_own_method_descriptor, leaked_fastcall_def, leaked_noargs_def,
     set_type_dict_item,
 };
-use crate::cpython::idcache::{seen_max_version, versioned_max_version};
+use crate::cpython::idcache::{only_max_version, seen_max_version, versioned_max_version};
 use crate::cpython::names::names;
 
 /// The body of `__dlpack__(self, /, *, stream=None, max_version=None, dl_device=None, copy=None)`.
