@@ -7,12 +7,15 @@
 //! | `image` | [`image`] | `ImageBuffer` (HWC), `FlatSamples` (its strides), a frozen class's `SubImage` | `ImageBuffer` over the tensor |
 //! | `safetensors` | [`safetensors`] | a file's tensors, read-only, zero-copy (aligned) | |
 //! | `arrow` | `adapters::arrow` | `PrimitiveArray`, `FixedSizeListArray` (N-D), `arrow.fixed_shape_tensor` (permutation → strides); read-only views, nulls and booleans with `copy` only | `PrimitiveArray`, nested `FixedSizeListArray`, `arrow.fixed_shape_tensor`, over the tensor's memory (`Buffer::from_custom_allocation`) |
+//! | `candle` | `adapters::candle` | CPU `Tensor` (any layout), read-only, zero-copy | a CPU `Tensor` (a copy: candle cannot own foreign memory) |
 //!
 //! Each adapter is a leaf: it uses the public model (`DLPackSource`, `ImportedTensor`, `Buffer`,
 //! `from_dlpack`) and never a CPython internal.
 
 #[cfg(feature = "arrow")]
 pub mod arrow;
+#[cfg(feature = "candle")]
+pub mod candle;
 
 #[cfg(feature = "image")]
 pub mod image;

@@ -5,6 +5,8 @@ use pyo3::prelude::*;
 
 #[cfg(feature = "arrow")]
 mod arrow;
+#[cfg(feature = "candle")]
+mod candle;
 #[cfg(feature = "image")]
 mod image;
 mod ndarray;
@@ -16,6 +18,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let _ = m;
     #[cfg(feature = "arrow")]
     arrow::register(m)?;
+    #[cfg(feature = "candle")]
+    candle::register(m)?;
     #[cfg(feature = "image")]
     image::register(m)?;
     ndarray::register(m)?;

@@ -1,0 +1,290 @@
+//! candle (feature `candle`, candle-core on the CPU): candle tensors as DLPack tensors without
+//! a copy, and DLPack tensors as candle tensors (a copy: see [`to_candle`]).
+//!
+//! **Export** ([`CandleTensor::from_tensor`]): a CPU tensor's storage viewed with its layout
+//! (start offset, element strides, zero strides of broadcast dimensions included), kept alive
+//! by a clone of the candle tensor (an `Arc` of its storage). Exported **read-only**: candle
+//! tensors are immutable values that share storage, so a consumer must not write them.
+//! Dtypes: `u8`, `u32`, `i16`, `i32`, `i64`, `bf16`, `f16`, `f32`, `f64`, `f8e4m3` and `f8e8m0`.
+//! candle's sub-byte float types (`f6e2m3`, `f6e3m2`, `f4`), which it stores one per byte, are
+//! refused (`UnsupportedDtype`). CUDA and Metal tensors are refused (`UnsupportedDevice`): this
+//! build of candle has no CUDA storage (its `cuda` feature compiles CUDA kernels with `nvcc`).
+//!
+//! **Import** ([`to_candle`]): candle's CPU storage is a `Vec` candle allocated, and candle
+//! offers no way to own foreign memory, so the tensor is **copied** (once: a C-contiguous
+//! source straight into candle's buffer, any other layout through dlbind's strided copy first).
+
+use std::ffi::c_void;
+
+use candle_core::{CpuStorage, DType, Storage};
+
+use crate::device::Device;
+use crate::dtype::describe;
+use crate::error::DlpackError;
+use crate::export::DLPackSource;
+use crate::ffi::DLDataType;
+use crate::import::ImportedTensor;
+use crate::spec::dtypes::dtype_by_name;
+use crate::spec::elements::DLPackElement;
+use crate::spec::errors::FailureKind;
+use crate::storage::Buffer;
+
+type Result<T> = std::result::Result<T, DlpackError>;
+
+fn err(kind: FailureKind, msg: impl Into<String>) -> DlpackError {
+    DlpackError::new(kind, msg.into())
+}
+
+/// A spec dtype by name (names the generated table has).
+fn spec_dtype(name: &str) -> DLDataType {
+    dtype_by_name(name)
+        .unwrap_or_else(|| panic!("the spec's dtype table has no {name}"))
+        .dtype
+}
+
+/// The DLPack dtype of a candle dtype, `None` for those with no DLPack layout.
+fn dl_dtype_of(dt: DType) -> Option<DLDataType> {
+    Some(match dt {
+        DType::U8 => u8::DTYPE,
+        DType::U32 => u32::DTYPE,
+        DType::I16 => i16::DTYPE,
+        DType::I32 => i32::DTYPE,
+        DType::I64 => i64::DTYPE,
+        DType::BF16 => half::bf16::DTYPE,
+        DType::F16 => half::f16::DTYPE,
+        DType::F32 => f32::DTYPE,
+        DType::F64 => f64::DTYPE,
+        DType::F8E4M3 => spec_dtype("float8_e4m3fn"),
+        DType::F8E8M0 => spec_dtype("float8_e8m0fnu"),
+        // F6E2M3, F6E3M2, F4 (one per byte) and any dtype a later candle adds.
+        _ => return None,
+    })
+}
+
+/// The candle dtype of a DLPack dtype.
+fn candle_dtype_of(dtype: DLDataType) -> Option<DType> {
+    [
+        DType::U8,
+        DType::U32,
+        DType::I16,
+        DType::I32,
+        DType::I64,
+        DType::BF16,
+        DType::F16,
+        DType::F32,
+        DType::F64,
+        DType::F8E4M3,
+        DType::F8E8M0,
+    ]
+    .into_iter()
+    .find(|&d| dl_dtype_of(d) == Some(dtype))
+}
+
+/// Element 0 of a CPU storage's buffer and its length in bytes.
+fn cpu_bytes(s: &CpuStorage) -> (*const u8, usize) {
+    fn raw<T>(v: &[T]) -> (*const u8, usize) {
+        (v.as_ptr().cast::<u8>(), std::mem::size_of_val(v))
+    }
+    match s {
+        CpuStorage::U8(v) => raw(v),
+        CpuStorage::U32(v) => raw(v),
+        CpuStorage::I16(v) => raw(v),
+        CpuStorage::I32(v) => raw(v),
+        CpuStorage::I64(v) => raw(v),
+        CpuStorage::BF16(v) => raw(v),
+        CpuStorage::F16(v) => raw(v),
+        CpuStorage::F32(v) => raw(v),
+        CpuStorage::F64(v) => raw(v),
+        CpuStorage::F8E4M3(v) => raw(v),
+        CpuStorage::F6E2M3(v)
+        | CpuStorage::F6E3M2(v)
+        | CpuStorage::F4(v)
+        | CpuStorage::F8E8M0(v) => raw(v),
+    }
+}
+
+/// A candle CPU tensor seen as a DLPack tensor: its storage, start offset and strides, kept
+/// alive by a clone of the tensor, read-only.
+///
+/// Use it as a [`DLPackSource`], or move its parts into a `#[derive(DLPackExport)]` type:
+/// [`CandleTensor::into_buffer`] for the `#[dlpack(data)]` [`Buffer`], with
+/// [`dtype`](Self::dtype), [`shape`](Self::shape) and [`strides`](Self::strides).
+#[derive(Debug)]
+pub struct CandleTensor {
+    buffer: Buffer,
+    /// Bytes readable from element 0 on (the storage after the start offset).
+    bytes: usize,
+    dtype: DLDataType,
+    shape: Vec<i64>,
+    strides: Vec<i64>,
+}
+
+impl CandleTensor {
+    /// A zero-copy, read-only view of a CPU tensor (any layout candle makes: offsets, transposes,
+    /// broadcasts).
+    ///
+    /// Errors: `UnsupportedDevice` for CUDA and Metal tensors, `UnsupportedDtype` for candle's
+    /// sub-byte floats.
+    pub fn from_tensor(tensor: &candle_core::Tensor) -> Result<CandleTensor> {
+        let dtype = dl_dtype_of(tensor.dtype()).ok_or_else(|| {
+            err(
+                FailureKind::UnsupportedDtype,
+                format!(
+                    "candle dtype {:?} is stored one element per byte and has no packed DLPack \
+                     layout",
+                    tensor.dtype()
+                ),
+            )
+        })?;
+        let elem = tensor.dtype().size_in_bytes();
+        let (storage, layout) = tensor.storage_and_layout();
+        let (base, len) = match &*storage {
+            Storage::Cpu(cpu) => cpu_bytes(cpu),
+            _ => {
+                return Err(err(
+                    FailureKind::UnsupportedDevice,
+                    format!(
+                        "the candle tensor is on {:?}; dlbind's candle adapter exports CPU \
+                         tensors (candle's CUDA storage needs candle's `cuda` feature)",
+                        tensor.device().location()
+                    ),
+                ));
+            }
+        };
+        let start = layout.start_offset() * elem;
+        let shape: Vec<i64> = layout.dims().iter().map(|&d| d as i64).collect();
+        let strides: Vec<i64> = layout.stride().iter().map(|&s| s as i64).collect();
+        let ptr = base.wrapping_add(start) as *mut c_void;
+        let bytes = len.saturating_sub(start);
+        drop(storage);
+        let owner = tensor.clone();
+        // SAFETY: `ptr` is element `start_offset` of the storage's `Vec`, which lives in the
+        // tensor's `Arc<RwLock<Storage>>`, kept by `owner`; candle never reallocates a storage's
+        // `Vec` (in-place operations write into it), so the memory stays put while `owner`
+        // lives. Exported read-only: nothing outside candle writes it.
+        let buffer = unsafe { Buffer::from_owner(owner, ptr, Device::CPU, true) };
+        Ok(CandleTensor {
+            buffer,
+            bytes,
+            dtype,
+            shape,
+            strides,
+        })
+    }
+
+    /// The element dtype.
+    pub fn dtype(&self) -> DLDataType {
+        self.dtype
+    }
+    /// The shape.
+    pub fn shape(&self) -> &[i64] {
+        &self.shape
+    }
+    /// The strides, in elements (candle's layout strides).
+    pub fn strides(&self) -> &[i64] {
+        &self.strides
+    }
+    /// The memory (element 0 of the tensor, kept valid by a clone of the candle tensor), for a
+    /// `#[dlpack(data)]` field; read-only ([`Buffer::readonly`]).
+    pub fn into_buffer(self) -> Buffer {
+        self.buffer
+    }
+}
+
+// SAFETY: element 0 is inside the storage kept alive by the buffer's owner; candle's layout
+// addresses only elements of its storage from there (non-negative strides), at most `bytes`
+// bytes on, which the export checks; exactly `ndim` shape and stride values are written.
+unsafe impl DLPackSource for CandleTensor {
+    fn dlpack_data_ptr(&self) -> *mut c_void {
+        self.buffer.data_ptr()
+    }
+    fn dlpack_dtype(&self) -> DLDataType {
+        self.dtype
+    }
+    fn dlpack_ndim(&self) -> usize {
+        self.shape.len()
+    }
+    fn dlpack_fill_shape(&self, out: &mut [i64]) {
+        out.copy_from_slice(&self.shape);
+    }
+    fn dlpack_fill_strides(&self, out: &mut [i64]) -> bool {
+        out.copy_from_slice(&self.strides);
+        true
+    }
+    fn dlpack_readonly(&self) -> bool {
+        true
+    }
+    fn dlpack_data_bytes(&self) -> Option<usize> {
+        Some(self.bytes)
+    }
+}
+
+/// A DLPack tensor as a candle CPU tensor: always a **copy** into a buffer candle owns (candle
+/// cannot own foreign memory), C-contiguous, with the tensor's shape and dtype. The imported
+/// tensor is left untouched (drop it to release the producer).
+///
+/// Errors: `UnsupportedDevice` for memory the host cannot read, `UnsupportedDtype` for dtypes
+/// candle lacks (`bool`, `int8`, `uint16`, `uint64`, complex, sub-byte floats, ...).
+pub fn to_candle(tensor: &ImportedTensor) -> Result<candle_core::Tensor> {
+    let dtype = candle_dtype_of(tensor.dtype()).ok_or_else(|| {
+        err(
+            FailureKind::UnsupportedDtype,
+            format!("candle has no dtype for {}", describe(tensor.dtype())),
+        )
+    })?;
+    if !tensor.device().is_host_accessible() {
+        return Err(err(
+            FailureKind::UnsupportedDevice,
+            format!(
+                "the tensor is on device {}; dlbind's candle adapter builds CPU tensors",
+                tensor.device()
+            ),
+        ));
+    }
+    let shape: Vec<usize> = tensor.shape().iter().map(|&d| d as usize).collect();
+    let copied;
+    let src = if tensor.is_c_contiguous() {
+        tensor
+    } else {
+        copied = tensor.to_contiguous_copy()?;
+        &copied
+    };
+    let nbytes = src.numel() * dtype.size_in_bytes();
+    let bytes: &[u8] = if nbytes == 0 {
+        &[]
+    } else {
+        // SAFETY: host-readable memory (checked above), C-contiguous from element 0, `numel`
+        // elements of `dtype`'s width: `nbytes` bytes, alive while `src` is borrowed.
+        unsafe { std::slice::from_raw_parts(src.data_ptr().cast::<u8>(), nbytes) }
+    };
+    candle_core::Tensor::from_raw_buffer(bytes, dtype, &shape, &candle_core::Device::Cpu)
+        .map_err(|e| err(FailureKind::MalformedTensor, format!("candle: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dtype_tables_agree() {
+        for d in [
+            DType::U8,
+            DType::U32,
+            DType::I16,
+            DType::I32,
+            DType::I64,
+            DType::BF16,
+            DType::F16,
+            DType::F32,
+            DType::F64,
+            DType::F8E4M3,
+            DType::F8E8M0,
+        ] {
+            let dl = dl_dtype_of(d).unwrap();
+            assert_eq!(candle_dtype_of(dl), Some(d));
+            assert_eq!(usize::from(dl.bits) / 8, d.size_in_bytes(), "{d:?} width");
+        }
+        assert_eq!(dl_dtype_of(DType::F4), None);
+        assert_eq!(candle_dtype_of(bool::DTYPE), None);
+    }
+}
