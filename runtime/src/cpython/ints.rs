@@ -140,11 +140,8 @@ mod tests {
             assert!(!unsafe { super::small_major_at_least_1(t.as_ptr(), objs[3].as_ptr()) });
             let t = pyo3::types::PyBool::new(py, true);
             // SAFETY: as above.
-            assert_eq!(
-                unsafe { super::small_int(t.as_ptr()) },
-                None,
-                "True is not the int 1"
-            );
+            let got = unsafe { super::small_int(t.as_ptr()) };
+            assert_eq!(got, None, "True is not the int 1");
         });
     }
 }
