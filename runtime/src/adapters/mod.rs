@@ -8,6 +8,7 @@
 //! | `safetensors` | [`safetensors`] | a file's tensors, read-only, zero-copy (aligned) | |
 //! | `arrow` | `adapters::arrow` | `PrimitiveArray`, `FixedSizeListArray` (N-D), `arrow.fixed_shape_tensor` (permutation → strides); read-only views, nulls and booleans with `copy` only | `PrimitiveArray`, nested `FixedSizeListArray`, `arrow.fixed_shape_tensor`, over the tensor's memory (`Buffer::from_custom_allocation`) |
 //! | `candle` | `adapters::candle` | CPU `Tensor` (any layout), read-only, zero-copy | a CPU `Tensor` (a copy: candle cannot own foreign memory) |
+//! | `cudarc` (with `cuda`) | `adapters::cudarc` | `CudaSlice` (owned or `Arc`-shared part), `CudaView`: N-d `kDLCUDA`, producer stream = the slice's (events) | `import_on_stream` (`__dlpack__(stream=...)`), `ImportedSlice` → `CudaView` keeping the producer |
 //!
 //! Each adapter is a leaf: it uses the public model (`DLPackSource`, `ImportedTensor`, `Buffer`,
 //! `from_dlpack`) and never a CPython internal.
@@ -16,6 +17,8 @@
 pub mod arrow;
 #[cfg(feature = "candle")]
 pub mod candle;
+#[cfg(feature = "cudarc")]
+pub mod cudarc;
 
 #[cfg(feature = "image")]
 pub mod image;
