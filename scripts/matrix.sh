@@ -120,6 +120,10 @@ entry() {
         || { echo "!! the CPython 3.14 entry failed (scripts/py314.sh: exit 3 means no chroot, so no 3.14)"; return 1; }
       ;;
     abi3)
+      say "abi3: clippy -D warnings of dlbind, the derive and the demo with pyo3/abi3-py311"
+      PYO3_PYTHON="$ROOT/.venv/bin/python" CARGO_TARGET_DIR="$TARGET/abi3" \
+        cargo clippy -q --release -p dlbind -p dlbind-macros -p dlbind-demo --features dlbind-demo/abi3 \
+        -- -D warnings || { echo "!! abi3 clippy FAILED"; return 1; }
       say "abi3: one wheel (pyo3/abi3-py311)"
       local out="$TARGET/abi3-wheel"
       rm -rf "$out"

@@ -54,6 +54,13 @@ def test_the_shortcuts_of_this_interpreter_and_build(capsys):
             print(f"  {'on ' if active else 'off'}  {name:<24} {detail}")
     want = expected(abi3, os.environ.get("DLBIND_FREELIST") != "0")
     assert {k: v[0] for k, v in t.items()} == want
+    # In either mode the first export binds `__dlpack__` / `__dlpack_device__` to the class
+    # itself (full API: its dict and PyType_Modified; abi3: setattr), so CPython specialises the
+    # method call.
+    m.Tensor.arange(2, dtype="float32").__dlpack__()
+    for name in ("__dlpack__", "__dlpack_device__"):
+        d = m.Tensor.__dict__[name]
+        assert type(d).__name__ == "method_descriptor" and d.__objclass__ is m.Tensor, (name, d)
     # The details name the variant each version has.
     if not abi3:
         assert ("3.13+" in t["capsule_fields"][1]) == (V >= (3, 13)), t["capsule_fields"]

@@ -58,7 +58,7 @@ static DEVICE_TUPLE_PTRS: [AtomicPtr<pyo3::ffi::PyObject>; DEVICE_TUPLES] =
     [const { AtomicPtr::new(std::ptr::null_mut()) }; DEVICE_TUPLES];
 
 /// The interned `max_version` keyword name, for the versioned `__dlpack__` call's fast check
-/// ([`crate::args::only_max_version`]), which must not spend instructions on the `PyOnceLock`'s
+/// ([`crate::cpython::idcache::only_max_version`]), which must not spend instructions on the `PyOnceLock`'s
 /// state: null until [`names`] first returns (a check against it then fails, and the general
 /// path runs `names`), set before it returns, never changed after (`NAMES` keeps the string).
 static KW_MAX_VERSION_PTR: AtomicPtr<pyo3::ffi::PyObject> = AtomicPtr::new(std::ptr::null_mut());
