@@ -14,6 +14,7 @@
 //! | `names` | interned names and the cached `max_version` tuple |
 //! | `ints` | CPython's cached small ints read by identity (layout checked once) |
 //! | `gc` | what exports and views report to the garbage collector |
+//! | `spare` | one freed manager block per export kind, kept for the next export |
 //! | `freelist` | per-type free lists of released instances |
 
 #[cfg(not(Py_LIMITED_API))]
@@ -35,6 +36,7 @@ pub mod interp;
 pub mod ints;
 pub mod names;
 pub mod shortcuts;
+pub mod spare;
 pub mod typecache;
 
 #[cfg(not(Py_LIMITED_API))]

@@ -7,20 +7,21 @@
 
 use std::alloc::Layout;
 use std::ffi::{CStr, c_void};
-use std::ptr::{self};
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::cpython::spare::SpareBlock;
 
 use pyo3::ffi;
 
 use super::request::EXPORT_VERSION;
 
+use super::release::*;
 use crate::alloc::AlignedBuffer;
 use crate::ffi::{
-    DLManagedTensor, DLManagedTensorVersioned, DLPACK_CAPSULE_NAME,
-    DLPACK_VERSIONED_CAPSULE_NAME, DLTensor,
+    DLManagedTensor, DLManagedTensorVersioned, DLPACK_CAPSULE_NAME, DLPACK_VERSIONED_CAPSULE_NAME,
+    DLTensor,
 };
 use crate::gpu::OwnedAllocation;
-use super::release::*;
 
 pub(super) static LIVE_EXPORTS: AtomicUsize = AtomicUsize::new(0);
 
@@ -59,15 +60,12 @@ pub(crate) trait ManagedKind: Sized + 'static {
     /// `p` points to a live struct of this kind.
     unsafe fn deleter_of(p: *mut Self) -> Option<unsafe extern "C" fn(*mut Self)>;
     /// One freed small block of this kind kept for the next export (see [`take_block`]).
-    fn spare() -> &'static AtomicPtr<c_void>;
+    fn spare() -> &'static SpareBlock;
 }
 
-pub(super) static SPARE_LEGACY: AtomicPtr<c_void> = AtomicPtr::new(ptr::null_mut());
-pub(super) static SPARE_VERSIONED: AtomicPtr<c_void> = AtomicPtr::new(ptr::null_mut());
+pub(super) static SPARE_LEGACY: SpareBlock = SpareBlock::new();
+pub(super) static SPARE_VERSIONED: SpareBlock = SpareBlock::new();
 
-/// The value of a spare slot that is switched off: not NULL, so [`give_block`] never parks a
-/// block there, and not a block, so [`take_block`] never hands it out.
-pub(super) const NO_SPARE: *mut c_void = ptr::without_provenance_mut(1);
 /// Whether the environment was read for [`spares_allowed`] (on the first allocation).
 pub(super) static SPARES_SWITCH: std::sync::Once = std::sync::Once::new();
 
@@ -80,8 +78,8 @@ pub(super) static SPARES_SWITCH: std::sync::Once = std::sync::Once::new();
 pub(super) fn spares_allowed() {
     SPARES_SWITCH.call_once(|| {
         if !crate::cpython::freelist::freelists_allowed() {
-            SPARE_LEGACY.store(NO_SPARE, Ordering::Relaxed);
-            SPARE_VERSIONED.store(NO_SPARE, Ordering::Relaxed);
+            SPARE_LEGACY.switch_off();
+            SPARE_VERSIONED.switch_off();
         }
     });
 }
@@ -91,7 +89,7 @@ pub(super) fn spares_allowed() {
 pub fn spare_blocks_held() -> usize {
     [&SPARE_LEGACY, &SPARE_VERSIONED]
         .into_iter()
-        .filter(|s| s.load(Ordering::Relaxed).addr() > NO_SPARE.addr())
+        .filter(|s| s.held())
         .count()
 }
 
@@ -105,10 +103,8 @@ pub fn spare_blocks_held() -> usize {
 #[inline(always)]
 pub(super) unsafe fn take_block<M: ManagedKind>(ndim: usize, size: usize) -> *mut u8 {
     if 2 * ndim <= SMALL_DIMS {
-        let spare = M::spare().load(Ordering::Relaxed);
-        // Neither NULL (empty) nor NO_SPARE (switched off).
-        if spare.addr() > NO_SPARE.addr() {
-            M::spare().store(ptr::null_mut(), Ordering::Relaxed);
+        // SAFETY: the GIL is held (caller contract).
+        if let Some(spare) = unsafe { M::spare().take() } {
             return spare.cast::<u8>();
         }
     }
@@ -127,9 +123,8 @@ pub(super) unsafe fn take_block<M: ManagedKind>(ndim: usize, size: usize) -> *mu
 /// refers to it any more.
 #[inline(always)]
 pub(super) unsafe fn give_block<M: ManagedKind>(block: *mut c_void, ndim: usize) {
-    if 2 * ndim <= SMALL_DIMS && M::spare().load(Ordering::Relaxed).is_null() {
-        M::spare().store(block, Ordering::Relaxed);
-    } else {
+    // SAFETY: the GIL is held and nothing refers to `block` (caller contract).
+    if !(2 * ndim <= SMALL_DIMS && unsafe { M::spare().give(block) }) {
         // SAFETY: caller contract (a PyMem block, GIL held).
         unsafe { ffi::PyMem_Free(block) };
     }
@@ -152,7 +147,7 @@ impl ManagedKind for DLManagedTensor {
         unsafe { (*p).deleter }
     }
     #[inline(always)]
-    fn spare() -> &'static AtomicPtr<c_void> {
+    fn spare() -> &'static SpareBlock {
         &SPARE_LEGACY
     }
 }
@@ -176,7 +171,7 @@ impl ManagedKind for DLManagedTensorVersioned {
         unsafe { (*p).deleter }
     }
     #[inline(always)]
-    fn spare() -> &'static AtomicPtr<c_void> {
+    fn spare() -> &'static SpareBlock {
         &SPARE_VERSIONED
     }
 }
