@@ -435,6 +435,49 @@ def inject(kind: str) -> None:
     os._exit(0)
 
 
+
+try:
+    import pyarrow as _pa  # the arrow adapter's cycles use it when installed
+except ImportError:  # pragma: no cover
+    _pa = None
+ADAPTER_B_SRC = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+
+
+def adapter_cycles_b():
+    """The arrow, candle and cudarc adapters (dlbind::adapters, issue 34): arrow-rs arrays over
+    pyarrow's and numpy's memory both ways (fixed-size lists, fixed shape tensors, copies of
+    nulls and booleans, refusals), candle tensors exported and imported. Only what the demo
+    has (cudarc needs a GPU: not here)."""
+    A = m.adapters
+    src = ADAPTER_B_SRC
+    if hasattr(A, "arrow_round_trip"):
+        t = A.arrow_round_trip(src)
+        u = A.arrow_round_trip(src.transpose(0, 2, 1), tensor=True)
+        np.from_dlpack(t).sum(); np.from_dlpack(u).sum()
+        p = A.arrow_primitive(src.ravel()[::-1], "float32", copy=True)
+        expect(BufferError, A.arrow_primitive, src.ravel(), "int64")
+        expect(BufferError, A.arrow_round_trip, src[:, ::2])
+        expect(BufferError, A.arrow_round_trip, np.array([True, False]))
+        expect(BufferError, A.arrow_round_trip, np.array([True, False]), copy=True)  # packed, then refused
+        w = A.arrow_arange(5)
+        del t, u, p, w
+        if _pa is not None:
+            a = _pa.array([1.0, None, 3.0])
+            expect(BufferError, A.arrow_from_pyarrow, a)
+            c = A.arrow_from_pyarrow(a, copy=True)
+            q = A.arrow_to_pyarrow(src, tensor=True)
+            r = A.arrow_from_pyarrow(q)
+            b = A.arrow_to_pyarrow(np.from_dlpack(r).reshape(-1)[:4].copy())
+            del a, c, q, r, b
+    if hasattr(A, "candle_arange"):
+        for layout in ("c", "t", "broadcast", "narrow"):
+            t = A.candle_arange(3, 4, layout=layout)
+            np.from_dlpack(t).sum()
+            del t
+        _, _, _, back = A.candle_import(src.transpose(2, 0, 1))
+        expect(BufferError, A.candle_import, np.zeros(2, np.int8))
+        del back
+
 def main() -> int:
     for i in range(N):
         paths_numpy_only()
@@ -452,6 +495,8 @@ def main() -> int:
             interop_edges()
             if LIVE_RUST0 is not None and hasattr(m.adapters, "ndarray_grid"):
                 adapter_cycles_a()
+            if hasattr(m.adapters, "arrow_round_trip") or hasattr(m.adapters, "candle_arange"):
+                adapter_cycles_b()
     gc.collect()
     bad = []
     if m is not None:
@@ -461,6 +506,8 @@ def main() -> int:
             bad.append(f"live_export_borrows() {m._testing.live_export_borrows()} (want 0)")
         if LIVE_RUST0 is not None and m.adapters.live_rust_owned_tensors() != LIVE_RUST0:
             bad.append(f"live_rust_owned_tensors() {LIVE_RUST0} -> {m.adapters.live_rust_owned_tensors()}")
+        if _pa is not None and hasattr(m.adapters, "arrow_from_pyarrow") and _pa.total_allocated_bytes() != 0:
+            bad.append(f"pyarrow still holds {_pa.total_allocated_bytes()} bytes after the arrow cycles")
         refs = [sys.getrefcount(x) for x in NP + OURS]
         if refs != REFS0:
             bad.append(f"source refcounts {REFS0} -> {refs}")

@@ -7,6 +7,8 @@ use pyo3::prelude::*;
 mod arrow;
 #[cfg(feature = "candle")]
 mod candle;
+#[cfg(feature = "cuda")]
+mod cudarc;
 #[cfg(feature = "image")]
 mod image;
 mod ndarray;
@@ -20,6 +22,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     arrow::register(m)?;
     #[cfg(feature = "candle")]
     candle::register(m)?;
+    #[cfg(feature = "cuda")]
+    cudarc::register(m)?;
     #[cfg(feature = "image")]
     image::register(m)?;
     ndarray::register(m)?;
