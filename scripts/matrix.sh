@@ -121,7 +121,7 @@ entry() {
       ;;
     abi3)
       say "abi3: clippy -D warnings of dlbind, the derive and the demo with pyo3/abi3-py311"
-      PYO3_PYTHON="$ROOT/.venv/bin/python" CARGO_TARGET_DIR="$TARGET/abi3" \
+      PYO3_PYTHON="$ROOT/.venv/bin/python" CARGO_TARGET_DIR="$TARGET" \
         cargo clippy -q --release -p dlbind -p dlbind-macros -p dlbind-demo --features dlbind-demo/abi3 \
         -- -D warnings || { echo "!! abi3 clippy FAILED"; return 1; }
       say "abi3: one wheel (pyo3/abi3-py311)"
