@@ -105,6 +105,9 @@ if [[ "${DLBIND_SKIP_RUST:-0}" != 1 ]]; then
   # The GPU paths (cudarc, dynamic loading) build without CUDA; their integration tests skip
   # with a printed reason when no driver is present.
   check "cargo test (cuda feature)" cargo test --release -p dlbind --features cuda --test gpu_cuda --test gpu_plan
+  # ---------------------------------------------------------- 3b. adapters
+  step "3b/7 the adapters with every adapter feature (scripts/test_adapters.sh)"
+  check "adapters" "$ROOT/scripts/test_adapters.sh"
 else
   step "2-3/7 skipped (DLBIND_SKIP_RUST=1)"
 fi
