@@ -610,6 +610,50 @@ def _render(res, vg_version, quick):
     return "\n".join(L) + "\n"
 
 
+# Issue 32's targets for an abi3 build: ahead of the best peer's full-API build on each row.
+ABI3_TARGETS = {
+    "export_legacy": 0.80,
+    "export_versioned": 0.62,
+    "device": 0.31,
+    "np_from_ours": 0.96,
+    "import_numpy": 1.07,
+    "import_own": 0.91,
+    "import_foreign_table": 0.86,
+}
+
+
+def summarize(path: Path) -> str:
+    """One markdown table from every `--per-interpreter` section of `path`: the target rows'
+    ratios (count in parentheses) per interpreter and build mode, against the targets."""
+    text = path.read_text(encoding="utf-8")
+    sections = re.findall(r"<!-- BEGIN bench_instructions\.py: (.+?) -->\n(.*?)<!-- END", text, re.S)
+    labels = {r[0]: (r[1], r[2]) for r in ROWS}
+    cols = []
+    for label, body in sections:
+        vals = {}
+        for line in body.splitlines():
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            for key, (lab, stmt) in labels.items():
+                if len(cells) > 5 and cells[0] == lab and key in TARGETS:
+                    vals[key] = (cells[2], cells[5])
+        cols.append((label.replace("CPython ", ""), "abi3" in label, vals))
+    cols.sort(key=lambda c: (c[1], [int(x) for x in re.findall(r"\d+", c[0])[:2]]))
+    head = "| call | target (full / abi3) | " + " | ".join(c[0] for c in cols) + " |"
+    out = [head, "|---|---|" + "---:|" * len(cols)]
+    for key in TARGETS:
+        cells = []
+        for _, abi3, vals in cols:
+            if key not in vals:
+                cells.append("")
+                continue
+            count, ratio = vals[key]
+            target = (ABI3_TARGETS if abi3 else TARGETS)[key]
+            miss = float(ratio) > target
+            cells.append(f"{'**' if miss else ''}{ratio}{'**' if miss else ''} ({count})")
+        out.append(f"| `{labels[key][1]}` | ≤ {TARGETS[key]:.2f} / < {ABI3_TARGETS[key]:.2f} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n\nRatio to numpy's own call in the same process (count of instructions per call); bold: misses its target."
+
+
 def interpreter_label(module: str) -> str:
     """`CPython 3.13.0, full API` or `CPython 3.13.0, abi3`: the build mode as the module's
     `_testing.shortcuts()` reports it (dlbind's `stats::shortcuts`), when it has one."""
@@ -640,7 +684,12 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", metavar="DIR", help="keep callgrind output files under DIR/<module>")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--plan", help=argparse.SUPPRESS)
+    ap.add_argument("--summarize", metavar="PATH",
+                    help="print one table of the target rows from every --per-interpreter section of PATH and exit")
     args = ap.parse_args(argv)
+    if args.summarize:
+        print(summarize(Path(args.summarize)))
+        return 0
     if args.n is None:
         args.n = 200 if args.quick else 2000
     if args.child:
