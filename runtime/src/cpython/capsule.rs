@@ -35,7 +35,7 @@ struct RawCapsuleGc {
 }
 
 /// 0: not checked yet; 1: [`RawCapsule`], no GC (direct access); 2: neither layout (C API);
-/// 3: [`RawCapsuleGc`], GC-allocated (direct access).
+/// 3: [`RawCapsuleGc`], GC-allocated (direct access). The direct layouts have odd codes.
 static LAYOUT: AtomicU8 = AtomicU8::new(0);
 
 /// What [`check_layout`] found.
@@ -184,8 +184,13 @@ unsafe fn fill(
 #[inline(always)]
 pub(crate) unsafe fn name_and_context(capsule: *mut ffi::PyObject) -> (*const c_char, *mut c_void) {
     // SAFETY: caller contract; the direct path reads fields of the checked layout (both
-    // layouts start with `RawCapsule`).
+    // layouts start with `RawCapsule`, and both have an odd code: one test decides).
     unsafe {
+        #[cfg(not(Py_LIMITED_API))]
+        if LAYOUT.load(Ordering::Relaxed) & 1 != 0 {
+            let c = capsule.cast::<RawCapsule>();
+            return ((*c).name, (*c).context);
+        }
         match layout() {
             #[cfg(not(Py_LIMITED_API))]
             Layout::Plain | Layout::Gc => {

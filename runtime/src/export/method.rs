@@ -548,6 +548,16 @@ where
         if nargs >= 1 {
             let slf = *args;
             if ffi::Py_TYPE(slf) == crate::cpython::boundary::descriptor_type(callable) {
+                // `x.__dlpack__(max_version=mv)` with the `mv` seen last, the versioned call as
+                // consumers make it: straight to its constant-request body (what
+                // `export_with_args` decides, without its frame).
+                if nargs == 1
+                    && !kwnames.is_null()
+                    && only_max_version(kwnames)
+                    && seen_max_version(*args.add(1))
+                {
+                    return export_constant::<T, true>(slf);
+                }
                 return dlpack_fastcall::<T>(slf, args.add(1), nargs - 1, kwnames);
             }
         }
