@@ -255,15 +255,21 @@ const TORCH_TENSOR_BASES: [&str; 2] = ["TensorBase", "_TensorBase"];
 /// # Safety
 /// GIL held; `tp` is a live, ready type.
 unsafe fn is_torch_tensor_type(py: Python<'_>, tp: *mut ffi::PyTypeObject) -> bool {
-    use pyo3::types::{PyDict, PyType};
-    let torch_c = py
-        .import("sys")
-        .and_then(|s| s.getattr("modules"))
-        .ok()
-        .and_then(|m| m.cast_into::<PyDict>().ok())
-        .and_then(|m| m.get_item("torch._C").ok().flatten());
-    let Some(torch_c) = torch_c else {
-        return false;
+    use pyo3::types::PyType;
+    // `sys.modules["torch._C"]` without importing `sys` or raising KeyError: an abi3 build, whose
+    // table lookups are not cached, asks this on every import through a table.
+    // SAFETY: GIL held (caller contract); both calls return borrowed references or NULL and
+    // never leave an exception set.
+    let torch_c = unsafe {
+        let modules = ffi::PyImport_GetModuleDict();
+        if modules.is_null() {
+            return false;
+        }
+        let m = ffi::PyDict_GetItemString(modules, c"torch._C".as_ptr());
+        if m.is_null() {
+            return false;
+        }
+        Bound::from_borrowed_ptr(py, m)
     };
     TORCH_TENSOR_BASES.iter().any(|name| {
         torch_c
