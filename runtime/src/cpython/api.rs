@@ -259,6 +259,7 @@ pub(crate) unsafe fn type_name_is(
 ///
 /// # Safety
 /// `tp` is a live type object; the GIL is held.
+#[cfg_attr(Py_GIL_DISABLED, allow(dead_code))]
 #[inline(always)]
 pub(crate) unsafe fn version_tag(tp: *mut ffi::PyTypeObject) -> u32 {
     #[cfg(Py_LIMITED_API)]

@@ -66,7 +66,7 @@ pub(crate) fn report(py: pyo3::Python<'_>, numpy_header: Option<bool>) -> Vec<Sh
             "version_tag_caches",
             super::typecache::ACTIVE,
             if !full {
-                "no tp_version_tag in the limited API: type lookups every call"
+                "no tp_version_tag in the limited API: immutable types cached by identity, other classes looked up every call"
             } else if !gil {
                 "free-threaded build: no shared caches"
             } else if cfg!(Py_3_13) {

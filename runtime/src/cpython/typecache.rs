@@ -5,8 +5,14 @@
 //! Precondition: a valid tag ([`version_tag`]) is unique for the type's current MRO dicts:
 //! CPython resets it when the type or a base changes and never hands one out twice. Checked at
 //! run time: an entry counts only when its type and tag equal the object's type and its current
-//! nonzero tag. Fallback: no tag (an abi3 build, a type CPython gave none) means no entry, and
-//! the caller looks the attribute up every time.
+//! nonzero tag. Fallback: no tag (a type CPython gave none) means no entry, and the caller looks
+//! the attribute up every time.
+//!
+//! An abi3 build cannot read tags (not in the limited API). It keeps entries for immutable types
+//! only (`Py_TPFLAGS_IMMUTABLETYPE`: static types such as numpy's, Cython's or tvm-ffi's, whose
+//! attributes cannot be set or deleted), holding a strong reference to each cached type so that
+//! its address cannot be another type's while the entry lives; a Python class is looked up every
+//! time.
 //!
 //! With a GIL, one process-wide array the GIL serialises (a thread-local one cost a
 //! `__tls_get_addr` call per use). A free-threaded build keeps no entries at all: its callers
@@ -15,6 +21,7 @@
 
 use pyo3::ffi;
 
+#[cfg(not(Py_GIL_DISABLED))]
 use super::api::version_tag;
 
 /// `N` entries of `(type address, tag, value)`, a type's slot chosen by its address (type
@@ -50,6 +57,28 @@ impl<V: Copy, const N: usize> TypeCache<V, N> {
         }
     }
 
+    /// The key an entry for `tp` is stored under: its version tag (full API), or 1 for an
+    /// immutable type (abi3); 0: no entry.
+    ///
+    /// # Safety
+    /// The GIL is held; `tp` is a live type object.
+    #[cfg(not(Py_GIL_DISABLED))]
+    #[inline(always)]
+    unsafe fn tag(tp: *mut ffi::PyTypeObject) -> u32 {
+        // SAFETY: caller contract.
+        unsafe {
+            #[cfg(not(Py_LIMITED_API))]
+            {
+                version_tag(tp)
+            }
+            #[cfg(Py_LIMITED_API)]
+            {
+                let _ = version_tag;
+                u32::from(ffi::PyType_GetFlags(tp) & ffi::Py_TPFLAGS_IMMUTABLETYPE != 0)
+            }
+        }
+    }
+
     #[cfg(not(Py_GIL_DISABLED))]
     #[inline(always)]
     fn slot(tp: *mut ffi::PyTypeObject) -> usize {
@@ -65,7 +94,7 @@ impl<V: Copy, const N: usize> TypeCache<V, N> {
         #[cfg(not(Py_GIL_DISABLED))]
         // SAFETY: caller contract (GIL held: no other access runs).
         unsafe {
-            let tag = version_tag(tp);
+            let tag = Self::tag(tp);
             if tag == 0 {
                 return None;
             }
@@ -86,20 +115,37 @@ impl<V: Copy, const N: usize> TypeCache<V, N> {
     /// The GIL is held; `tp` is a live type object.
     #[inline]
     pub(crate) unsafe fn set(&self, tp: *mut ffi::PyTypeObject, v: V) {
-        // SAFETY: caller contract.
-        let tag = unsafe { version_tag(tp) };
-        if tag == 0 {
-            return;
-        }
         #[cfg(not(Py_GIL_DISABLED))]
-        // SAFETY: caller contract (GIL held: no other access runs).
+        // SAFETY: caller contract (GIL held: no other access runs). An abi3 entry holds a strong
+        // reference to its type, taken before it is stored; the one it replaces is given back
+        // after (a type's release may run Python code, which then sees a consistent cache).
         unsafe {
-            (*self.slots.get())[Self::slot(tp)] = (tp as usize, tag, v);
+            let tag = Self::tag(tp);
+            if tag == 0 {
+                return;
+            }
+            let slot = &mut (*self.slots.get())[Self::slot(tp)];
+            #[cfg(Py_LIMITED_API)]
+            {
+                if slot.0 == tp as usize && slot.1 == tag {
+                    slot.2 = v;
+                    return;
+                }
+                ffi::Py_INCREF(tp.cast());
+            }
+            let old = std::mem::replace(slot, (tp as usize, tag, v));
+            #[cfg(Py_LIMITED_API)]
+            if old.0 != 0 {
+                ffi::Py_DECREF(old.0 as *mut ffi::PyObject);
+            }
+            #[cfg(not(Py_LIMITED_API))]
+            let _ = old;
         }
         #[cfg(Py_GIL_DISABLED)]
-        let _ = v;
+        let _ = (tp, v);
     }
 }
 
-/// Whether this build keys caches by version tag at all: the full API with a GIL.
+/// Whether this build keys caches by version tag: the full API with a GIL (an abi3 build caches
+/// immutable types only).
 pub(crate) const ACTIVE: bool = cfg!(all(not(Py_LIMITED_API), not(Py_GIL_DISABLED)));
