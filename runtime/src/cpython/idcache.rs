@@ -112,6 +112,13 @@ pub(crate) unsafe fn only_max_version(kwnames: *mut ffi::PyObject) -> bool {
     kwnames == MV_KWNAMES.load(Ordering::Relaxed) || unsafe { only_max_version_slow(kwnames) }
 }
 
+/// Whether `kwnames` is the `("max_version",)` tuple [`only_max_version`] accepted last: the
+/// identity check alone (one load), for a caller that must not spend more on other calls.
+#[inline(always)]
+pub(crate) fn is_max_version_kwnames(kwnames: *mut ffi::PyObject) -> bool {
+    !kwnames.is_null() && kwnames == MV_KWNAMES.load(Ordering::Relaxed)
+}
+
 /// [`only_max_version`] past the identity check.
 ///
 /// # Safety

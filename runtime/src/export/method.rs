@@ -551,9 +551,10 @@ where
                 // `x.__dlpack__(max_version=mv)` with the `mv` seen last, the versioned call as
                 // consumers make it: straight to its constant-request body (what
                 // `export_with_args` decides, without its frame).
+                // (Identity checks only: any other call, numpy's three keywords among them,
+                // pays two compares here and is decided as before.)
                 if nargs == 1
-                    && !kwnames.is_null()
-                    && only_max_version(kwnames)
+                    && crate::cpython::idcache::is_max_version_kwnames(kwnames)
                     && seen_max_version(*args.add(1))
                 {
                     return export_constant::<T, true>(slf);
