@@ -18,6 +18,9 @@
 # A missing interpreter fails its entry, naming it: the matrix is never narrowed silently.
 # Needs what scripts/test.sh sets up: the packaged crates from its downstream step (for
 # --crate-only) and its environment (CARGO_TARGET_DIR, PIP settings).
+# Each pytest run uses pytest-xdist with DLBIND_PYTEST_WORKERS workers (default 2; 0: none), and
+# prints the shortcut table of its interpreter and build mode first (test_interpreters.py checks
+# it; its own print is not shown from a worker).
 # Environment: DLBIND_MATRIX_SKIP_DOWNSTREAM=1 skips the downstream crate in each entry.
 set -euo pipefail
 
@@ -27,6 +30,12 @@ REQS="$ROOT/scripts/requirements-test.txt"
 export JAX_PLATFORMS="${JAX_PLATFORMS:-cpu}"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
+
+WORKERS="${DLBIND_PYTEST_WORKERS:-2}"
+XDIST=()
+[[ "$WORKERS" != 0 ]] && XDIST=(-n "$WORKERS")
+SHORTCUTS='import dlbind_demo as m
+for n, a, d in m._testing.shortcuts(): print("  " + ("on " if a else "off") + "  " + n.ljust(24) + " " + d)'
 
 FAILED=()
 check() { local name="$1"; shift; if ! "$@"; then echo "!! $name FAILED"; FAILED+=("$name"); fi; }
@@ -74,7 +83,8 @@ full_api_entry() {
   say "$v: dlbind_demo (maturin develop --release), pytest tests/python"
   ( source "$venv/bin/activate" && maturin develop -q --release -m "$ROOT/examples/tensor/Cargo.toml" ) \
     || { echo "!! $v: demo build FAILED"; return 1; }
-  fcheck "pytest" "$py" -m pytest "$ROOT/tests/python" -q -p no:cacheprovider -rfE
+  "$py" -c "$SHORTCUTS"
+  fcheck "pytest" "$py" -m pytest "$ROOT/tests/python" -q -p no:cacheprovider -rfE "${XDIST[@]}"
   say "$v: instruction smoke run"
   local smoke; smoke="$(mktemp -d)"; cp "$ROOT/bench/results.md" "$smoke/results.md"
   fcheck "bench smoke" "$py" "$ROOT/bench/bench_instructions.py" --quick --write "$smoke/results.md"
@@ -96,7 +106,8 @@ abi3_run() {
   local py="$venv/bin/python"
   "$py" -m pip install -q --force-reinstall --no-deps "$wheel"
   "$py" -c 'import dlbind_demo, sys; print("abi3 dlbind_demo on", sys.version.split()[0], "from", dlbind_demo.__file__)'
-  "$py" -m pytest "$ROOT/tests/python" -q -p no:cacheprovider -rfE || fails+=("pytest")
+  "$py" -c "$SHORTCUTS"
+  "$py" -m pytest "$ROOT/tests/python" -q -p no:cacheprovider -rfE "${XDIST[@]}" || fails+=("pytest")
   local smoke; smoke="$(mktemp -d)"; cp "$ROOT/bench/results.md" "$smoke/results.md"
   "$py" "$ROOT/bench/bench_instructions.py" --quick --write "$smoke/results.md" || fails+=("bench smoke")
   rm -rf "$smoke"
