@@ -311,8 +311,8 @@ unsafe fn lookup_table_slow(
     py: Python<'_>,
     tp: *mut ffi::PyTypeObject,
 ) -> (*const DLPackExchangeAPI, TableKind) {
-    // SAFETY: caller contract; type fields are plain reads; `_PyType_Lookup` never raises and
-    // returns a borrowed reference kept alive by the type's dict for the duration of the checks.
+    // SAFETY: caller contract; `type_lookup` never raises and returns a new reference (or NULL),
+    // given back once the attribute has been read.
     unsafe {
         let names = crate::cpython::names::names(py);
         let name = &names.exchange_api;

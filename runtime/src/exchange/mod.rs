@@ -7,7 +7,7 @@
 //!   `DLPACK_MAJOR_VERSION.DLPACK_MINOR_VERSION`, `prev_api` is NULL, and the functions are
 //!   [`producer`]'s generic `extern "C"` functions monomorphised for the type.
 //! * Consumer: [`import_via_exchange_api_with`] (step 3 of the import order, `import::order`) looks the
-//!   table up on the type without raising (`_PyType_Lookup`) — the standard name first, then the
+//!   table up on the type without raising (`cpython::api::type_lookup`) — the standard name first, then the
 //!   legacy `__c_dlpack_exchange_api__` older producers use (a capsule or an `int` address) —
 //!   caches it per type, checks `header.version.major` (walking `prev_api`), and imports through
 //!   `managed_tensor_from_py_object_no_sync`, or, for writable objects of a table this module
