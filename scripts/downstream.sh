@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What a registry user gets (issue 21), run by scripts/test.sh step 6:
-#   1. `cargo package --workspace`, with cargo's verify build of every package (interdependent
-#      crates resolve through cargo's temporary registry);
+#   1. `cargo package` of the three published crates (dlbind, dlbind-macros, dlbind-codegen),
+#      with cargo's verify build of each (interdependent crates resolve through cargo's
+#      temporary registry); the demo and the UI tests are `publish = false`;
 #   2. examples/downstream (a user's crate: `dlbind = "0.1"`, [patch.crates-io] pointing at the
 #      unpacked .crate files), copied OUTSIDE the repository so nothing of this workspace (its
 #      .cargo/config.toml) reaches the build, built with maturin and tested with pytest against
@@ -35,7 +36,7 @@ KEPT="$ROOT/target/packaged-crates"
 
 # ------------------------------------------------------------------ 1. package + verify
 if [[ $CRATE_ONLY == 0 ]]; then
-say "cargo package --workspace (verify build of every package)"
+say "cargo package -p dlbind -p dlbind-macros -p dlbind-codegen (verify build of each)"
 cd "$ROOT"
 # The verify build unpacks the interdependent crates from cargo's temporary registry into
 # $CARGO_HOME/registry/src/<that registry>/ and compiles them as registry crates, which cargo
@@ -53,9 +54,10 @@ if [[ -d "$PKG_TARGET" ]]; then
   cargo clean -q --target-dir "$PKG_TARGET" $(printf -- '-p %s ' "${OURS[@]}") || true
 fi
 rc=0
-cargo package --workspace --allow-dirty --target-dir "$PKG_TARGET" >"$WORK/package.log" 2>&1 || rc=$?
+cargo package -p dlbind -p dlbind-macros -p dlbind-codegen --allow-dirty --target-dir "$PKG_TARGET" \
+  >"$WORK/package.log" 2>&1 || rc=$?
 grep -v '^warning: ignoring \(test\|benchmark\)' "$WORK/package.log" | grep -v '^ *Compiling ' || true
-if [[ $rc != 0 ]]; then echo "!! cargo package --workspace failed (exit $rc)"; exit 1; fi
+if [[ $rc != 0 ]]; then echo "!! cargo package failed (exit $rc)"; exit 1; fi
 PACKAGES="$PKG_TARGET/package"
 for c in dlbind dlbind-macros dlbind-codegen; do
   echo "$c: $(tar tzf "$PACKAGES/$c-0.1.0.crate" | wc -l) files"

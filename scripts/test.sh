@@ -41,6 +41,12 @@ REQS="$ROOT/scripts/requirements-test.txt"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 export JAX_PLATFORMS="${JAX_PLATFORMS:-cpu}"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
+# Every build here uses the `ci` profile (Cargo.toml: release without LTO), so the codegen check,
+# the lints' build scripts, the tests, the demo and the matrix share their artifacts.
+PROFILE=(--profile ci)
+# Every feature of the workspace, in one set: each test, lint and doc run below builds dlbind once
+# with it (the features are additive; the default set is linted on its own as well).
+ALL_FEATURES="dlbind/ndarray,dlbind/image,dlbind/safetensors,dlbind/arrow,dlbind/candle,dlbind/cudarc,dlbind/test-util,dlbind-demo/cuda"
 
 step() { printf '\n==> [%s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 T0=$SECONDS
@@ -78,7 +84,7 @@ export PYO3_PYTHON="$PY"
 if [[ "${DLBIND_SKIP_RUST:-0}" != 1 ]]; then
   # ------------------------------------------------------------ 2. codegen
   step "2/7 generated/ is up to date (dlbind-codegen check)"
-  check "codegen check" cargo run --release -q -p dlbind-codegen -- check
+  check "codegen check" cargo run "${PROFILE[@]}" -q -p dlbind-codegen -- check
 
   # ------------------------------------------------------------ 2b. lint
   # rustfmt's default style (no rustfmt.toml) and clippy with warnings as errors. Each skips,
@@ -90,36 +96,40 @@ if [[ "${DLBIND_SKIP_RUST:-0}" != 1 ]]; then
     echo "rustfmt is not installed with this toolchain: format check skipped"
   fi
   if cargo clippy --version >/dev/null 2>&1; then
-    check "cargo clippy" cargo clippy --release -q --workspace --all-targets -- -D warnings
-    check "cargo clippy (cuda feature)" cargo clippy --release -q -p dlbind --features cuda --all-targets -- -D warnings
+    check "cargo clippy" cargo clippy "${PROFILE[@]}" -q --workspace --all-targets -- -D warnings
+    check "cargo clippy (every feature)" cargo clippy "${PROFILE[@]}" -q --workspace --all-targets \
+      --features "$ALL_FEATURES" -- -D warnings
   else
     echo "clippy is not installed with this toolchain: lint skipped"
   fi
   # API docs build without a broken intra-doc link or another rustdoc warning, private items
   # included (their docs are the newcomer's map of the runtime).
-  check "cargo doc" env RUSTDOCFLAGS="-D warnings" cargo doc -q --workspace --no-deps --document-private-items --features dlbind/cuda,dlbind/ndarray
+  check "cargo doc" env RUSTDOCFLAGS="-D warnings" cargo doc -q --workspace --no-deps --document-private-items \
+    --features "${ALL_FEATURES/,dlbind\/test-util/}"
 
   # ------------------------------------------------------------ 3. cargo test
-  step "3/7 cargo test --workspace --release --no-fail-fast"
-  check "cargo test" cargo test --workspace --release --no-fail-fast
-  # The GPU paths (cudarc, dynamic loading) build without CUDA; their integration tests skip
-  # with a printed reason when no driver is present.
-  check "cargo test (cuda feature)" cargo test --release -p dlbind --features cuda --test gpu_cuda --test gpu_plan
-  # ---------------------------------------------------------- 3b. adapters
-  step "3b/7 the adapters with every adapter feature (scripts/test_adapters.sh)"
-  check "adapters" "$ROOT/scripts/test_adapters.sh"
+  # One build with every feature: the runtime, codegen, derive and UI tests, the adapters' tests
+  # against the real crates (issue 34; scripts/test_adapters.sh runs them alone), and the GPU
+  # paths (cudarc, dynamic loading), which build without CUDA and whose integration tests skip
+  # with a printed reason when no driver is present. The embedded-Python tests import numpy from
+  # the venv (DLBIND_TEST_SITE: there a missing numpy fails them instead of skipping).
+  step "3/7 cargo test --workspace --profile ci --no-fail-fast (every feature)"
+  check "cargo test" env DLBIND_TEST_SITE="$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
+    cargo test --workspace "${PROFILE[@]}" --no-fail-fast --features "$ALL_FEATURES"
 else
   step "2-3/7 skipped (DLBIND_SKIP_RUST=1)"
 fi
 
 # ---------------------------------------------------------------- 4. demo
-step "4/7 build + install dlbind_demo (maturin develop --release)"
-maturin develop --release -m "$ROOT/examples/tensor/Cargo.toml"
+step "4/7 build + install dlbind_demo (maturin develop --profile ci)"
+maturin develop "${PROFILE[@]}" -m "$ROOT/examples/tensor/Cargo.toml"
 "$PY" -c 'import dlbind_demo; print("dlbind_demo from", dlbind_demo.__file__)'
 
 # ---------------------------------------------------------------- 5. pytest
 step "5/7 pytest tests/python"
-check "pytest" "$PY" -m pytest "$ROOT/tests/python" -q -p no:cacheprovider -rfEs ${PYTEST_EXTRA[@]+"${PYTEST_EXTRA[@]}"}
+# Two pytest-xdist workers (DLBIND_PYTEST_WORKERS; 0: none), as in the matrix.
+XDIST=(); [[ "${DLBIND_PYTEST_WORKERS:-2}" != 0 ]] && XDIST=(-n "${DLBIND_PYTEST_WORKERS:-2}")
+check "pytest" "$PY" -m pytest "$ROOT/tests/python" -q -p no:cacheprovider -rfEs "${XDIST[@]}" ${PYTEST_EXTRA[@]+"${PYTEST_EXTRA[@]}"}
 
 # ---------------------------------------------------------------- 5b. memcheck
 step "5b/7 valgrind memcheck subset (scripts/memcheck.sh; --full for the long run)"

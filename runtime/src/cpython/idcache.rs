@@ -113,7 +113,9 @@ pub(crate) unsafe fn only_max_version(kwnames: *mut ffi::PyObject) -> bool {
 }
 
 /// Whether `kwnames` is the `("max_version",)` tuple [`only_max_version`] accepted last: the
-/// identity check alone (one load), for a caller that must not spend more on other calls.
+/// identity check alone (one load), for a caller that must not spend more on other calls (the
+/// full API's own `__dlpack__` vectorcall entry; an abi3 build has none).
+#[cfg(not(Py_LIMITED_API))]
 #[inline(always)]
 pub(crate) fn is_max_version_kwnames(kwnames: *mut ffi::PyObject) -> bool {
     !kwnames.is_null() && kwnames == MV_KWNAMES.load(Ordering::Relaxed)

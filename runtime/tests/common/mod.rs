@@ -19,24 +19,44 @@ pub fn serial() -> MutexGuard<'static, ()> {
     guard
 }
 
-/// Makes the repository's venv (numpy, ...) importable when it exists.
+/// Makes the test venv's packages (numpy, ...) importable.
+///
+/// `DLBIND_TEST_SITE` (set by scripts/test.sh and scripts/matrix.sh to the site-packages of the
+/// venv made for the embedded interpreter) names it; there numpy must import, and a test that
+/// needs it fails rather than skips. Without it, the repository's `.venv` is used when its
+/// Python version is the embedded one's, and the numpy tests skip, saying so, when it is not.
 pub fn add_venv(py: Python<'_>) {
-    let site = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../.venv/lib/python3.11/site-packages"
-    );
-    if std::path::Path::new(site).exists() {
+    let site = match std::env::var("DLBIND_TEST_SITE") {
+        Ok(site) => site,
+        Err(_) => {
+            let v = py.version_info();
+            format!(
+                "{}/../.venv/lib/python{}.{}/site-packages",
+                env!("CARGO_MANIFEST_DIR"),
+                v.major,
+                v.minor
+            )
+        }
+    };
+    if std::path::Path::new(&site).exists() {
         let sys = py.import("sys").unwrap();
         let path = sys.getattr("path").unwrap();
-        if !path.contains(site).unwrap() {
-            path.call_method1("append", (site,)).unwrap();
+        if !path.contains(&site).unwrap() {
+            path.call_method1("append", (&site,)).unwrap();
         }
     }
 }
 
+/// numpy, or `None` when it cannot be imported and no test venv was named (see [`add_venv`]).
 pub fn numpy(py: Python<'_>) -> Option<Bound<'_, PyModule>> {
     add_venv(py);
-    py.import("numpy").ok()
+    match py.import("numpy") {
+        Ok(np) => Some(np),
+        Err(e) if std::env::var_os("DLBIND_TEST_SITE").is_some() => {
+            panic!("DLBIND_TEST_SITE is set but numpy does not import: {e}")
+        }
+        Err(_) => None,
+    }
 }
 
 /// A versioned DLPack capsule as a C producer makes one: its destructor calls the tensor's
