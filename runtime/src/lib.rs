@@ -114,7 +114,7 @@ pub use bridges::{PythonView, numpy_view};
 pub use device::Device;
 pub use error::DlpackError;
 pub use export::{DLPackSource, DataSource};
-pub use import::{FromDLPack, ImportedTensor, add_from_dlpack, from_dlpack};
+pub use import::{FromDLPack, ImportedTensor, Slot, Written, add_from_dlpack, from_dlpack};
 pub use spec::elements::DLPackElement;
 pub use storage::Buffer;
 pub use writability::Writability;

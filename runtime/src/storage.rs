@@ -14,8 +14,14 @@ use crate::export::DataSource;
 use crate::ffi::DLDataType;
 use crate::import::ImportedTensor;
 
-/// Array storage: owned host memory or an imported DLPack tensor.
-pub enum Buffer {
+/// Array storage: owned host memory, an imported DLPack tensor, or memory another Python object
+/// or Rust value keeps alive. Built with [`Buffer::zeroed`], [`Buffer::from_aligned`],
+/// `From<ImportedTensor>`, [`Buffer::view`] and [`Buffer::from_owner`]; what it holds is private,
+/// so new kinds of storage can be added without breaking a user's code.
+pub struct Buffer(Repr);
+
+/// What a [`Buffer`] holds.
+enum Repr {
     /// Host memory owned by this buffer (64-byte aligned; 256 for large ones).
     Owned(AlignedBuffer),
     /// Memory of an imported tensor; the producer's deleter runs when the buffer drops.
@@ -30,7 +36,7 @@ pub enum Buffer {
     Kept(KeptView),
 }
 
-/// The [`Buffer::Kept`] payload: element 0 of memory that a Rust value keeps valid.
+/// The `Repr::Kept` payload: element 0 of memory that a Rust value keeps valid.
 pub struct KeptView {
     owner: Box<dyn std::any::Any + Send + Sync>,
     data: *mut c_void,
@@ -55,7 +61,7 @@ impl std::fmt::Debug for KeptView {
     }
 }
 
-/// The [`Buffer::View`] payload: element 0 of memory that `owner` keeps alive.
+/// The `Repr::View` payload: element 0 of memory that `owner` keeps alive.
 pub struct PyView {
     owner: Py<PyAny>,
     data: *mut c_void,
@@ -91,19 +97,19 @@ impl std::fmt::Debug for PyView {
 impl Buffer {
     /// `nbytes` zeroed host bytes.
     pub fn zeroed(nbytes: usize) -> Result<Buffer, DlpackError> {
-        Ok(Buffer::Owned(AlignedBuffer::zeroed(nbytes)?))
+        Ok(Buffer(Repr::Owned(AlignedBuffer::zeroed(nbytes)?)))
     }
 
     /// Owned, writable host memory.
     #[inline]
     pub fn from_aligned(buf: AlignedBuffer) -> Buffer {
-        Buffer::Owned(buf)
+        Buffer(Repr::Owned(buf))
     }
 
     /// An imported tensor's memory (the producer stays alive until the buffer drops).
     #[inline]
     pub fn from_imported(t: ImportedTensor) -> Buffer {
-        Buffer::Imported(t)
+        Buffer(Repr::Imported(t))
     }
 
     /// A view of memory owned by the Python object `owner` (no allocation, no copy): element 0
@@ -120,12 +126,12 @@ impl Buffer {
         device: Device,
         readonly: bool,
     ) -> Buffer {
-        Buffer::View(PyView {
+        Buffer(Repr::View(PyView {
             owner,
             data,
             device,
             readonly,
-        })
+        }))
     }
 
     /// Memory owned by a Rust value: element 0 is `data`, on `device`, writable unless
@@ -142,20 +148,20 @@ impl Buffer {
         device: Device,
         readonly: bool,
     ) -> Buffer {
-        Buffer::Kept(KeptView {
+        Buffer(Repr::Kept(KeptView {
             owner: Box::new(owner),
             data,
             device,
             readonly,
-        })
+        }))
     }
 
     /// The bytes of owned host memory ([`Buffer::zeroed`], [`Buffer::from_aligned`]) to fill;
     /// `None` for imported memory and views, which this buffer does not own.
     #[inline]
     pub fn owned_bytes_mut(&mut self) -> Option<&mut [u8]> {
-        match self {
-            Buffer::Owned(b) => Some(b.as_mut_slice()),
+        match &mut self.0 {
+            Repr::Owned(b) => Some(b.as_mut_slice()),
             _ => None,
         }
     }
@@ -176,16 +182,16 @@ impl Buffer {
         device: Device,
         readonly: bool,
     ) -> Buffer {
-        let (owner, ro) = match self {
-            Buffer::View(v) => (v.owner.clone_ref(py), v.readonly),
+        let (owner, ro) = match &self.0 {
+            Repr::View(v) => (v.owner.clone_ref(py), v.readonly),
             _ => (holder.clone().unbind(), self.readonly()),
         };
-        Buffer::View(PyView {
+        Buffer(Repr::View(PyView {
             owner,
             data,
             device,
             readonly: readonly || ro,
-        })
+        }))
     }
 
     /// Gives back now the Python reference a view holds (its owner's: decref'd here, with the
@@ -199,21 +205,21 @@ impl Buffer {
     /// to do.
     #[inline]
     pub fn release_python_refs(&mut self, py: Python<'_>) -> bool {
-        match self {
-            Buffer::View(v) => {
+        match &mut self.0 {
+            Repr::View(v) => {
                 let owner = v.owner.as_ptr();
                 // SAFETY: the view's `Py` is given up without its drop: the buffer is overwritten
                 // in place (the view's other fields are plain data), and its reference is given
                 // back here, at once, with the GIL (`py`); a `Py` dropped outside PyO3's own
                 // trampolines would wait in PyO3's pool instead.
                 unsafe {
-                    std::ptr::write(self, Buffer::Owned(AlignedBuffer::empty()));
+                    std::ptr::write(self, Buffer(Repr::Owned(AlignedBuffer::empty())));
                     pyo3::ffi::Py_DECREF(owner);
                 }
                 let _ = py;
                 true
             }
-            Buffer::Imported(t) => {
+            Repr::Imported(t) => {
                 // A producer's managed tensor and nothing else: given back now (its deleter
                 // runs here rather than in the drop), leaving an empty buffer whose drop does
                 // nothing ([`Buffer::owns_nothing`]).
@@ -221,14 +227,38 @@ impl Buffer {
                 // never dropped.
                 unsafe {
                     if t.release_managed_in_place() {
-                        std::ptr::write(self, Buffer::Owned(AlignedBuffer::empty()));
+                        std::ptr::write(self, Buffer(Repr::Owned(AlignedBuffer::empty())));
                     }
                 }
                 let _ = py;
                 true
             }
-            Buffer::Owned(_) | Buffer::Shared(_) => true,
-            Buffer::Kept(_) => false,
+            Repr::Owned(_) | Repr::Shared(_) => true,
+            Repr::Kept(_) => false,
+        }
+    }
+
+    /// For dlbind's own tests: which storage the buffer holds (`"owned"`, `"imported"`,
+    /// `"shared"`, `"view"`, `"kept"`).
+    #[cfg(feature = "test-util")]
+    #[doc(hidden)]
+    pub fn storage_kind(&self) -> &'static str {
+        match &self.0 {
+            Repr::Owned(_) => "owned",
+            Repr::Imported(_) => "imported",
+            Repr::Shared(_) => "shared",
+            Repr::View(_) => "view",
+            Repr::Kept(_) => "kept",
+        }
+    }
+
+    /// For dlbind's own tests: the Python object a view keeps alive.
+    #[cfg(feature = "test-util")]
+    #[doc(hidden)]
+    pub fn view_owner(&self) -> Option<&Py<PyAny>> {
+        match &self.0 {
+            Repr::View(v) => Some(&v.owner),
+            _ => None,
         }
     }
 
@@ -236,37 +266,37 @@ impl Buffer {
     /// once [`Buffer::release_python_refs`] gave its owner back).
     #[inline]
     pub fn owns_nothing(&self) -> bool {
-        matches!(self, Buffer::Owned(b) if b.is_unallocated())
+        matches!(&self.0, Repr::Owned(b) if b.is_unallocated())
     }
 
     /// Address of the first byte (element 0 for imported tensors and views).
     #[inline]
     pub fn data_ptr(&self) -> *mut c_void {
-        match self {
-            Buffer::Owned(b) => b.as_mut_ptr().cast::<c_void>(),
-            Buffer::Imported(t) => t.data_ptr(),
-            Buffer::Shared(t) => t.data_ptr(),
-            Buffer::View(v) => v.data,
-            Buffer::Kept(k) => k.data,
+        match &self.0 {
+            Repr::Owned(b) => b.as_mut_ptr().cast::<c_void>(),
+            Repr::Imported(t) => t.data_ptr(),
+            Repr::Shared(t) => t.data_ptr(),
+            Repr::View(v) => v.data,
+            Repr::Kept(k) => k.data,
         }
     }
 
     /// The imported tensor behind this buffer, if any.
     #[inline]
     pub fn imported(&self) -> Option<&ImportedTensor> {
-        match self {
-            Buffer::Owned(_) | Buffer::View(_) | Buffer::Kept(_) => None,
-            Buffer::Imported(t) => Some(t),
-            Buffer::Shared(t) => Some(t),
+        match &self.0 {
+            Repr::Owned(_) | Repr::View(_) | Repr::Kept(_) => None,
+            Repr::Imported(t) => Some(t),
+            Repr::Shared(t) => Some(t),
         }
     }
 
     /// Where the memory is (owned buffers are host memory).
     #[inline]
     pub fn device(&self) -> Device {
-        match self {
-            Buffer::View(v) => v.device,
-            Buffer::Kept(k) => k.device,
+        match &self.0 {
+            Repr::View(v) => v.device,
+            Repr::Kept(k) => k.device,
             _ => self.imported().map_or(Device::CPU, ImportedTensor::device),
         }
     }
@@ -274,17 +304,17 @@ impl Buffer {
     /// Whether the memory must not be written (imported read-only tensors, read-only views).
     #[inline]
     pub fn readonly(&self) -> bool {
-        match self {
-            Buffer::View(v) => v.readonly,
-            Buffer::Kept(k) => k.readonly,
+        match &self.0 {
+            Repr::View(v) => v.readonly,
+            Repr::Kept(k) => k.readonly,
             _ => self.imported().is_some_and(ImportedTensor::readonly),
         }
     }
 
     /// Byte length of an owned buffer (`None` for imported memory).
     pub fn owned_len(&self) -> Option<usize> {
-        match self {
-            Buffer::Owned(b) => Some(b.len()),
+        match &self.0 {
+            Repr::Owned(b) => Some(b.len()),
             _ => None,
         }
     }
@@ -292,33 +322,33 @@ impl Buffer {
 
 impl From<AlignedBuffer> for Buffer {
     fn from(b: AlignedBuffer) -> Self {
-        Buffer::Owned(b)
+        Buffer(Repr::Owned(b))
     }
 }
 
 impl From<ImportedTensor> for Buffer {
     fn from(t: ImportedTensor) -> Self {
-        Buffer::Imported(t)
+        Buffer(Repr::Imported(t))
     }
 }
 
 impl From<Arc<ImportedTensor>> for Buffer {
     fn from(t: Arc<ImportedTensor>) -> Self {
-        Buffer::Shared(t)
+        Buffer(Repr::Shared(t))
     }
 }
 
 impl std::fmt::Debug for Buffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Buffer::Owned(b) => f
+        match &self.0 {
+            Repr::Owned(b) => f
                 .debug_struct("Buffer::Owned")
                 .field("len", &b.len())
                 .finish(),
-            Buffer::Imported(t) => f.debug_tuple("Buffer::Imported").field(t).finish(),
-            Buffer::Shared(t) => f.debug_tuple("Buffer::Shared").field(t).finish(),
-            Buffer::View(v) => f.debug_tuple("Buffer::View").field(v).finish(),
-            Buffer::Kept(k) => f.debug_tuple("Buffer::Kept").field(k).finish(),
+            Repr::Imported(t) => f.debug_tuple("Buffer::Imported").field(t).finish(),
+            Repr::Shared(t) => f.debug_tuple("Buffer::Shared").field(t).finish(),
+            Repr::View(v) => f.debug_tuple("Buffer::View").field(v).finish(),
+            Repr::Kept(k) => f.debug_tuple("Buffer::Kept").field(k).finish(),
         }
     }
 }
@@ -345,13 +375,13 @@ unsafe impl DataSource for Buffer {
     /// reference cycle through them is collected (e.g. an object that exposes
     /// `__array_interface__` and stores the array imported from itself). Not visited: the
     /// Python objects a producer's managed tensor may hold (opaque to dlbind), and a
-    /// [`Buffer::Shared`] tensor's owner (shared by several buffers, it is not this one's to
+    /// shared (`Repr::Shared`) tensor's owner (shared by several buffers, it is not this one's to
     /// report).
     fn visit_python_refs(&self, visit: &pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
-        match self {
-            Buffer::View(v) => visit.call(&v.owner),
-            Buffer::Imported(t) => t.visit_python_owner(visit),
-            Buffer::Owned(_) | Buffer::Shared(_) | Buffer::Kept(_) => Ok(()),
+        match &self.0 {
+            Repr::View(v) => visit.call(&v.owner),
+            Repr::Imported(t) => t.visit_python_owner(visit),
+            Repr::Owned(_) | Repr::Shared(_) | Repr::Kept(_) => Ok(()),
         }
     }
 }

@@ -70,7 +70,7 @@ fn from_dlpack(
     let device = dlbind::args::parse_device_arg(device)?;
     let copy = dlbind::args::parse_copy_arg(copy)?;
     Ok(View {
-        buf: Buffer::Imported(dlbind::from_dlpack(x, device, copy)?),
+        buf: Buffer::from(dlbind::from_dlpack(x, device, copy)?),
     })
 }
 

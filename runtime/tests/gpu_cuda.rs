@@ -11,7 +11,7 @@ use dlbind::gpu::cuda::CudaRuntime;
 use dlbind::gpu::kernels::reference_strided_copy;
 use dlbind::gpu::{
     AllocKind, CopyKind, DeviceAllocation, DeviceRuntime, StreamHandle, TensorLayout, TransferKind,
-    TransferRequest, default_runtime, execute_transfer, plan_transfer, zeros,
+    TransferRequest, default_runtime, execute_transfer, plan_transfer, zeros_with,
 };
 use dlbind::spec::errors::{FailureKind, PyExceptionKind};
 
@@ -130,7 +130,7 @@ fn pinned_and_managed_zeros_are_host_readable() {
     };
     let rt_dyn: Arc<dyn DeviceRuntime> = rt.clone();
     for dev in [Device::CUDA_HOST, Device::CUDA_MANAGED, Device::cuda(0)] {
-        let z = zeros(&rt_dyn, dev, 1000).unwrap();
+        let z = zeros_with(&rt_dyn, dev, 1000).unwrap();
         assert_eq!(z.dl_device(), dev);
         let bytes = if dev.is_host_accessible() {
             // SAFETY: pinned / managed memory of 1000 bytes, no pending device work (zeros
@@ -141,7 +141,7 @@ fn pinned_and_managed_zeros_are_host_readable() {
         };
         assert!(bytes.iter().all(|&b| b == 0), "{dev}");
     }
-    let e = zeros(&rt_dyn, Device::CPU, 8).unwrap_err();
+    let e = zeros_with(&rt_dyn, Device::CPU, 8).unwrap_err();
     assert_eq!(e.kind(), FailureKind::UnsupportedDevice);
     let e = rt
         .alloc(AllocKind::Device, Device::cuda(rt.device_count()), 8)

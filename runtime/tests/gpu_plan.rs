@@ -7,7 +7,7 @@ use dlbind::Device;
 use dlbind::gpu::fake::{Call, FakeRuntime};
 use dlbind::gpu::{
     AllocKind, CopyKind, DeviceRuntime, StreamHandle, TensorLayout, TransferRequest,
-    consumer_stream_for, default_runtime, execute_transfer, plan_transfer, zeros,
+    consumer_stream_for, default_runtime, execute_transfer, plan_transfer, zeros_with,
 };
 use dlbind::spec::errors::{FailureKind, PyExceptionKind};
 
@@ -104,7 +104,7 @@ fn dlpack_paths_through_the_public_api() {
 fn zeros_through_the_public_api() {
     let fake = Arc::new(FakeRuntime::new());
     let rt: Arc<dyn DeviceRuntime> = fake.clone();
-    let t = zeros(&rt, Device::CUDA_MANAGED, 32).unwrap();
+    let t = zeros_with(&rt, Device::CUDA_MANAGED, 32).unwrap();
     assert_eq!(t.dl_device(), Device::CUDA_MANAGED);
     assert_eq!(t.allocation().kind, AllocKind::Managed);
     drop(t);

@@ -46,7 +46,7 @@ macro_rules! include_generated {
             ));
         }
         pub mod element {
-            pub trait DLPackElement: Copy + Send + Sync + 'static {
+            pub unsafe trait DLPackElement: Copy + Send + Sync + 'static {
                 const DTYPE: $crate::ffi::DLDataType;
                 const NAME: &'static str;
             }

@@ -9,7 +9,7 @@
 use dlbind::layout::{ElemSize, c_strides};
 use dlbind::prelude::*;
 use dlbind::spec::dtypes::{self, DTypeInfo};
-use dlbind::{PythonView, tuning};
+use dlbind::{PythonView, Slot, Written, tuning};
 use pyo3::exceptions::{PyBufferError, PyIndexError, PyMemoryError, PyTypeError, PyValueError};
 use pyo3::types::{PyBytes, PyInt, PyTuple};
 
@@ -258,8 +258,7 @@ impl Tensor {
         dtype: DLDataType,
         nbytes: usize,
     ) -> PyResult<Tensor> {
-        let runtime = dlbind::gpu::default_runtime()?;
-        let alloc = dlbind::gpu::zeros(&runtime, device, nbytes)?;
+        let alloc = dlbind::gpu::zeros(device, nbytes)?;
         let data = alloc.ptr() as usize as *mut std::ffi::c_void;
         let dl_device = alloc.dl_device();
         let strides = c_strides(&shape);
@@ -616,14 +615,14 @@ impl FromDLPack for Tensor {
     /// [`from_imported`](FromDLPack::from_imported)'s value, written in place into a new
     /// instance (field by field, as [`share_into`](FromDLPack::share_into) does).
     #[inline(always)]
-    fn from_imported_into(
+    fn from_imported_into<'a>(
         _py: Python<'_>,
         imported: ImportedTensor,
-        out: &mut std::mem::MaybeUninit<Self>,
-    ) -> Result<(), ImportedTensor> {
+        mut out: Slot<'a, Self>,
+    ) -> Result<Written<'a, Self>, ImportedTensor> {
         let p = out.as_mut_ptr();
         // SAFETY: `p` is valid for writes of a `Tensor`; every field is written once, so `out`
-        // holds a whole `Tensor` when this returns `Ok`.
+        // holds a whole `Tensor` when `assume_written` is called.
         unsafe {
             Dims::write_from_slice(&raw mut (*p).shape, imported.shape());
             Dims::write_from_slice(&raw mut (*p).strides, imported.strides());
@@ -631,8 +630,8 @@ impl FromDLPack for Tensor {
             (&raw mut (*p).device).write(imported.device());
             (&raw mut (*p).readonly).write(imported.writability());
             (&raw mut (*p).buf).write(Buffer::from(imported));
+            Ok(out.assume_written())
         }
-        Ok(())
     }
 
     /// `from_dlpack(a)` of a `numpy.ndarray` (a view of the array's memory keeping the array
@@ -671,7 +670,10 @@ impl FromDLPack for Tensor {
 
     /// [`share_from`](FromDLPack::share_from)'s value, written in place into a new instance.
     #[inline(always)]
-    fn share_into(source: &Bound<'_, Self>, out: &mut std::mem::MaybeUninit<Self>) -> bool {
+    fn share_into<'a>(
+        source: &Bound<'_, Self>,
+        mut out: Slot<'a, Self>,
+    ) -> Option<Written<'a, Self>> {
         let this = source.get();
         // SAFETY: the same pointer, shape and strides as `source`, whose storage `source` owns
         // (or, for a view, the owner `share_view` takes instead).
@@ -688,7 +690,7 @@ impl FromDLPack for Tensor {
         // at once is built first and then copied, about 30 instructions more).
         let p = out.as_mut_ptr();
         // SAFETY: `p` is valid for writes of a `Tensor`; every field is written once, so `out`
-        // holds a whole `Tensor` when this returns `true`.
+        // holds a whole `Tensor` when `assume_written` is called.
         unsafe {
             (&raw mut (*p).buf).write(buf);
             (&raw mut (*p).dtype).write(this.dtype);
@@ -696,8 +698,8 @@ impl FromDLPack for Tensor {
             this.strides.clone_to(&raw mut (*p).strides);
             (&raw mut (*p).device).write(this.device);
             (&raw mut (*p).readonly).write(this.readonly);
+            Some(out.assume_written())
         }
-        true
     }
 
     /// `Tensor` is frozen and has a free list: instances are built without `object.__new__`.

@@ -278,6 +278,7 @@ fn ml_dtypes_dtype(descr: &Bound<'_, PyAny>, typestr: &str) -> Option<DLDataType
 /// `crate::exchange`). Validated: the layout passed `crate::import::validate_dltensor`'s
 /// checks, the dtype is in the spec's table.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct PythonView<'a, 'py> {
     /// The object owning the memory: keep a strong reference for as long as the view is used.
     pub owner: &'a Bound<'py, PyAny>,

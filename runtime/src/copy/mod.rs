@@ -33,7 +33,9 @@ pub use plan::{CopyPlan, PlanKind};
 pub const PARALLEL_MIN_BYTES: usize = 1 << 20;
 
 /// Why a copy (or a size computation) was refused. Nothing is written when an error is returned.
+/// Non-exhaustive: new checks may add reasons.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CopyError {
     /// `shape.len() != strides.len()`.
     ShapeStrideMismatch,

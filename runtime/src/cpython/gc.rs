@@ -3,13 +3,13 @@
 //! [`DataSource::visit_python_refs`](crate::export::DataSource::visit_python_refs)).
 //!
 //! A tensor imported from a Python object keeps that object alive: a view's owner
-//! ([`Buffer::View`](crate::Buffer::View)), the exporter behind a bridge import (the
+//! (a view buffer), the exporter behind a bridge import (the
 //! object with `__array_interface__`, the buffer's `obj`), or the array a dlbind export points
 //! at. If that object in turn refers to the tensor (say it stores the array imported from
 //! itself), the pair is a reference cycle, which the collector can free only when the tensor
 //! reports its reference. Each reference is reported exactly once, and only by its one owner:
 //! the collector subtracts one per visit from the object's count, so a reference shared by
-//! several owners ([`Buffer::Shared`](crate::Buffer::Shared)) or held by a foreign
+//! several owners (a shared imported buffer) or held by a foreign
 //! producer's opaque `manager_ctx` is not reported (a cycle through it stays uncollected, the
 //! safe side; numpy's `ndarray.base` is never reported at all).
 //!

@@ -2,8 +2,9 @@
 //
 // The dtype table (Contract 1, `dlbind::spec::dtypes`).
 
-/// One row of the dtype table.
+/// One row of the dtype table. Non-exhaustive: the spec's table may gain columns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DTypeInfo {
     /// Python name (array API or ml_dtypes): `"float32"`, `"bool"`, `"bfloat16"`, `"float8_e4m3fn"`.
     pub name: &'static str,

@@ -2,8 +2,10 @@
 //
 // Stream rules of `__dlpack__(stream=...)` per device (Contract 1, `dlbind::spec::streams`).
 
-/// What a producer must do for the stream a consumer passed.
+/// What a producer must do for the stream a consumer passed. Non-exhaustive: the spec may add
+/// actions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StreamAction {
     /// Stream-less device and stream=None: nothing to synchronise.
     None,
@@ -21,6 +23,7 @@ pub enum StreamAction {
 
 /// A stream value the rules reject for a device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StreamRuleViolation {
     /// The device the stream was meant for.
     pub device_type: crate::ffi::DLDeviceType,

@@ -1263,7 +1263,7 @@ fn zeros_allocates_clears_and_frees() {
         (Device::CUDA_MANAGED, AllocKind::Managed),
     ] {
         fake.take_calls();
-        let z = zeros(&rt, dev, 64).unwrap();
+        let z = zeros_with(&rt, dev, 64).unwrap();
         assert_eq!(z.dl_device(), dev);
         let p = z.ptr();
         assert_eq!(
@@ -1291,19 +1291,19 @@ fn zeros_allocates_clears_and_frees() {
         assert_eq!(fake.calls().last(), Some(&Call::Free { ptr: p, kind }));
     }
     fake.take_calls();
-    let z = zeros(&rt, Device::cuda(3), 0).unwrap();
+    let z = zeros_with(&rt, Device::cuda(3), 0).unwrap();
     assert_eq!(fake.calls().len(), 1);
     drop(z);
-    let e = zeros(&rt, Device::CPU, 8).unwrap_err();
+    let e = zeros_with(&rt, Device::CPU, 8).unwrap_err();
     assert_eq!(e.kind(), FailureKind::UnsupportedDevice);
     fake.fail_on(Op::Alloc, FailureKind::DeviceUnavailable);
     assert_eq!(
-        zeros(&rt, cuda0(), 8).unwrap_err().kind(),
+        zeros_with(&rt, cuda0(), 8).unwrap_err().kind(),
         FailureKind::DeviceUnavailable
     );
     fake.clear_failure(Op::Alloc);
     fake.fail_on(Op::MemsetZero, FailureKind::DeviceUnavailable);
-    assert!(zeros(&rt, cuda0(), 8).is_err());
+    assert!(zeros_with(&rt, cuda0(), 8).is_err());
     assert!(
         fake.live_allocations().is_empty(),
         "freed after a failed memset"

@@ -9,18 +9,21 @@
 //!    producers that predate the keywords).
 //! 4. `tensor`, `validate`, `nd`: the capsule consumed into an [`ImportedTensor`] (checks before
 //!    ownership, the deleter run exactly once), and its views.
-//! 5. `target`: [`FromDLPack`], what an import builds when it builds your type.
+//! 5. `target`: [`FromDLPack`], what an import builds when it builds your type; `slot`: the
+//!    typed writer of its in-place hooks ([`Slot`], [`Written`]).
 
 #[cfg(feature = "ndarray")]
 mod nd;
 mod order;
 mod producer_call;
+mod slot;
 mod target;
 mod tensor;
 pub mod typed;
 mod validate;
 
 pub use order::from_dlpack;
+pub use slot::{Slot, Written};
 pub use target::FromDLPack;
 pub use tensor::ImportedTensor;
 pub use typed::add_from_dlpack;

@@ -4,7 +4,7 @@ use pyo3::PyClass;
 use pyo3::prelude::*;
 
 use crate::bridges::PythonView;
-use crate::import::ImportedTensor;
+use crate::import::{ImportedTensor, Slot, Written};
 
 /// Implemented by your array type to be built by an import: [`add_from_dlpack`](crate::add_from_dlpack)
 /// gives your module `from_dlpack(x, /, *, device=None, copy=None)` returning your type, and a
@@ -38,15 +38,16 @@ pub trait FromDLPack: Sized {
     /// ([`tuning::enable_freelist`](crate::tuning::enable_freelist)) builds instances directly
     /// ([`tuning::new_instance`](crate::tuning::new_instance)). `out` is the value's place in
     /// a new instance nothing else can see yet: write the value `share_from` would give and
-    /// return `true`, or leave `out` as it is and return `false` (the instance is given back
-    /// and `share_from` runs). The default declines.
+    /// return the proof ([`Slot::write`], or field by field and [`Slot::assume_written`]), or
+    /// return `None` (the instance is given back, nothing in it dropped, and `share_from` runs).
+    /// The default declines.
     #[inline]
-    fn share_into(source: &Bound<'_, Self>, out: &mut std::mem::MaybeUninit<Self>) -> bool
+    fn share_into<'a>(source: &Bound<'_, Self>, out: Slot<'a, Self>) -> Option<Written<'a, Self>>
     where
         Self: PyClass,
     {
         let _ = (source, out);
-        false
+        None
     }
 
     /// [`from_imported`](Self::from_imported) written straight into the new object's memory,
@@ -54,15 +55,16 @@ pub trait FromDLPack: Sized {
     /// ([`tuning::enable_freelist`](crate::tuning::enable_freelist)) builds instances directly
     /// ([`tuning::new_instance`](crate::tuning::new_instance)); `tensor` comes from a capsule or
     /// an exchange table's owning export. `out` is the value's place in a new instance nothing
-    /// else can see yet: write the value `from_imported` would give and return `Ok(())`, or leave
-    /// `out` as it is and give `tensor` back as `Err(tensor)` (the instance is given back and
-    /// `from_imported` runs with it). The default declines.
+    /// else can see yet: write the value `from_imported` would give and return the proof
+    /// ([`Slot::write`], or field by field and [`Slot::assume_written`]), or give `tensor` back as
+    /// `Err(tensor)` (the instance is given back, nothing in it dropped, and `from_imported` runs
+    /// with it). The default declines.
     #[inline]
-    fn from_imported_into(
+    fn from_imported_into<'a>(
         py: Python<'_>,
         tensor: ImportedTensor,
-        out: &mut std::mem::MaybeUninit<Self>,
-    ) -> Result<(), ImportedTensor>
+        out: Slot<'a, Self>,
+    ) -> Result<Written<'a, Self>, ImportedTensor>
     where
         Self: PyClass,
     {

@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 
 use crate::bridges::PythonView;
 use crate::device::Device;
-use crate::import::{FromDLPack, ImportedTensor};
+use crate::import::{FromDLPack, ImportedTensor, Slot};
 use crate::spec::protocol;
 
 use super::order::{Destination, import};
@@ -52,8 +52,9 @@ where
         // The value written in place when `T` can (no move of it into the object).
         // SAFETY: GIL held (`py`) until the instance is filled or given back below.
         if let Some((pending, slot)) = unsafe { crate::cpython::freelist::pop_for_fill::<T>(py) } {
-            if T::share_into(src, slot) {
-                // SAFETY: `share_into` wrote a whole `T` (it said so: its contract).
+            if let Some(_written) = T::share_into(src, Slot::new(slot)) {
+                // SAFETY: a `Written` for this call's slot: a whole `T` was written there
+                // (`Slot::write`, or the implementer's `unsafe` `Slot::assume_written`).
                 let obj = unsafe { pending.filled() };
                 crate::exchange::note_same_type_view();
                 return Some(obj);
@@ -87,9 +88,10 @@ where
         };
         // SAFETY: GIL held (`py`) until the instance is filled or given back below.
         if let Some((pending, slot)) = unsafe { crate::cpython::freelist::pop_for_fill::<T>(py) } {
-            match T::from_imported_into(py, t, slot) {
-                // SAFETY: `from_imported_into` wrote a whole `T` (it said so: its contract).
-                Ok(()) => return unsafe { pending.filled() },
+            match T::from_imported_into(py, t, Slot::new(slot)) {
+                // SAFETY: a `Written` for this call's slot: a whole `T` was written there
+                // (`Slot::write`, or the implementer's `unsafe` `Slot::assume_written`).
+                Ok(_written) => return unsafe { pending.filled() },
                 Err(back) => {
                     drop(pending);
                     t = back;

@@ -7,8 +7,16 @@ use super::types::DLDataType;
 
 /// A Rust type whose values are stored exactly as the DLPack dtype [`Self::DTYPE`].
 ///
-/// Implemented only by the generated table; the derive uses it to infer a data field's dtype.
-pub trait DLPackElement: Copy + Send + Sync + 'static {
+/// Implemented by the generated table; the derive uses it to infer a data field's dtype.
+///
+/// # Safety
+/// The runtime sizes exports and imported slices of `Self` by [`Self::DTYPE`] (a `Vec<Self>` is
+/// exported as `len` elements of that dtype; an import whose dtype is `DTYPE` is read as
+/// `&[Self]`), so an implementation must make that true: `size_of::<Self>()` bytes are exactly
+/// `DTYPE.bits * DTYPE.lanes` bits, and every bit pattern of that size is a valid `Self` (`bool`
+/// alone excepted: imports check its bytes are 0 or 1). A wrong answer would let a consumer read
+/// past the end of the memory, or Rust read an invalid value, so implementing it is `unsafe`.
+pub unsafe trait DLPackElement: Copy + Send + Sync + 'static {
     /// The DLPack dtype of one element (`lanes == 1`).
     const DTYPE: DLDataType;
     /// The spec's Python name of the dtype (`"float32"`, `"bfloat16"`, ...).

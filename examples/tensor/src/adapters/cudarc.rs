@@ -50,7 +50,7 @@ fn gpu_err(what: &str, e: impl std::fmt::Debug) -> PyErr {
 
 /// A new stream on GPU `ordinal` (after checking that a driver is there: cudarc panics without).
 fn stream_on(ordinal: usize) -> PyResult<Arc<CudaStream>> {
-    dlbind::gpu::default_runtime()?;
+    dlbind::gpu::check_driver()?;
     let ctx = CudaContext::new(ordinal).map_err(|e| gpu_err("context", e))?;
     ctx.new_stream().map_err(|e| gpu_err("stream", e))
 }
