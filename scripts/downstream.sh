@@ -109,7 +109,9 @@ fi
 say "cargo install of the packaged dlbind-codegen; dlbind in an empty directory"
 rm -rf "$WORK/cli-src" && mkdir -p "$WORK/cli-src"
 tar xzmf "$PACKAGES/dlbind-codegen-0.1.0.crate" -C "$WORK/cli-src"
-CARGO_TARGET_DIR="$WORK/target-cli" cargo install --quiet --locked --force \
+# In the verify build's target directory and its (dev) profile, so that the CLI's dependencies
+# (tera, serde_yaml, ...) compiled by `cargo package` above are reused.
+CARGO_TARGET_DIR="$PKG_TARGET" cargo install --quiet --locked --force --debug \
   --path "$WORK/cli-src/dlbind-codegen-0.1.0" --root "$WORK/cli"
 cli_checks() {
   local bin="$WORK/cli/bin/dlbind" d

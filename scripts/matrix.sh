@@ -129,7 +129,7 @@ entry() {
       full_api_entry "$e" "$p" "$TARGET"
       ;;
     3.14)
-      "$ROOT/scripts/py314.sh" run "scripts/matrix.sh --inside 3.14" \
+      "$ROOT/scripts/py314.sh" run "scripts/matrix.sh --inside 3.14 '$TARGET'" \
         || { echo "!! the CPython 3.14 entry failed (scripts/py314.sh: exit 3 means no chroot, so no 3.14)"; return 1; }
       ;;
     abi3)
@@ -193,7 +193,14 @@ EOF
 
 case "${1:-}" in
   --inside)  # inside the chroot
-    full_api_entry "$2" "/usr/bin/python$2" "$ROOT/target/chroot-py$2"; exit $? ;;
+    # The host's target directory when the chroot sees it (it mounts the checkout at the same
+    # path): the crates that do not depend on pyo3 (candle, arrow, proptest, ...) are reused,
+    # only pyo3's dependents are rebuilt for this interpreter, as between host entries. The
+    # chroot runs binaries the host built (older glibc: fine); what it links itself is rebuilt
+    # by the host's next build, whose pyo3 configuration differs.
+    target="${3:-}"
+    case "$target/" in "$ROOT"/*) ;; *) target="$ROOT/target/chroot-py$2" ;; esac
+    full_api_entry "$2" "/usr/bin/python$2" "$target"; exit $? ;;
   --inside-abi3)
     make_venv "/usr/bin/python$2" "$ROOT/.venv-py$2"
     abi3_run "$2" "$3"; exit $? ;;

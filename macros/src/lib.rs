@@ -79,6 +79,7 @@ use syn::{DeriveInput, parse_macro_input};
 
 mod attr;
 mod expand;
+mod import;
 mod model;
 mod spec;
 mod spec_source;
@@ -92,6 +93,29 @@ pub fn derive_dlpack_export(input: TokenStream) -> TokenStream {
     derive(&input)
         .unwrap_or_else(syn::Error::into_compile_error)
         .into()
+}
+
+/// Derives `dlbind::FromDLPack` for a `#[dlpack(...)]` struct whose data field is a
+/// `dlbind::Buffer`: the value built from any import, zero-copy, with every fast path the
+/// runtime offers (in place into a free-list instance, from numpy's header, as a view of an
+/// object of the same frozen type). Fields without a role get `Default::default()`.
+#[proc_macro_derive(FromDLPack, attributes(dlpack))]
+pub fn derive_from_dlpack(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    derive_import(&input)
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
+
+fn derive_import(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
+    let spec = spec::get().map_err(|e| {
+        syn::Error::new(
+            proc_macro2::Span::call_site(),
+            format!("dlbind-macros: cannot load the DLPack spec: {e}"),
+        )
+    })?;
+    let model = model::Model::from_derive_input(input, spec)?;
+    import::expand(input, &model)
 }
 
 fn derive(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {

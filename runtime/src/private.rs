@@ -21,6 +21,14 @@ pub use crate::gpu::StreamHandle;
 pub use crate::spec::elements::DLPackElement;
 pub use crate::writability::{ReadonlyField, Writability};
 
+/// What `#[derive(FromDLPack)]` expands to: its checks and field conversions.
+pub mod derived {
+    pub use crate::bridges::PythonView;
+    pub use crate::import::derived::{DimsField, Want, check, dims};
+    pub use crate::import::{FromDLPack, ImportedTensor, Slot, Written};
+    pub use crate::storage::Buffer;
+}
+
 /// The older array protocols' entry points, as the derive's `#[pymethods]` call them.
 pub mod bridges {
     pub use crate::bridges::{
@@ -28,10 +36,12 @@ pub mod bridges {
     };
 }
 
-/// Converts one shape/stride value of any integer type to the ABI's `i64`.
+/// Converts one shape/stride value of any integer type to the ABI's `i64`, and back.
 pub trait DimValue: Copy {
     /// The value as `i64` (wrapping for out-of-range `u64`/`usize`, which no real shape has).
     fn to_dim(self) -> i64;
+    /// An imported `i64` value as this type, `None` when out of its range.
+    fn from_dim(v: i64) -> Option<Self>;
 }
 
 macro_rules! dim_value {
@@ -39,6 +49,9 @@ macro_rules! dim_value {
         impl DimValue for $t {
             #[inline(always)]
             fn to_dim(self) -> i64 { self as i64 }
+            #[inline(always)]
+            #[allow(irrefutable_let_patterns, clippy::useless_conversion)]
+            fn from_dim(v: i64) -> Option<Self> { <$t>::try_from(v).ok() }
         }
     )*};
 }

@@ -75,14 +75,6 @@ unsafe impl Send for PyView {}
 // SAFETY: as above; `&PyView` gives out the address and the owner, both shareable.
 unsafe impl Sync for PyView {}
 
-impl PyView {
-    /// The Python object that owns the memory.
-    #[inline]
-    pub fn owner(&self) -> &Py<PyAny> {
-        &self.owner
-    }
-}
-
 impl std::fmt::Debug for PyView {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PyView")

@@ -42,6 +42,8 @@ impl Writability {
 )]
 pub trait ReadonlyField {
     fn writability(&self) -> Writability;
+    /// The field's value for an import of this writability (`#[derive(FromDLPack)]`).
+    fn from_writability(w: Writability) -> Self;
 }
 
 impl ReadonlyField for bool {
@@ -49,11 +51,19 @@ impl ReadonlyField for bool {
     fn writability(&self) -> Writability {
         Writability::from_readonly(*self)
     }
+    #[inline(always)]
+    fn from_writability(w: Writability) -> Self {
+        !w.is_writable()
+    }
 }
 
 impl ReadonlyField for Writability {
     #[inline(always)]
     fn writability(&self) -> Writability {
         *self
+    }
+    #[inline(always)]
+    fn from_writability(w: Writability) -> Self {
+        w
     }
 }

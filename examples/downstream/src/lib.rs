@@ -10,7 +10,7 @@ mod samples;
 
 /// A frozen array of any dtype: owned zeros or a zero-copy import.
 #[pyclass(frozen, module = "dlbind_downstream")]
-#[derive(DLPackExport)]
+#[derive(DLPackExport, FromDLPack)]
 pub struct Frame {
     #[dlpack(data)]
     buf: Buffer,
@@ -24,19 +24,6 @@ pub struct Frame {
     device: Device,
     #[dlpack(readonly)]
     readonly: bool,
-}
-
-impl FromDLPack for Frame {
-    fn from_imported(_py: Python<'_>, t: ImportedTensor) -> PyResult<Self> {
-        Ok(Frame {
-            shape: t.shape().to_vec(),
-            strides: t.strides().to_vec(),
-            dtype: t.dtype(),
-            device: t.device(),
-            readonly: t.readonly(),
-            buf: Buffer::from(t),
-        })
-    }
 }
 
 #[pymethods]

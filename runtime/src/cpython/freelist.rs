@@ -317,6 +317,29 @@ impl List {
     }
 }
 
+/// The capacity of the free list [`add_from_dlpack`](crate::add_from_dlpack) gives a frozen type
+/// that has none ([`enable_default_freelist`]).
+pub(crate) const DEFAULT_CAPACITY: usize = 64;
+
+/// The free list [`add_from_dlpack`](crate::add_from_dlpack) gives a frozen type (issue 33: a
+/// user's type as the README writes it gets the demo's speed with no tuning call):
+/// [`DEFAULT_CAPACITY`] instances, unless the type has a list already (an earlier
+/// [`enable_freelist`] keeps its capacity). A default list takes a registry slot only while at
+/// most half of the [`MAX_TYPES`] are in use, leaving the rest to explicit calls; a type the list
+/// cannot take (a managed dict, another allocator) simply keeps PyO3's allocation.
+pub(crate) fn enable_default_freelist<T: PyClass>(py: Python<'_>) {
+    #[cfg(not(Py_LIMITED_API))]
+    {
+        let ty = T::type_object_raw(py);
+        // SAFETY: GIL held (`py`); the registry is only read here.
+        let (has, used) = unsafe { (list_of(ty).is_some(), (*REGISTRY.0.get()).len) };
+        if has || used >= MAX_TYPES / 2 {
+            return;
+        }
+    }
+    let _ = enable_freelist::<T>(py, DEFAULT_CAPACITY);
+}
+
 /// Gives `T` a free list of at most `capacity` released instances (see the module docs).
 /// Call it once at module initialisation, after the class is created; calling it again for the
 /// same type changes the capacity. Errors (`SetupRefused`, a RuntimeError) when `T`'s type does not use the

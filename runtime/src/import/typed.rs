@@ -275,7 +275,10 @@ where
 ///
 /// A raw `METH_FASTCALL` builtin, not a PyO3 function: the common call (one positional
 /// argument) skips argument parsing. Call it once at module initialisation, after
-/// `m.add_class::<T>()`; it replaces a `T.from_dlpack` the class may define.
+/// `m.add_class::<T>()`; it replaces a `T.from_dlpack` the class may define. A frozen `T` also
+/// gets a free list of released instances (64 of them; none in an abi3 build, on a free-threaded
+/// interpreter or with `DLBIND_FREELIST=0`), which [`tuning::enable_freelist`](crate::tuning::enable_freelist)
+/// can resize.
 pub fn add_from_dlpack<T>(module: &Bound<'_, pyo3::types::PyModule>) -> PyResult<()>
 where
     T: PyClass + FromDLPack + Into<pyo3::PyClassInitializer<T>>,
@@ -285,5 +288,10 @@ where
         <T as PyClass>::NAME
     );
     add_from_dlpack_function::<T>(module, &doc)?;
-    install_from_dlpack_staticmethod::<T>(module.py(), &doc)
+    install_from_dlpack_staticmethod::<T>(module.py(), &doc)?;
+    // Every import makes one object: a frozen `T` gets a free list by default.
+    if crate::export::access::is_frozen::<T>() {
+        crate::cpython::freelist::enable_default_freelist::<T>(module.py());
+    }
+    Ok(())
 }

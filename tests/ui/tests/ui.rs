@@ -6,5 +6,6 @@ fn ui() {
     let t = trybuild::TestCases::new();
     t.pass("cases/pass.rs");
     t.pass("cases/pass_not_frozen.rs");
+    t.pass("cases/pass_from_dlpack.rs");
     t.compile_fail("cases/fail_*.rs");
 }
