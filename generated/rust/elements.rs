@@ -9,7 +9,7 @@ unsafe impl super::DLPackElement for bool {
     const DTYPE: crate::ffi::DLDataType = crate::ffi::DLDataType { code: 6, bits: 8, lanes: 1 };
     const NAME: &'static str = "bool";
 }
-const _: () = assert!(::core::mem::size_of::<bool>() * 8 == 8 * 1);
+const _: () = assert!(::core::mem::size_of::<bool>() * 8 == 8);
 
 // SAFETY: `i8` stores one `int8` element in exactly `8 x 1` bits
 // (checked at compile time below), and every bit pattern of that size is a valid value (`bool`
@@ -18,7 +18,7 @@ unsafe impl super::DLPackElement for i8 {
     const DTYPE: crate::ffi::DLDataType = crate::ffi::DLDataType { code: 0, bits: 8, lanes: 1 };
     const NAME: &'static str = "int8";
 }
-const _: () = assert!(::core::mem::size_of::<i8>() * 8 == 8 * 1);
+const _: () = assert!(::core::mem::size_of::<i8>() * 8 == 8);
 
 // SAFETY: `i16` stores one `int16` element in exactly `16 x 1` bits
 // (checked at compile time below), and every bit pattern of that size is a valid value (`bool`
@@ -27,7 +27,7 @@ unsafe impl super::DLPackElement for i16 {
     const DTYPE: crate::ffi::DLDataType = crate::ffi::DLDataType { code: 0, bits: 16, lanes: 1 };
     const NAME: &'static str = "int16";
 }
-const _: () = assert!(::core::mem::size_of::<i16>() * 8 == 16 * 1);
+const _: () = assert!(::core::mem::size_of::<i16>() * 8 == 16);
 
 // SAFETY: `i32` stores one `int32` element in exactly `32 x 1` bits
 // (checked at compile time below), and every bit pattern of that size is a valid value (`bool`
@@ -36,7 +36,7 @@ unsafe impl super::DLPackElement for i32 {
     const DTYPE: crate::ffi::DLDataType = crate::ffi::DLDataType { code: 0, bits: 32, lanes: 1 };
     const NAME: &'static str = "int32";
 }
-const _: () = assert!(::core::mem::size_of::<i32>() * 8 == 32 * 1);
+const _: () = assert!(::core::mem::size_of::<i32>() * 8 == 32);
 
 // SAFETY: `i64` stores one `int64` element in exactly `64 x 1` bits
 // (checked at compile time below), and every bit pattern of that size is a valid value (`bool`
@@ -45,7 +45,7 @@ unsafe impl super::DLPackElement for i64 {
     const DTYPE: crate::ffi::DLDataType = crate::ffi::DLDataType { code: 0, bits: 64, lanes: 1 };
     const NAME: &'static str = "int64";
 }
-const _: () = assert!(::core::mem::size_of::<i64>() * 8 == 64 * 1);
+const _: () = assert!(::core::mem::size_of::<i64>() * 8 == 64);
 
 // SAFETY: `u8` stores one `uint8` element in exactly `8 x 1` bits
 // (checked at compile time below), and every bit pattern of that size is a valid value (`bool`
@@ -54,7 +54,7 @@ unsafe impl super::DLPackElement for u8 {
     const DTYPE: crate::ffi::DLDataType = crate::ffi::DLDataType { code: 1, bits: 8, lanes: 1 };
     const NAME: &'static str = "uint8";
 }
-const _: () = assert!(::core::mem::size_of::<u8>() * 8 == 8 * 1);
+const _: () = assert!(::core::mem::size_of::<u8>() * 8 == 8);
 
 // SAFETY: `u16` stores one `uint16` element in exactly `16 x 1` bits
 // (checked at compile time below), and every bit pattern of that size is a valid value (`bool`
@@ -63,7 +63,7 @@ unsafe impl super::DLPackElement for u16 {
     const DTYPE: crate::ffi::DLDataType = crate::ffi::DLDataType { code: 1, bits: 16, lanes: 1 };
     const NAME: &'static str = "uint16";
 }
-const _: () = assert!(::core::mem::size_of::<u16>() * 8 == 16 * 1);
+const _: () = assert!(::core::mem::size_of::<u16>() * 8 == 16);
 
 // SAFETY: `u32` stores one `uint32` element in exactly `32 x 1` bits
 // (checked at compile time below), and every bit pattern of that size is a valid value (`bool`
@@ -72,7 +72,7 @@ unsafe impl super::DLPackElement for u32 {
     const DTYPE: crate::ffi::DLDataType = crate::ffi::DLDataType { code: 1, bits: 32, lanes: 1 };
     const NAME: &'static str = "uint32";
 }
-const _: () = assert!(::core::mem::size_of::<u32>() * 8 == 32 * 1);
+const _: () = assert!(::core::mem::size_of::<u32>() * 8 == 32);
 
 // SAFETY: `u64` stores one `uint64` element in exactly `64 x 1` bits
 // (checked at compile time below), and every bit pattern of that size is a valid value (`bool`
@@ -81,7 +81,7 @@ unsafe impl super::DLPackElement for u64 {
     const DTYPE: crate::ffi::DLDataType = crate::ffi::DLDataType { code: 1, bits: 64, lanes: 1 };
     const NAME: &'static str = "uint64";
 }
-const _: () = assert!(::core::mem::size_of::<u64>() * 8 == 64 * 1);
+const _: () = assert!(::core::mem::size_of::<u64>() * 8 == 64);
 
 // SAFETY: `half::f16` stores one `float16` element in exactly `16 x 1` bits
 // (checked at compile time below), and every bit pattern of that size is a valid value (`bool`
@@ -90,7 +90,7 @@ unsafe impl super::DLPackElement for half::f16 {
     const DTYPE: crate::ffi::DLDataType = crate::ffi::DLDataType { code: 2, bits: 16, lanes: 1 };
     const NAME: &'static str = "float16";
 }
-const _: () = assert!(::core::mem::size_of::<half::f16>() * 8 == 16 * 1);
+const _: () = assert!(::core::mem::size_of::<half::f16>() * 8 == 16);
 
 // SAFETY: `f32` stores one `float32` element in exactly `32 x 1` bits
 // (checked at compile time below), and every bit pattern of that size is a valid value (`bool`
@@ -99,7 +99,7 @@ unsafe impl super::DLPackElement for f32 {
     const DTYPE: crate::ffi::DLDataType = crate::ffi::DLDataType { code: 2, bits: 32, lanes: 1 };
     const NAME: &'static str = "float32";
 }
-const _: () = assert!(::core::mem::size_of::<f32>() * 8 == 32 * 1);
+const _: () = assert!(::core::mem::size_of::<f32>() * 8 == 32);
 
 // SAFETY: `f64` stores one `float64` element in exactly `64 x 1` bits
 // (checked at compile time below), and every bit pattern of that size is a valid value (`bool`
@@ -108,7 +108,7 @@ unsafe impl super::DLPackElement for f64 {
     const DTYPE: crate::ffi::DLDataType = crate::ffi::DLDataType { code: 2, bits: 64, lanes: 1 };
     const NAME: &'static str = "float64";
 }
-const _: () = assert!(::core::mem::size_of::<f64>() * 8 == 64 * 1);
+const _: () = assert!(::core::mem::size_of::<f64>() * 8 == 64);
 
 // SAFETY: `num_complex::Complex<f32>` stores one `complex64` element in exactly `64 x 1` bits
 // (checked at compile time below), and every bit pattern of that size is a valid value (`bool`
@@ -117,7 +117,7 @@ unsafe impl super::DLPackElement for num_complex::Complex<f32> {
     const DTYPE: crate::ffi::DLDataType = crate::ffi::DLDataType { code: 5, bits: 64, lanes: 1 };
     const NAME: &'static str = "complex64";
 }
-const _: () = assert!(::core::mem::size_of::<num_complex::Complex<f32>>() * 8 == 64 * 1);
+const _: () = assert!(::core::mem::size_of::<num_complex::Complex<f32>>() * 8 == 64);
 
 // SAFETY: `num_complex::Complex<f64>` stores one `complex128` element in exactly `128 x 1` bits
 // (checked at compile time below), and every bit pattern of that size is a valid value (`bool`
@@ -126,7 +126,7 @@ unsafe impl super::DLPackElement for num_complex::Complex<f64> {
     const DTYPE: crate::ffi::DLDataType = crate::ffi::DLDataType { code: 5, bits: 128, lanes: 1 };
     const NAME: &'static str = "complex128";
 }
-const _: () = assert!(::core::mem::size_of::<num_complex::Complex<f64>>() * 8 == 128 * 1);
+const _: () = assert!(::core::mem::size_of::<num_complex::Complex<f64>>() * 8 == 128);
 
 // SAFETY: `half::bf16` stores one `bfloat16` element in exactly `16 x 1` bits
 // (checked at compile time below), and every bit pattern of that size is a valid value (`bool`
@@ -135,7 +135,7 @@ unsafe impl super::DLPackElement for half::bf16 {
     const DTYPE: crate::ffi::DLDataType = crate::ffi::DLDataType { code: 4, bits: 16, lanes: 1 };
     const NAME: &'static str = "bfloat16";
 }
-const _: () = assert!(::core::mem::size_of::<half::bf16>() * 8 == 16 * 1);
+const _: () = assert!(::core::mem::size_of::<half::bf16>() * 8 == 16);
 
 // SAFETY: `num_complex::Complex<half::bf16>` stores one `bcomplex32` element in exactly `32 x 1` bits
 // (checked at compile time below), and every bit pattern of that size is a valid value (`bool`
@@ -144,4 +144,4 @@ unsafe impl super::DLPackElement for num_complex::Complex<half::bf16> {
     const DTYPE: crate::ffi::DLDataType = crate::ffi::DLDataType { code: 18, bits: 32, lanes: 1 };
     const NAME: &'static str = "bcomplex32";
 }
-const _: () = assert!(::core::mem::size_of::<num_complex::Complex<half::bf16>>() * 8 == 32 * 1);
+const _: () = assert!(::core::mem::size_of::<num_complex::Complex<half::bf16>>() * 8 == 32);

@@ -22,7 +22,7 @@
 //! | [`prelude`] | `use dlbind::prelude::*;`: the derive, the traits, the common types, PyO3's prelude |
 //! | [`spec`] | the generated, read-only tables: ABI types, dtypes, element types, stream rules, errors, protocol names |
 //! | [`layout`] | C strides, contiguity, byte spans, element sizes, the strided host copy |
-//! | [`gpu`] | bring your own device runtime ([`gpu::DeviceRuntime`]); CUDA through `cudarc` with feature `cuda` |
+//! | [`gpu`] | GPU memory ([`gpu::zeros`]), stream handles, the driver check; CUDA through `cudarc` with feature `cuda` |
 //! | [`tuning`] | performance knobs: free lists, the copy pool, the same-type shortcut, `UncheckedExtent` |
 //! | [`stats`] | process-wide counters: live exports, borrows, spare blocks, imports by path |
 //!

@@ -46,6 +46,8 @@ macro_rules! include_generated {
             ));
         }
         pub mod element {
+            /// # Safety
+            /// As `dlbind::DLPackElement`.
             pub unsafe trait DLPackElement: Copy + Send + Sync + 'static {
                 const DTYPE: $crate::ffi::DLDataType;
                 const NAME: &'static str;

@@ -167,6 +167,54 @@ impl<T> ExtentOfData for Probe<T> {
     }
 }
 
+/// Level 1 of the frozen probe (`#[derive(FromDLPack)]`): `T` is a `#[pyclass(frozen)]`, so the
+/// value of a `Bound<T>` can be read without a borrow (`dlbind_frozen`), and instances come from
+/// its free list ([`new_instance`](crate::tuning::new_instance), `dlbind_instance`).
+pub trait ViaFrozen<T> {
+    /// `Some(b.get())`.
+    fn dlbind_frozen<'a>(&self, b: &'a Bound<'_, T>) -> Option<&'a T>;
+    /// [`new_instance`](crate::tuning::new_instance).
+    fn dlbind_instance<'py>(&self, py: Python<'py>, v: T) -> PyResult<Bound<'py, T>>;
+}
+impl<T> ViaFrozen<T> for &Probe<T>
+where
+    T: PyClass<Frozen = pyo3::pyclass::boolean_struct::True>
+        + Sync
+        + Into<pyo3::PyClassInitializer<T>>,
+{
+    #[inline(always)]
+    fn dlbind_frozen<'a>(&self, b: &'a Bound<'_, T>) -> Option<&'a T> {
+        Some(b.get())
+    }
+    #[inline(always)]
+    fn dlbind_instance<'py>(&self, py: Python<'py>, v: T) -> PyResult<Bound<'py, T>> {
+        crate::cpython::freelist::new_instance(py, v)
+    }
+}
+
+/// Fallback of the frozen probe: a plain `#[pyclass]` (its value is read under a borrow; the
+/// same-type shortcuts, which need a frozen type, are declined).
+pub trait NotFrozen<T> {
+    /// `None`.
+    fn dlbind_frozen<'a>(&self, b: &'a Bound<'_, T>) -> Option<&'a T>;
+    /// `Bound::new`.
+    fn dlbind_instance<'py>(&self, py: Python<'py>, v: T) -> PyResult<Bound<'py, T>>;
+}
+impl<T> NotFrozen<T> for Probe<T>
+where
+    T: PyClass + Into<pyo3::PyClassInitializer<T>>,
+{
+    #[inline(always)]
+    fn dlbind_frozen<'a>(&self, b: &'a Bound<'_, T>) -> Option<&'a T> {
+        let _ = b;
+        None
+    }
+    #[inline(always)]
+    fn dlbind_instance<'py>(&self, py: Python<'py>, v: T) -> PyResult<Bound<'py, T>> {
+        Bound::new(py, v)
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::needless_borrow)] // the extra references are the point (autoref specialization)
 mod tests {
@@ -221,53 +269,5 @@ mod tests {
             }
         }
         assert!((&&&Probe::<WithCtor>::new()).dlbind_constructor().is_some());
-    }
-}
-
-/// Level 1 of the frozen probe (`#[derive(FromDLPack)]`): `T` is a `#[pyclass(frozen)]`, so the
-/// value of a `Bound<T>` can be read without a borrow (`dlbind_frozen`), and instances come from
-/// its free list ([`new_instance`](crate::tuning::new_instance), `dlbind_instance`).
-pub trait ViaFrozen<T> {
-    /// `Some(b.get())`.
-    fn dlbind_frozen<'a>(&self, b: &'a Bound<'_, T>) -> Option<&'a T>;
-    /// [`new_instance`](crate::tuning::new_instance).
-    fn dlbind_instance<'py>(&self, py: Python<'py>, v: T) -> PyResult<Bound<'py, T>>;
-}
-impl<T> ViaFrozen<T> for &Probe<T>
-where
-    T: PyClass<Frozen = pyo3::pyclass::boolean_struct::True>
-        + Sync
-        + Into<pyo3::PyClassInitializer<T>>,
-{
-    #[inline(always)]
-    fn dlbind_frozen<'a>(&self, b: &'a Bound<'_, T>) -> Option<&'a T> {
-        Some(b.get())
-    }
-    #[inline(always)]
-    fn dlbind_instance<'py>(&self, py: Python<'py>, v: T) -> PyResult<Bound<'py, T>> {
-        crate::cpython::freelist::new_instance(py, v)
-    }
-}
-
-/// Fallback of the frozen probe: a plain `#[pyclass]` (its value is read under a borrow; the
-/// same-type shortcuts, which need a frozen type, are declined).
-pub trait NotFrozen<T> {
-    /// `None`.
-    fn dlbind_frozen<'a>(&self, b: &'a Bound<'_, T>) -> Option<&'a T>;
-    /// `Bound::new`.
-    fn dlbind_instance<'py>(&self, py: Python<'py>, v: T) -> PyResult<Bound<'py, T>>;
-}
-impl<T> NotFrozen<T> for Probe<T>
-where
-    T: PyClass + Into<pyo3::PyClassInitializer<T>>,
-{
-    #[inline(always)]
-    fn dlbind_frozen<'a>(&self, b: &'a Bound<'_, T>) -> Option<&'a T> {
-        let _ = b;
-        None
-    }
-    #[inline(always)]
-    fn dlbind_instance<'py>(&self, py: Python<'py>, v: T) -> PyResult<Bound<'py, T>> {
-        Bound::new(py, v)
     }
 }

@@ -1,14 +1,16 @@
-//! GPU devices and streams: the [`DeviceRuntime`] trait, the pure export planner
-//! ([`plan`]), a recording fake (`fake`) and the cudarc implementation (`cuda`, feature
-//! `cuda`).
+//! GPU devices and streams. What a user calls: [`StreamHandle`], [`zeros`] (an
+//! [`OwnedAllocation`] to wrap in a `Buffer`) and [`check_driver`]. Internal (public only under
+//! `test-util`): the `DeviceRuntime` trait (`runtime`), the pure export planner (`plan`), the
+//! copy kernels (`kernels`), a recording fake (`fake`) and the cudarc implementation (`cuda`,
+//! feature `cuda`).
 //!
 //! Everything that decides *what* to do for `__dlpack__(stream=..., dl_device=..., copy=...)`
-//! lives in [`plan`] and is pure: it validates the stream with the generated
+//! lives in `plan` and is pure: it validates the stream with the generated
 //! [`resolve_stream`](crate::spec::streams::resolve_stream) for the target device, picks
 //! zero-copy / device-to-host copy / same-device copy, and lists the synchronisation steps
 //! (record an event on the producer stream, make the consumer stream wait on it; never a
-//! device-wide synchronise). [`plan::execute_transfer`] applies such a plan to any
-//! [`DeviceRuntime`]; the cudarc runtime only implements the primitive operations.
+//! device-wide synchronise). `plan::execute_transfer` applies such a plan to any
+//! `DeviceRuntime`; the cudarc runtime only implements the primitive operations.
 //!
 //! Handles are plain integers so that the trait is object-safe and the fake can record them:
 //! streams and events are the raw `CUstream` / `CUevent` values, device memory is a

@@ -49,18 +49,18 @@ pub fn check(
     device: Device,
     readonly: bool,
 ) -> PyResult<()> {
-    if let Some(d) = want.dtype {
-        if d != dtype {
-            return Err(refused(
-                FailureKind::UnsupportedDtype,
-                format!(
-                    "{}: the tensor's dtype is {}, not {}",
-                    want.name,
-                    describe(dtype),
-                    describe(d)
-                ),
-            ));
-        }
+    if let Some(d) = want.dtype
+        && d != dtype
+    {
+        return Err(refused(
+            FailureKind::UnsupportedDtype,
+            format!(
+                "{}: the tensor's dtype is {}, not {}",
+                want.name,
+                describe(dtype),
+                describe(d)
+            ),
+        ));
     }
     if !want.strided && !is_c_contiguous(shape, strides) {
         return Err(refused(
