@@ -304,10 +304,54 @@ pub fn expand(input: &DeriveInput, model: &Model) -> syn::Result<TokenStream> {
         quote!((&raw mut (*__p).#m).write(#v);)
     });
 
+    let probe = quote!((&&#p::probe::Probe::<Self>::new()));
     let frozen = quote! {
         use #p::probe::{NotFrozen as _, ViaFrozen as _};
     };
-    let probe = quote!((&&#p::probe::Probe::<Self>::new()));
+
+    // The direct release (no PyO3 deallocation trampoline), for a type whose fields are all
+    // roles: the buffer's Python reference given back at once, the rest (dims, dtype, device,
+    // flags) plain data. A field of the user's own may hold a `Py<…>`, whose drop outside the
+    // trampoline would be delayed: such a type keeps PyO3's deallocation.
+    let all_roles = members
+        .iter()
+        .all(|m| !matches!(role(model, m), Role::Other));
+    let dims_empty: Vec<TokenStream> = [model.shape.as_ref(), model.strides.as_ref()]
+        .into_iter()
+        .flatten()
+        .map(|f| {
+            let (m, ty) = (&f.member, &f.ty);
+            quote!(<#ty as #d::DimsField>::owns_nothing(&self.#m))
+        })
+        .collect();
+    let (release_impl, setup) = if all_roles {
+        (
+            quote! {
+                #[automatically_derived]
+                impl #d::ReleasePython for #ident {
+                    #[inline]
+                    fn release_python_refs(
+                        &mut self,
+                        py: #p::pyo3::Python<'_>,
+                    ) -> #d::Released {
+                        if !self.#data.release_python_refs(py) {
+                            return #d::Released::No;
+                        }
+                        #d::released(self.#data.owns_nothing(), true #(&& #dims_empty)*)
+                    }
+                }
+            },
+            quote! {
+                #[inline]
+                fn __dlbind_setup(py: #p::pyo3::Python<'_>) {
+                    use #p::probe::{NoRelease as _, ViaRelease as _};
+                    #probe.dlbind_direct_release(py)
+                }
+            },
+        )
+    } else {
+        (quote!(), quote!())
+    };
 
     // SAFETY (of the emitted in-place writes): `__p` is the slot's pointer, valid for writes of
     // a `Self`; every field is written exactly once (the list is the struct's own fields), and
@@ -377,6 +421,8 @@ pub fn expand(input: &DeriveInput, model: &Model) -> syn::Result<TokenStream> {
                 }
             }
 
+            #setup
+
             #[inline(always)]
             fn into_instance(
                 py: #p::pyo3::Python<'_>,
@@ -386,5 +432,7 @@ pub fn expand(input: &DeriveInput, model: &Model) -> syn::Result<TokenStream> {
                 #probe.dlbind_instance(py, value)
             }
         }
+
+        #release_impl
     })
 }

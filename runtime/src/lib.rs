@@ -92,6 +92,7 @@ internal_modules!(
     copy,
     cpython,
     device,
+    dims,
     dtype,
     error,
     exchange,
@@ -112,6 +113,7 @@ pub use dlbind_macros::{DLPackExport, FromDLPack};
 
 pub use bridges::{PythonView, numpy_view};
 pub use device::Device;
+pub use dims::Dims;
 pub use error::DlpackError;
 pub use export::{DLPackSource, DataSource};
 pub use import::{FromDLPack, ImportedTensor, Slot, Written, add_from_dlpack, from_dlpack};

@@ -2,6 +2,7 @@
 //! common types, and PyO3's prelude.
 
 pub use crate::device::Device;
+pub use crate::dims::Dims;
 pub use crate::error::DlpackError;
 pub use crate::export::{DLPackSource, DataSource};
 pub use crate::ffi::{DLDataType, DLDeviceType};

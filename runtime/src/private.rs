@@ -24,7 +24,8 @@ pub use crate::writability::{ReadonlyField, Writability};
 /// What `#[derive(FromDLPack)]` expands to: its checks and field conversions.
 pub mod derived {
     pub use crate::bridges::PythonView;
-    pub use crate::import::derived::{DimsField, Want, check, dims};
+    pub use crate::cpython::freelist::{ReleasePython, Released};
+    pub use crate::import::derived::{DimsField, Want, check, dims, released};
     pub use crate::import::{FromDLPack, ImportedTensor, Slot, Written};
     pub use crate::storage::Buffer;
 }

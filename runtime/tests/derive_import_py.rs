@@ -18,9 +18,9 @@ struct Frame {
     #[dlpack(dtype)]
     dtype: DLDataType,
     #[dlpack(shape)]
-    shape: Vec<i64>,
+    shape: Dims,
     #[dlpack(strides)]
-    strides: Vec<i64>,
+    strides: Dims,
     #[dlpack(device)]
     device: Device,
     #[dlpack(readonly)]
@@ -103,7 +103,7 @@ fn frame_from_numpy_capsules_and_itself() {
         assert_eq!(numpy_fast_imports(), n + 1, "read from numpy's header");
         let fr = t.cast::<Frame>().unwrap().get();
         assert_eq!(
-            (fr.shape.clone(), fr.strides.clone()),
+            (fr.shape.to_vec(), fr.strides.to_vec()),
             (vec![4, 3], vec![1, 4])
         );
         assert_eq!(fr.dtype, <f64 as DLPackElement>::DTYPE);
@@ -138,7 +138,10 @@ fn frame_from_numpy_capsules_and_itself() {
         let cap = b.call_method("__dlpack__", (), Some(&kw)).unwrap();
         let t3 = f.call1((&cap,)).unwrap();
         let fr3 = t3.cast::<Frame>().unwrap().get();
-        assert_eq!((fr3.shape.clone(), fr3.strides.clone()), (vec![6], vec![1]));
+        assert_eq!(
+            (fr3.shape.to_vec(), fr3.strides.to_vec()),
+            (vec![6], vec![1])
+        );
         assert_eq!(fr3.dtype, <i32 as DLPackElement>::DTYPE);
         assert!(fr3.buf.imported().is_some(), "the capsule's handle");
 
@@ -160,7 +163,7 @@ fn frame_from_numpy_capsules_and_itself() {
             DataSource::data_ptr(&fr3.buf)
         );
         assert_eq!(
-            (fr4.shape.clone(), fr4.strides.clone(), fr4.dtype),
+            (fr4.shape.to_vec(), fr4.strides.to_vec(), fr4.dtype),
             (vec![6], vec![1], fr3.dtype)
         );
         assert_eq!(
@@ -168,7 +171,7 @@ fn frame_from_numpy_capsules_and_itself() {
             DataSource::data_ptr(&fr.buf)
         );
         assert_eq!(
-            (fr5.shape.clone(), fr5.strides.clone(), fr5.readonly),
+            (fr5.shape.to_vec(), fr5.strides.to_vec(), fr5.readonly),
             (vec![4, 3], vec![1, 4], false)
         );
         assert_eq!(refcnt(&t3), src_refs + 1, "the view holds its source");
@@ -311,7 +314,7 @@ fn frame_imports_reuse_released_instances_in_place() {
             let s = f.call1((&t,)).unwrap();
             for x in [&t, &s] {
                 let fr = x.cast::<Frame>().unwrap().get();
-                assert_eq!((fr.shape.clone(), fr.strides.clone()), (vec![i], vec![1]));
+                assert_eq!((fr.shape.to_vec(), fr.strides.to_vec()), (vec![i], vec![1]));
                 assert_eq!(fr.dtype, <f32 as DLPackElement>::DTYPE);
                 assert!(!fr.readonly);
             }

@@ -17,9 +17,9 @@ pub struct Frame {
     #[dlpack(dtype)]
     dtype: DLDataType,
     #[dlpack(shape)]
-    shape: Vec<i64>,
+    shape: Dims,
     #[dlpack(strides)]
-    strides: Vec<i64>,
+    strides: Dims,
     #[dlpack(device)]
     device: Device,
     #[dlpack(readonly)]
@@ -37,8 +37,8 @@ impl Frame {
         Ok(Frame {
             buf: Buffer::zeroed(n * 4)?,
             dtype: <f32 as DLPackElement>::DTYPE,
-            shape: vec![rows as i64, cols as i64],
-            strides: vec![cols as i64, 1],
+            shape: Dims::from([rows as i64, cols as i64]),
+            strides: Dims::from([cols as i64, 1]),
             device: Device::CPU,
             readonly: false,
         })
@@ -46,7 +46,7 @@ impl Frame {
 
     #[getter]
     fn shape(&self) -> Vec<i64> {
-        self.shape.clone()
+        self.shape.to_vec()
     }
 
     #[getter]

@@ -14,11 +14,8 @@ use pyo3::exceptions::{PyBufferError, PyIndexError, PyMemoryError, PyTypeError, 
 use pyo3::types::{PyBytes, PyInt, PyTuple};
 
 mod adapters;
-mod dims;
 mod growable;
 mod testing;
-
-use dims::Dims;
 
 /// An n-d array in host or device memory, exported and imported through DLPack.
 #[pyclass(frozen, weakref, module = "dlbind_demo")]

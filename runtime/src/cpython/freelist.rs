@@ -445,7 +445,10 @@ fn install_freelist<T: PyClass>(py: Python<'_>, capacity: usize) -> PyResult<()>
 /// makes a dropped `Py<…>` decref at once instead of waiting in PyO3's reference pool, and a
 /// panic guard); for a type whose value holds Python references only where it can release them
 /// itself, [`enable_direct_release`] installs a `tp_dealloc` without that trampoline.
-pub trait ReleasePython: PyClass<Frozen = True> + Sync {
+///
+/// Only a frozen type can have a direct release ([`enable_direct_release`] requires it);
+/// `#[derive(FromDLPack)]` implements this for a type whose fields are its roles.
+pub trait ReleasePython: PyClass + Sync {
     /// Gives back (decrefs, with the GIL `py` proves) every Python reference the value holds,
     /// and says what is left to do ([`Released`]).
     fn release_python_refs(&mut self, py: Python<'_>) -> Released;
@@ -485,7 +488,9 @@ impl Released {
 /// `false`) go to PyO3's `tp_dealloc` as before. Call it after [`enable_freelist`]; it does
 /// nothing where free lists are off (free-threaded interpreter, `DLBIND_FREELIST=0`), and is a
 /// RuntimeError (`SetupRefused`) when `T` has no free list.
-pub fn enable_direct_release<T: ReleasePython>(py: Python<'_>) -> PyResult<()> {
+pub fn enable_direct_release<T: ReleasePython + PyClass<Frozen = True>>(
+    py: Python<'_>,
+) -> PyResult<()> {
     if cfg!(Py_GIL_DISABLED) || !freelists_allowed() {
         return Ok(());
     }
@@ -501,7 +506,9 @@ pub fn enable_direct_release<T: ReleasePython>(py: Python<'_>) -> PyResult<()> {
 
 /// [`enable_direct_release`]'s installation (full API).
 #[cfg(not(Py_LIMITED_API))]
-fn install_direct_release<T: ReleasePython>(py: Python<'_>) -> PyResult<()> {
+fn install_direct_release<T: ReleasePython + PyClass<Frozen = True>>(
+    py: Python<'_>,
+) -> PyResult<()> {
     let ty = T::type_object_raw(py);
     // SAFETY: GIL held (`py`); `ty` is T's live, ready type object; the registry reference
     // ends before anything else runs. The slot swap keeps PyO3's function for the fallback.
@@ -528,7 +535,9 @@ fn install_direct_release<T: ReleasePython>(py: Python<'_>) -> PyResult<()> {
 /// `tp_dealloc` installed by [`enable_direct_release`]: what PyO3's does (untrack, weak
 /// references, drop the value, `tp_free`, the type's reference) in CPython's order, with the
 /// value's Python references given back first by [`ReleasePython::release_python_refs`].
-unsafe extern "C" fn direct_dealloc<T: ReleasePython>(obj: *mut ffi::PyObject) {
+unsafe extern "C" fn direct_dealloc<T: ReleasePython + PyClass<Frozen = True>>(
+    obj: *mut ffi::PyObject,
+) {
     // SAFETY: CPython calls `tp_dealloc` with the GIL held, on an instance of `T` (or of a
     // Python subclass) whose last reference went.
     unsafe {

@@ -215,6 +215,36 @@ where
     }
 }
 
+/// Level 1 of the release probe (`#[derive(FromDLPack)]`'s setup): a frozen type with a free
+/// list and a [`ReleasePython`](crate::tuning::ReleasePython) impl gets the direct release.
+pub trait ViaRelease<T> {
+    /// [`enable_direct_release`](crate::tuning::enable_direct_release), its refusal ignored (no
+    /// free list: the type keeps PyO3's deallocation).
+    fn dlbind_direct_release(&self, py: Python<'_>);
+}
+impl<T> ViaRelease<T> for &Probe<T>
+where
+    T: crate::cpython::freelist::ReleasePython
+        + PyClass<Frozen = pyo3::pyclass::boolean_struct::True>,
+{
+    #[inline]
+    fn dlbind_direct_release(&self, py: Python<'_>) {
+        let _ = crate::cpython::freelist::enable_direct_release::<T>(py);
+    }
+}
+
+/// Fallback of the release probe: nothing.
+pub trait NoRelease<T> {
+    /// Nothing.
+    fn dlbind_direct_release(&self, py: Python<'_>);
+}
+impl<T> NoRelease<T> for Probe<T> {
+    #[inline]
+    fn dlbind_direct_release(&self, py: Python<'_>) {
+        let _ = py;
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::needless_borrow)] // the extra references are the point (autoref specialization)
 mod tests {

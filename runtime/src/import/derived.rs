@@ -97,12 +97,15 @@ pub fn check(
 /// A shape or strides field's type, built from the imported values.
 #[diagnostic::on_unimplemented(
     message = "`#[derive(FromDLPack)]` cannot build a `{Self}` shape or strides field",
-    label = "use a `Vec<_>`, `Box<[_]>` or `[_; N]` of an integer type",
+    label = "use `dlbind::Dims`, or a `Vec<_>`, `Box<[_]>` or `[_; N]` of an integer type",
     note = "or write `impl FromDLPack` by hand"
 )]
 pub trait DimsField: Sized {
     /// The field's value, or `None` when the values do not fit it (rank, range).
     fn from_dims(d: &[i64]) -> Option<Self>;
+    /// Whether dropping the value would free nothing (the derived direct release then skips
+    /// the drop: [`Released::Nothing`](crate::tuning::Released::Nothing)).
+    fn owns_nothing(&self) -> bool;
 }
 
 impl<T: DimValue> DimsField for Vec<T> {
@@ -110,12 +113,20 @@ impl<T: DimValue> DimsField for Vec<T> {
     fn from_dims(d: &[i64]) -> Option<Self> {
         d.iter().map(|&v| T::from_dim(v)).collect()
     }
+    #[inline(always)]
+    fn owns_nothing(&self) -> bool {
+        self.capacity() == 0
+    }
 }
 
 impl<T: DimValue> DimsField for Box<[T]> {
     #[inline(always)]
     fn from_dims(d: &[i64]) -> Option<Self> {
         d.iter().map(|&v| T::from_dim(v)).collect()
+    }
+    #[inline(always)]
+    fn owns_nothing(&self) -> bool {
+        self.is_empty()
     }
 }
 
@@ -130,6 +141,32 @@ impl<T: DimValue + Default, const N: usize> DimsField for [T; N] {
             *o = T::from_dim(v)?;
         }
         Some(out)
+    }
+    #[inline(always)]
+    fn owns_nothing(&self) -> bool {
+        true
+    }
+}
+
+impl DimsField for crate::dims::Dims {
+    #[inline(always)]
+    fn from_dims(d: &[i64]) -> Option<Self> {
+        Some(crate::dims::Dims::from_slice(d))
+    }
+    #[inline(always)]
+    fn owns_nothing(&self) -> bool {
+        self.is_inline()
+    }
+}
+
+/// What the derived direct release says of a value whose buffer gave its Python reference back:
+/// nothing left to drop when the buffer and every dims field own nothing.
+#[inline(always)]
+pub fn released(buffer_owns_nothing: bool, dims_own_nothing: bool) -> crate::tuning::Released {
+    if buffer_owns_nothing && dims_own_nothing {
+        crate::tuning::Released::Nothing
+    } else {
+        crate::tuning::Released::Drop
     }
 }
 

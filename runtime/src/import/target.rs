@@ -84,6 +84,17 @@ pub trait FromDLPack: Sized {
         None
     }
 
+    /// For `#[derive(FromDLPack)]`: what [`add_from_dlpack`](crate::add_from_dlpack) sets up for
+    /// the type beyond its free list (the derived direct release). Not part of the API.
+    #[doc(hidden)]
+    #[inline]
+    fn __dlbind_setup(py: Python<'_>)
+    where
+        Self: PyClass,
+    {
+        let _ = py;
+    }
+
     /// The Python object for a value the typed `from_dlpack` made. The default is `Bound::new`;
     /// a frozen type with a free list ([`crate::tuning::enable_freelist`]) can return
     /// [`crate::tuning::new_instance`] instead (the demo's `Tensor` does).

@@ -293,5 +293,6 @@ where
     if crate::export::access::is_frozen::<T>() {
         crate::cpython::freelist::enable_default_freelist::<T>(module.py());
     }
+    T::__dlbind_setup(module.py());
     Ok(())
 }

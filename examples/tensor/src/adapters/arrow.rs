@@ -14,7 +14,7 @@ use dlbind::prelude::*;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 
 use crate::Tensor;
-use crate::dims::Dims;
+use dlbind::Dims;
 
 /// A `Tensor` over an adapter export's memory (no copy).
 fn tensor_of(t: ArrowTensor) -> Tensor {

@@ -8,7 +8,7 @@ use dlbind::prelude::*;
 use pyo3::exceptions::PyValueError;
 
 use crate::Tensor;
-use crate::dims::Dims;
+use dlbind::Dims;
 
 fn candle_err(e: candle_core::Error) -> PyErr {
     PyValueError::new_err(format!("candle: {e}"))
