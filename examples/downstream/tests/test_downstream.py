@@ -46,6 +46,25 @@ def test_from_dlpack_imports_numpy_and_jax_zero_copy():
     assert dd.live_exports() == 0
 
 
+def test_frame_from_frame_is_a_view_and_imports_repeat():
+    # The derived import's same-type view, and repeated imports (a frozen type gets a free list:
+    # later instances are released ones, written in place).
+    a = np.arange(12.0).reshape(3, 4)
+    f = dd.from_dlpack(a)
+    for i in range(1, 60):
+        g = dd.from_dlpack(f)
+        assert g.shape == [3, 4] and g.data_ptr == f.data_ptr and not g.readonly
+        h = dd.from_dlpack(np.arange(i, dtype=np.int8).__dlpack__(max_version=(1, 3)))
+        assert h.shape == [i]
+        np.testing.assert_array_equal(np.from_dlpack(h), np.arange(i, dtype=np.int8))
+    np.testing.assert_array_equal(np.from_dlpack(g), a)
+    with pytest.raises(BufferError):
+        dd.from_dlpack(np.zeros(3, dtype=np.float32).view(np.dtype([("x", np.float32)])))
+    del f, g, h
+    gc.collect()
+    assert dd.live_exports() == 0
+
+
 def test_c_code_shares_the_runtime_abi():
     c, rust = dd.abi_layouts()
     assert c == rust
