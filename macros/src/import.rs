@@ -286,21 +286,13 @@ pub fn expand(input: &DeriveInput, model: &Model) -> syn::Result<TokenStream> {
             )
         }),
     };
-    // Shared values need no conversion; a readonly field is copied, not rebuilt.
-    let share_value = |m: &Member| match role(model, m) {
-        Role::Readonly(f) => {
-            let m = &f.member;
-            quote!(::core::clone::Clone::clone(&__this.#m))
-        }
-        _ => value(m, &shared, false),
-    };
     let share_inits = ordered.iter().map(|m| {
-        let v = share_value(m);
+        let v = value(m, &shared, false);
         quote!(#m: #v)
     });
     let share_literal = quote!(#ident { #(#share_inits),* });
     let share_writes = ordered.iter().map(|m| {
-        let v = share_value(m);
+        let v = value(m, &shared, false);
         quote!((&raw mut (*__p).#m).write(#v);)
     });
 

@@ -292,7 +292,7 @@ fn frame_imports_reuse_released_instances_in_place() {
         let m = module(py);
         let f = m.getattr("from_dlpack").unwrap();
         let has_list = dlbind::stats::freelist_len::<Frame>(py).is_some();
-        if cfg!(Py_LIMITED_API) || std::env::var("DLBIND_FREELIST").is_ok_and(|v| v == "0") {
+        if cfg!(Py_LIMITED_API) || !dlbind::cpython::freelist::freelists_allowed() {
             assert!(!has_list, "no free lists here");
         } else {
             assert!(
