@@ -7,7 +7,8 @@
 # build (the user build's dlbind_demo is put first on PYTHONPATH), plus the downstream module.
 #
 #   bench/user_build.sh [OUTDIR]      # default /tmp/dlbind-user-build; needs scripts/test.sh's
-#                                     # venv with dlbind_demo and dlbind_downstream installed
+#                                     # venv with dlbind_demo and the downstream crate's my_arrays
+#                                     # installed (scripts/downstream.sh)
 # Never a pass/fail test.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -39,7 +40,12 @@ CARGO_TARGET_DIR="$OUT/target" "$ROOT/.venv/bin/maturin" build --release -q -o "
 "$PY" -m zipfile -e "$(ls -t "$OUT"/wheels/dlbind_demo-*.whl | head -1)" "$OUT/site"
 cd "$ROOT"
 echo "== instruction counts: workspace build of dlbind_demo, and the downstream module"
-"$PY" bench/bench_instructions.py --module dlbind_demo --module dlbind_downstream --write "$OUT/instr-workspace.md"
+# The downstream crate's `frames` (the README's `Frame`, exactly as written) lives in the shared
+# library `my_arrays` (src/root.rs); a link named frames<EXT_SUFFIX> makes it importable by name.
+FRAMES="$OUT/frames-site" && rm -rf "$FRAMES" && mkdir -p "$FRAMES"
+ln -s "$("$PY" -c 'import my_arrays; print(getattr(my_arrays, "my_arrays", my_arrays).__file__)')" \
+  "$FRAMES/frames$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"
+PYTHONPATH="$FRAMES" "$PY" bench/bench_instructions.py --module dlbind_demo --module frames --write "$OUT/instr-workspace.md"
 echo "== instruction counts: user build of dlbind_demo"
 PYTHONPATH="$OUT/site" "$PY" bench/bench_instructions.py --module dlbind_demo --write "$OUT/instr-user.md"
 echo "== timeit: workspace build, then user build"
