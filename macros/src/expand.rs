@@ -62,8 +62,8 @@ fn gc_traverse(model: &Model) -> TokenStream {
 
 /// `const _: () = assert_pyclass::<T>();`: a clear error when the type is not a `#[pyclass]`.
 /// Frozen or not: a frozen class only gives `&self`, and every export of a non-frozen one holds
-/// a shared borrow of the object (`SourceAccess::with_owner`), so no `&mut self` method or setter
-/// can reallocate the data under a live capsule, memoryview or numpy array.
+/// a shared borrow of the object (in the capsule's block or a guard), so no `&mut self` method
+/// or setter can reallocate the data under a live capsule, memoryview or numpy array.
 fn assert_pyclass(model: &Model) -> TokenStream {
     let ident = &model.ident;
     quote_spanned! {ident.span()=>
@@ -158,6 +158,17 @@ fn source_impl(model: &Model) -> TokenStream {
         }
         None => quote! { ::dlbind::__private::Device::CPU },
     };
+    // Without a device field every value is on the CPU: `__dlpack_device__` answers that
+    // without reading (or, for a plain class, borrowing) the object.
+    let fixed_device = match &model.device {
+        Some(_) => quote! {},
+        None => quote! {
+            #[inline(always)]
+            fn dlpack_fixed_device() -> ::core::option::Option<::dlbind::__private::Device> {
+                ::core::option::Option::Some(::dlbind::__private::Device::CPU)
+            }
+        },
+    };
 
     // A `readonly` field is a `bool` or a `Writability` (`ReadonlyField`).
     let writability = match &model.readonly {
@@ -193,9 +204,10 @@ fn source_impl(model: &Model) -> TokenStream {
     // and every export checks them against the data's length (`dlpack_data_bytes`, where the
     // storage knows it). `assert_pyclass` requires a `#[pyclass]`, and the memory stays put
     // while an export lives: a frozen class has no `&mut self`, and every export of a non-frozen
-    // one (the emitted `__dlpack__`, exchange table, buffer and `__array_interface__`, all
-    // through `SourceAccess::with_owner`) holds a shared borrow of the object, so a `&mut self`
-    // method or setter fails with PyO3's borrow error until the last export is released.
+    // one (the emitted `__dlpack__` and exchange table, whose manager block keeps it, the buffer
+    // and `__array_interface__`, through `SourceAccess::with_owner`'s guard) holds a shared
+    // borrow of the object, so a `&mut self` method or setter fails with PyO3's borrow error
+    // until the last export is released.
     quote! {
         #[automatically_derived]
         unsafe impl ::dlbind::__private::DLPackSource for #ident {
@@ -211,6 +223,7 @@ fn source_impl(model: &Model) -> TokenStream {
             fn dlpack_fill_strides(&self, out: &mut [i64]) -> bool { #fill_strides }
             #[inline]
             fn dlpack_device(&self) -> ::dlbind::__private::Device { #device }
+            #fixed_device
             #[inline]
             fn dlpack_readonly(&self) -> bool { #readonly }
             #[inline]
@@ -527,6 +540,23 @@ mod tests {
             s.contains("fn exchange_dims_supported () -> bool { false }"),
             "{s}"
         );
+    }
+
+    /// Without a device field the device is fixed (`dlpack_fixed_device`: `__dlpack_device__`
+    /// then never reads or borrows the object); with one, the value is asked.
+    #[test]
+    fn fixed_device_only_without_a_device_field() {
+        let s = expand_str(parse_quote! {
+            struct A { #[dlpack(data)] v: Vec<f32>, #[dlpack(shape)] s: [usize; 1] }
+        });
+        assert!(
+            s.contains("fn dlpack_fixed_device () -> :: core :: option :: Option < :: dlbind :: __private :: Device > { :: core :: option :: Option :: Some (:: dlbind :: __private :: Device :: CPU) }"),
+            "{s}"
+        );
+        let s = expand_str(parse_quote! {
+            struct B { #[dlpack(data)] v: Vec<f32>, #[dlpack(shape)] s: Vec<i64>, #[dlpack(device)] dev: Device }
+        });
+        assert!(!s.contains("dlpack_fixed_device"), "{s}");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! |---|---|
 //! | [`live_exports`] | managed tensors exported whose deleter has not run yet (0 when nothing leaks) |
 //! | [`live_export_borrows`] | shared borrows of non-frozen objects that live exports hold |
+//! | [`live_borrow_guards`] | the guard objects among them (memoryviews, `__array_interface__`; capsules make none) |
 //! | [`spare_blocks_held`] | freed manager blocks kept for the next export (0 to 2) |
 //! | [`exchange_imports`] | imports through a producer's C exchange table |
 //! | [`same_type_views`] | `from_dlpack(t)` calls served as a direct view of your own type |
@@ -15,7 +16,7 @@
 pub use crate::bridges::numpy_fast_imports;
 pub use crate::cpython::freelist::{builds_directly, freelist_len};
 pub use crate::exchange::{exchange_imports, same_type_views};
-pub use crate::export::borrow::live_export_borrows;
+pub use crate::export::borrow::{live_borrow_guards, live_export_borrows};
 pub use crate::export::{live_exports, spare_blocks_held};
 
 pub use crate::cpython::shortcuts::Shortcut;

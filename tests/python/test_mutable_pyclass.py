@@ -429,3 +429,134 @@ def test_threads_export_and_mutate():
     assert g.tolist() == expected
     assert m._testing.live_export_borrows() == 0
     assert_free(g)
+
+
+# ------------------------------------------------------------------ where the borrow lives
+# A capsule (legacy or versioned) and the exchange table's owning export keep their borrow in
+# the managed tensor's own manager block (decision 0011): no guard object is made, and the
+# tensor's deleter ends the borrow. Memoryviews and `__array_interface__` arrays need an owner
+# *object* and keep a guard (an `ExportBorrow`, GC-tracked, so the collector lists it).
+
+def _guards_alive():
+    """The `ExportBorrow` guard objects alive (made after conftest's `gc.freeze()`)."""
+    return sum(1 for o in gc.get_objects() if type(o).__name__ == "ExportBorrow")
+
+
+GUARDLESS = {
+    "capsule_legacy": lambda g: g.__dlpack__(),
+    "capsule_versioned": lambda g: g.__dlpack__(max_version=(1, 3)),
+    "np_from_dlpack": np.from_dlpack,
+    "exchange_table_owning_export": _table_export,
+    "dlbind_demo_from_dlpack": _demo_from_dlpack,
+    "tvm_ffi_from_dlpack": _tvm,
+}
+
+
+@pytest.mark.parametrize("kind", list(GUARDLESS))
+def test_managed_tensor_exports_make_no_guard_object(kind):
+    g = g12()
+    guards = _guards_alive()
+    held = GUARDLESS[kind](g)
+    assert m._testing.live_export_borrows() == 1
+    assert _guards_alive() == guards
+    assert_borrowed(g)
+    del held
+    assert m._testing.live_export_borrows() == 0
+    assert_free(g)
+
+
+@pytest.mark.parametrize("kind", ["memoryview", "np_asarray_buffer_protocol", "np_asarray_array_interface"])
+def test_object_owner_exports_keep_a_guard(kind):
+    g = g12()
+    guards = _guards_alive()
+    held = EXPORTS[kind](g)
+    assert m._testing.live_export_borrows() == 1
+    assert _guards_alive() == guards + 1
+    assert_borrowed(g)
+    del held
+    assert (m._testing.live_export_borrows(), _guards_alive()) == (0, guards)
+    assert_free(g)
+
+
+def test_many_capsules_hold_one_borrow_each():
+    g = g12()
+    guards = _guards_alive()
+    caps = [g.__dlpack__(**kw) for _ in range(5) for kw in ({}, {"max_version": (1, 3)})]
+    assert (m._testing.live_export_borrows(), _guards_alive()) == (10, guards)
+    while caps:
+        assert_borrowed(g)
+        caps.pop()
+        assert m._testing.live_export_borrows() == len(caps)
+    assert_free(g)
+
+
+def _set_capsule_name():
+    f = ctypes.pythonapi.PyCapsule_SetName
+    f.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    f.restype = ctypes.c_int
+    return f
+
+
+@pytest.mark.parametrize("versioned", [False, True])
+def test_a_consumed_capsule_released_from_a_thread_without_the_gil(versioned):
+    """A consumer renames the capsule (it owns the tensor now) and calls the deleter later, on
+    another thread and without the GIL (ctypes releases it around a CFUNCTYPE call): the borrow
+    lasts until then, and the deleter (which takes the GIL itself) ends it."""
+    g = g12()
+    cap = g.__dlpack__(max_version=(1, 3)) if versioned else g.__dlpack__()
+    name = H.VERSIONED if versioned else "dltensor"
+    T = H.DLManagedTensorVersioned if versioned else H.DLManagedTensor
+    p = ctypes.pythonapi.PyCapsule_GetPointer
+    p.argtypes, p.restype = [ctypes.py_object, ctypes.c_char_p], ctypes.c_void_p
+    addr = p(cap, name.encode())
+    assert _set_capsule_name()(cap, b"used_" + name.encode()) == 0
+    del cap  # renamed: its destructor leaves the tensor to us
+    gc.collect()
+    assert m._testing.live_export_borrows() == 1
+    assert_borrowed(g)
+    mt = T.from_address(addr)
+    assert mt.dl_tensor.data == g.data_ptr
+    th = threading.Thread(target=lambda: mt.deleter(ctypes.cast(addr, ctypes.POINTER(T))))
+    th.start()
+    th.join()
+    assert m._testing.live_export_borrows() == 0
+    assert_free(g)
+
+
+def test_gc_cycles_never_end_a_block_borrow_early():
+    """The imported `Tensor` reports the borrowed object to the collector (as a plain strong
+    reference of the tensor's block): collections while it is reachable, even inside a cycle,
+    keep the borrow; the unreachable cycle releases it."""
+    g = g12()
+
+    class Box:
+        pass
+
+    guards = _guards_alive()
+    b = Box()
+    b.t, b.cap, b.me = m.from_dlpack(g), g.__dlpack__(max_version=(1, 3)), b
+    assert (m._testing.live_export_borrows(), _guards_alive()) == (2, guards)
+    for _ in range(3):
+        gc.collect()
+        assert_borrowed(g)
+        np.testing.assert_array_equal(np.from_dlpack(b.t), np.arange(12, dtype=np.float32))
+    del b
+    gc.collect()
+    assert m._testing.live_export_borrows() == 0
+    assert_free(g)
+
+
+def test_device_of_a_fixed_device_class_needs_no_borrow():
+    """`Growable` has no device field: `__dlpack_device__` answers without borrowing the object,
+    so it answers while the object is mutably borrowed too (the answer cannot change)."""
+    g = g12()
+    seen = []
+
+    class Peek:
+        def __float__(self):
+            seen.append(g.__dlpack_device__())
+            return 1.0
+
+    g.fill(Peek())  # `fill(&mut self, ...)`: `g` is mutably borrowed while `__float__` runs
+    assert seen == [(1, 0)]
+    assert g.__dlpack_device__() == (1, 0) and m._testing.live_export_borrows() == 0

@@ -30,7 +30,7 @@
 //! NULL (the spec allows it). A non-frozen class's exports must hold a shared borrow of the
 //! object for as long as they live ([`crate::export::access::SourceAccess::with_owner`]), which a bare
 //! `DLTensor` filled into the caller's memory cannot: its consumers use the owning export, whose
-//! manager keeps the borrow guard.
+//! manager block keeps the borrow (decision 0011).
 //!
 //! ## Tables that lend
 //!

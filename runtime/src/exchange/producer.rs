@@ -17,14 +17,15 @@ use crate::copy::contiguous_nbytes;
 use crate::device::Device;
 use crate::dtype::validate_dtype;
 use crate::error::DlpackError;
-use crate::export::export_versioned_managed;
-use crate::export::request::EXPORT_VERSION;
 use crate::export::ExportRequest;
-use crate::layout::check_data_span;
-use crate::spec::errors::FailureKind;
+use crate::export::access::SourceAccess;
+use crate::export::access::with_held;
+use crate::export::request::EXPORT_VERSION;
+use crate::export::{export_versioned_managed, export_versioned_managed_kept};
 use crate::ffi::{DLDeviceType, DLManagedTensorVersioned, DLTensor};
 use crate::import::ImportedTensor;
-use crate::export::access::SourceAccess;
+use crate::layout::check_data_span;
+use crate::spec::errors::FailureKind;
 use crate::spec::streams::consumer_default_stream;
 
 /// What the owning export asks for: a versioned tensor of our version, on the source's own
@@ -92,8 +93,9 @@ unsafe fn as_source<'a, 'py, T: PyClass>(
 }
 
 /// `managed_tensor_from_py_object_no_sync`: owning export of `py_object` (a new
-/// `DLManagedTensorVersioned` holding a strong reference to it, or for a non-frozen class to a
-/// guard holding a shared borrow of it, see [`SourceAccess::with_owner`]; no copy, no sync).
+/// `DLManagedTensorVersioned` holding a strong reference to it, or for a non-frozen class a
+/// shared borrow of it, kept in the tensor's manager block until its deleter runs; no copy, no
+/// sync).
 /// Read-only sources get `READ_ONLY`. BufferError (the spec's mapping) when it cannot be
 /// described.
 ///
@@ -116,15 +118,17 @@ where
             }
             let slf = as_source::<T>(py, py_object, WHAT)?;
             // A frozen object is its own owner (the code as it was before non-frozen classes
-            // were supported, for this hot path; `with_owner` gives the same); a non-frozen one
-            // is kept borrowed by a guard the tensor's manager holds until the deleter runs.
+            // were supported, for this hot path); a non-frozen one is kept borrowed by the
+            // tensor's manager block until the deleter runs (no guard object).
             let m = if <T::Frozen as SourceAccess<T>>::FROZEN {
                 <T::Frozen as SourceAccess<T>>::with(&slf, |src| {
                     export_versioned_managed(slf.as_any(), src, &OWNING_REQUEST)
                 })??
             } else {
-                <T::Frozen as SourceAccess<T>>::with_owner(&slf, |owner, src| {
-                    export_versioned_managed(owner, src, &OWNING_REQUEST)
+                // (Inside this function's `unsafe` block: attached, and `held` keeps `src`'s
+                // object alive and borrowed, as `export_versioned_managed_kept` requires.)
+                with_held(&slf, |held, src| {
+                    export_versioned_managed_kept(held, src, &OWNING_REQUEST)
                 })??
             };
             *out = m.as_ptr();
@@ -375,9 +379,16 @@ where
                 let res = (|| -> PyResult<NonNull<DLManagedTensorVersioned>> {
                     let obj = ctor(py, imported)?;
                     let slf = obj.cast::<T>().map_err(PyErr::from)?;
-                    let m = <T::Frozen as SourceAccess<T>>::with_owner(slf, |owner, src| {
-                        export_versioned_managed(owner, src, &OWNING_REQUEST)
-                    })??;
+                    let m = if <T::Frozen as SourceAccess<T>>::FROZEN {
+                        <T::Frozen as SourceAccess<T>>::with(slf, |src| {
+                            export_versioned_managed(slf.as_any(), src, &OWNING_REQUEST)
+                        })??
+                    } else {
+                        with_held(slf, |held, src| {
+                            // SAFETY: attached; `held` keeps `src`'s object alive and borrowed.
+                            unsafe { export_versioned_managed_kept(held, src, &OWNING_REQUEST) }
+                        })??
+                    };
                     Ok(m)
                 })();
                 match res {

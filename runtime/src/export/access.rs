@@ -1,13 +1,16 @@
 //! Borrowing the Rust value behind a pyclass: `get()` for frozen classes (no borrow flag),
 //! `try_borrow()` otherwise, selected at compile time through `PyClass::Frozen`; and the owner
 //! an export keeps alive ([`SourceAccess::with_owner`]): the object itself for a frozen class, a
-//! borrow guard ([`super::borrow`]) for a non-frozen one.
+//! borrow guard ([`super::borrow`]) for a non-frozen one; or, for exports whose owner is a
+//! managed tensor, a borrow the tensor's block keeps ([`with_held`]).
 
 use std::any::TypeId;
 
 use pyo3::PyClass;
 use pyo3::prelude::*;
 use pyo3::pyclass::boolean_struct::{False, True};
+
+use super::borrow::HeldBorrow;
 
 /// How to reach `&T` from `&Bound<T>`, and what an export of it keeps alive: implemented for
 /// PyO3's `True` (frozen classes, via `Bound::get`) and `False` (via `Bound::try_borrow`).
@@ -72,6 +75,33 @@ impl<T: PyClass<Frozen = False>> SourceAccess<T> for False {
         let guard = super::borrow::hold(slf.try_borrow()?, None)?;
         Ok(f(&guard, &r))
     }
+}
+
+/// Runs `f` with a shared borrow of `slf` (a [`HeldBorrow`]: a `PyRef` of it, holding a strong
+/// reference) and the value, for an export whose manager block keeps the borrow instead of a
+/// guard object: `f` moves the borrow into the block (`build_managed`, through [`Keep`]), where
+/// the tensor's deleter ends it, or drops it (a failed export, a host copy). One `try_borrow`
+/// serves both. Fails with PyO3's borrow error when `slf` is mutably borrowed.
+///
+/// For non-frozen classes (a frozen one needs no borrow and exports `slf` itself, through
+/// [`SourceAccess::with`]; this would work for it but count a borrow).
+///
+/// [`Keep`]: super::borrow::Keep
+#[inline(always)]
+pub(crate) fn with_held<'py, T: PyClass, R>(
+    slf: &Bound<'py, T>,
+    f: impl FnOnce(HeldBorrow, &T) -> R,
+) -> PyResult<R> {
+    let r = slf.try_borrow()?;
+    let src: *const T = &*r;
+    let held = HeldBorrow::new(r);
+    // SAFETY: `src` points at the value inside `slf`'s object, which `held` keeps alive and
+    // shared-borrowed (no `&mut T` can be made while it lives). `f` moves `held` into an
+    // export's block or drops it, in both cases after the export's last use of `src`
+    // (`build_managed` decides that last); ending the borrow writes only PyO3's borrow flag,
+    // outside the value, and cannot free the object (the caller's `slf` holds a reference), so
+    // the value stays unchanged and in place for as long as `f` runs.
+    Ok(f(held, unsafe { &*src }))
 }
 
 /// Whether `T` is a `#[pyclass(frozen)]`, for code whose bounds do not name [`SourceAccess`]

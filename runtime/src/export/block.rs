@@ -1,5 +1,5 @@
 //! The memory of one export: one `PyMem_Malloc` block per export holds everything:
-//! `[ DLManagedTensor | DLManagedTensorVersioned ][ owner ][ copy buffer ][ device copy ][ ndim ][ shape.. ][ strides.. ]`
+//! `[ DLManagedTensor | DLManagedTensorVersioned ][ owner ][ borrow ][ copy buffer ][ device copy ][ ndim ][ shape.. ][ strides.. ]`
 //! (pymalloc: the fastest allocator for these ~100-byte blocks, as numpy does). The last freed
 //! small block of each kind is kept and reused by the next export (one allocator round trip
 //! less in export-then-free loops; `DLBIND_FREELIST=0` turns that off, for memory checkers).
@@ -13,6 +13,7 @@ use crate::cpython::spare::SpareBlock;
 
 use pyo3::ffi;
 
+use super::borrow::{BorrowSlot, Unborrow};
 use super::request::EXPORT_VERSION;
 
 use super::release::*;
@@ -181,8 +182,15 @@ impl ManagedKind for DLManagedTensorVersioned {
 #[repr(C)]
 pub(super) struct Header<M> {
     pub(super) managed: M,
-    /// Strong reference to the Python owner (NULL for copies, which own their data).
+    /// Strong reference to the Python owner (NULL for copies, which own their data). With
+    /// `unborrow` set, the reference is the one the borrow in `borrow` holds.
     pub(super) owner: *mut ffi::PyObject,
+    /// The shared borrow of a non-frozen owner (a `PyRef`, see `borrow::HeldBorrow`); holds a
+    /// value only while `unborrow` is set.
+    pub(super) borrow: BorrowSlot,
+    /// Ends `borrow` (and drops `owner`'s reference with it); `None`: no borrow, `owner` is a
+    /// plain strong reference.
+    pub(super) unborrow: Option<Unborrow>,
     pub(super) copy: Option<AlignedBuffer>,
     /// A buffer a GPU runtime allocated for this export (device-to-host, same-device or
     /// host-to-device copies); frees itself through its runtime.

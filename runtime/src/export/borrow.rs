@@ -1,4 +1,4 @@
-//! The shared borrow an export of a non-frozen `#[pyclass]` holds (the `ExportBorrow` guard).
+//! The shared borrow an export of a non-frozen `#[pyclass]` holds.
 //!
 //! A frozen class only ever hands out `&self`: nothing can move the memory it lends while the
 //! object lives, so an export keeps the object itself alive and that is enough. A plain
@@ -9,28 +9,36 @@
 //! instead, and works again once every export is released (numpy refuses `resize` on an array
 //! that other objects refer to in the same way).
 //!
-//! The borrow lives in an `ExportBorrow` guard: a small hidden Python object holding a `PyRef`
-//! of the object (a strong reference plus one count of PyO3's borrow flag). An export of a
-//! non-frozen class uses this guard as its *owner* where an export of a frozen class uses the
-//! object ([`SourceAccess::with_owner`](super::SourceAccess::with_owner)): the managed tensor's
-//! strong reference (`__dlpack__` capsules, the exchange table's owning export), the `obj` of a
-//! `Py_buffer` (memoryviews), the `data` entry of `__array_interface__` (numpy keeps it as the
-//! array's base). The borrow ends when the last reference to the guard goes, in the guard's
-//! `tp_dealloc`, which runs attached to the interpreter (dlbind's deleters take the GIL before
-//! they drop an owner, see `export::managed`).
+//! The borrow is a `PyRef` of the object (a strong reference plus one count of PyO3's borrow
+//! flag), kept in one of two places (decision 0011):
+//!
+//! * [`HeldBorrow`]: inside the export's manager block, for every export whose owner is a DLPack
+//!   managed tensor (the `__dlpack__` capsules, legacy and versioned, and the exchange table's
+//!   owning export). The block already exists per export; the `PyRef` (one pointer) is moved into
+//!   it with the function that drops it, and the tensor's deleter (which runs attached to the
+//!   interpreter, exactly once) ends the borrow. No Python object is made.
+//! * an `ExportBorrow` guard: a small hidden Python object holding the `PyRef`, where the
+//!   consumer keeps an *object* as the owner: the `obj` of a `Py_buffer` (memoryviews) and the
+//!   `data` entry of `__array_interface__` (numpy keeps it as the array's base). It is the
+//!   owner [`SourceAccess::with_owner`](super::SourceAccess::with_owner) gives for a non-frozen
+//!   class. The borrow ends when the last reference to the guard goes, in the guard's
+//!   `tp_dealloc`.
 //!
 //! The guard's type is made with the C API (`PyType_FromSpec`, once per process, on the first
-//! export of a non-frozen object) rather than as a `#[pyclass]`: a pyclass registers its methods
-//! in every module that links dlbind, and its PyO3 buffer trampolines then changed how LLVM
-//! inlined the frozen classes' own (a few ns on `memoryview(t)`, measured). Nothing of it is
+//! guarded export of a non-frozen object) rather than as a `#[pyclass]`: a pyclass registers its
+//! methods in every module that links dlbind, and its PyO3 buffer trampolines then changed how
+//! LLVM inlined the frozen classes' own (a few ns on `memoryview(t)`, measured). Nothing of it is
 //! linked into a module without a non-frozen class.
 //!
-//! The guard reports the object to the garbage collector (`tp_traverse`) and has no `tp_clear`:
-//! the collector breaks a cycle through it at its other members, never by ending the borrow while
-//! an export still points into the data. It exposes bytes through the buffer protocol only when
-//! made for `__array_interface__` (a [`Window`]), and it is not instantiable from Python.
+//! Neither place lets a garbage collection end the borrow while an export still points into the
+//! data: the guard reports the object to the collector (`tp_traverse`) and has no `tp_clear`; a
+//! block's borrow is reported by whoever owns the tensor (`visit_exported_owner`, as a plain
+//! strong reference) and ends only in the tensor's deleter. The guard exposes bytes through the
+//! buffer protocol only when made for `__array_interface__` (a [`Window`]), and it is not
+//! instantiable from Python.
 
 use std::ffi::{c_int, c_uint, c_void};
+use std::mem::{ManuallyDrop, MaybeUninit};
 use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -40,14 +48,163 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
 
-/// Guards alive now (process-wide): diagnostics for the tests.
+/// Shared borrows that exports hold now, in guards and in manager blocks (process-wide):
+/// diagnostics for the tests.
 static LIVE_BORROWS: AtomicUsize = AtomicUsize::new(0);
 
-/// How many export borrow guards exist now, i.e. how many shared borrows of non-frozen
-/// `#[pyclass]` objects dlbind's exports hold (process-wide; diagnostics). Returns to its
-/// previous value once every such export is released.
+/// Guard objects alive now (process-wide): the part of [`LIVE_BORROWS`] that guards hold.
+static LIVE_GUARDS: AtomicUsize = AtomicUsize::new(0);
+
+/// How many shared borrows of non-frozen `#[pyclass]` objects dlbind's exports hold now, in
+/// manager blocks and in guard objects (process-wide; diagnostics). Returns to its previous value
+/// once every such export is released.
 pub fn live_export_borrows() -> usize {
     LIVE_BORROWS.load(Ordering::Relaxed)
+}
+
+/// How many of [`live_export_borrows`] are held by guard objects (memoryviews and
+/// `__array_interface__` arrays of non-frozen objects; a `__dlpack__` capsule or an exchange
+/// table export keeps its borrow in its manager block and makes none). Process-wide; diagnostics.
+pub fn live_borrow_guards() -> usize {
+    LIVE_GUARDS.load(Ordering::Relaxed)
+}
+
+/// Adds `delta` to the borrow count. Only called attached to the interpreter (a borrow is taken
+/// and dropped with the GIL held), so the GIL orders the updates: a plain load + store, no
+/// locked read-modify-write on the export path (as `block::count_exports`; diagnostics only).
+#[inline(always)]
+fn count_borrows(delta: isize) {
+    LIVE_BORROWS.store(
+        LIVE_BORROWS
+            .load(Ordering::Relaxed)
+            .wrapping_add_signed(delta),
+        Ordering::Relaxed,
+    );
+}
+
+/// Room for one `PyRef<'static, T>` of any pyclass `T` inside an export's manager block (PyO3's
+/// `PyRef` is a `Bound`: one pointer; [`HeldBorrow::new`] checks that it fits at compile time).
+pub(crate) type BorrowSlot = MaybeUninit<*mut c_void>;
+
+/// Ends a borrow kept in a [`BorrowSlot`]: drops the `PyRef<'static, T>` it holds (PyO3's borrow
+/// count and the strong reference go). Must be called exactly once per borrow, attached to the
+/// interpreter, with the slot [`HeldBorrow::into_raw`] gave it alongside.
+pub(crate) type Unborrow = unsafe fn(BorrowSlot);
+
+/// A shared borrow of a pyclass object (its `PyRef`, lifetime-extended and type-erased) that an
+/// export moves into its manager block ([`HeldBorrow::into_raw`]); dropped as it is (a failed
+/// export, a host copy that keeps nothing), it ends the borrow. It lives only inside a call that
+/// holds the GIL, and the block's deleter drops what was moved out attached as well.
+pub(crate) struct HeldBorrow {
+    /// The borrowed object (the `PyRef` in `slot` holds the strong reference to it).
+    obj: *mut ffi::PyObject,
+    slot: BorrowSlot,
+    unborrow: Unborrow,
+}
+
+impl HeldBorrow {
+    /// Keeps `r`'s shared borrow (and its strong reference) until the result is dropped or the
+    /// [`Unborrow`] of [`Self::into_raw`] runs.
+    #[inline(always)]
+    pub(crate) fn new<T: PyClass>(r: PyRef<'_, T>) -> Self {
+        const {
+            assert!(
+                std::mem::size_of::<PyRef<'static, T>>() <= std::mem::size_of::<BorrowSlot>()
+                    && std::mem::align_of::<PyRef<'static, T>>()
+                        <= std::mem::align_of::<BorrowSlot>(),
+                "PyO3's PyRef no longer fits a pointer-sized slot"
+            )
+        };
+        let obj = r.as_ptr();
+        // SAFETY: only the lifetime changes (same type otherwise, same layout). The extended
+        // `PyRef` is never used, only dropped, by `unborrow::<T>`, which runs attached to the
+        // interpreter (in `Drop` inside the call that made it, or in the export's deleter, which
+        // takes the GIL first), so it never outlives what `'_` stands for at the one point it is
+        // touched.
+        let r: PyRef<'static, T> = unsafe { std::mem::transmute::<PyRef<'_, T>, _>(r) };
+        let mut slot = BorrowSlot::uninit();
+        // SAFETY: the slot is large and aligned enough for a `PyRef<'static, T>` (checked above).
+        unsafe { slot.as_mut_ptr().cast::<PyRef<'static, T>>().write(r) };
+        count_borrows(1);
+        HeldBorrow {
+            obj,
+            slot,
+            unborrow: unborrow::<T>,
+        }
+    }
+
+    /// The borrowed object (borrowed pointer: the strong reference stays with the borrow).
+    #[inline(always)]
+    pub(crate) fn object(&self) -> *mut ffi::PyObject {
+        self.obj
+    }
+
+    /// Moves the borrow out: the slot and the function that ends it, which the new owner (an
+    /// export's manager block) must call exactly once with that slot, attached to the
+    /// interpreter (see [`Unborrow`]).
+    #[inline(always)]
+    pub(crate) fn into_raw(self) -> (BorrowSlot, Unborrow) {
+        let me = ManuallyDrop::new(self);
+        (me.slot, me.unborrow)
+    }
+}
+
+impl Drop for HeldBorrow {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: the slot holds the `PyRef` `new` wrote (not moved out: `into_raw` forgets
+        // `self`), dropped once here, attached (a `HeldBorrow` lives only inside a call that
+        // holds the GIL).
+        unsafe { (self.unborrow)(self.slot) }
+    }
+}
+
+/// The [`Unborrow`] for `T`: drops the `PyRef<'static, T>` in `slot`.
+///
+/// # Safety
+/// `slot` holds a `PyRef<'static, T>` written by [`HeldBorrow::new`] for this `T` and not
+/// dropped yet; attached to the interpreter.
+unsafe fn unborrow<T: PyClass>(slot: BorrowSlot) {
+    count_borrows(-1);
+    // SAFETY: caller contract; the slot is aligned for the `PyRef` (checked in `new`). Dropping
+    // a `PyRef` releases PyO3's borrow count and decrefs the object directly (no Python code
+    // of ours runs; the object is not freed while its owner's other references live, and when
+    // this is the last one its deallocation runs here, attached).
+    drop(unsafe { slot.as_ptr().cast::<PyRef<'static, T>>().read() });
+}
+
+/// What an export's manager block keeps of the object that owns its data (`build_managed`'s
+/// owner): a plain strong reference (a `*mut PyObject`: the object, which gets a new reference;
+/// NULL: nothing), or a [`HeldBorrow`] (the borrow's own strong reference, ended by the block's
+/// deleter).
+pub(crate) trait Keep {
+    /// What the block stores: the owner (a strong reference the block holds from now on, or
+    /// NULL), and, when a borrow holds that reference, the borrow and the function that ends it
+    /// (the block then drops only the borrow).
+    ///
+    /// # Safety
+    /// Attached to the interpreter; a pointer is a live object or NULL.
+    unsafe fn into_kept(self) -> (*mut ffi::PyObject, BorrowSlot, Option<Unborrow>);
+}
+
+impl Keep for *mut ffi::PyObject {
+    #[inline(always)]
+    unsafe fn into_kept(self) -> (*mut ffi::PyObject, BorrowSlot, Option<Unborrow>) {
+        if !self.is_null() {
+            // SAFETY: a live object, attached (caller contract).
+            unsafe { ffi::Py_INCREF(self) };
+        }
+        (self, BorrowSlot::uninit(), None)
+    }
+}
+
+impl Keep for HeldBorrow {
+    #[inline(always)]
+    unsafe fn into_kept(self) -> (*mut ffi::PyObject, BorrowSlot, Option<Unborrow>) {
+        let obj = self.object();
+        let (slot, unborrow) = self.into_raw();
+        (obj, slot, Some(unborrow))
+    }
 }
 
 /// Bytes a guard exposes through the buffer protocol (a `PyBUF_SIMPLE` byte buffer): for
@@ -188,7 +345,8 @@ pub(crate) fn hold<'py, T: PyClass>(
             (*g).has_window = true;
         }
     }
-    LIVE_BORROWS.fetch_add(1, Ordering::Relaxed);
+    count_borrows(1);
+    LIVE_GUARDS.fetch_add(1, Ordering::Relaxed);
     Ok(o)
 }
 
@@ -213,7 +371,8 @@ unsafe extern "C" fn guard_dealloc(o: *mut ffi::PyObject) {
             // A panic must not unwind into CPython: dropping a `PyRef` does not panic, and if it
             // did the borrow would be leaked (the object stays borrowed: safe).
             let _ = std::panic::catch_unwind(|| release(borrow));
-            LIVE_BORROWS.fetch_sub(1, Ordering::Relaxed);
+            count_borrows(-1);
+            LIVE_GUARDS.fetch_sub(1, Ordering::Relaxed);
         }
         let tp = ffi::Py_TYPE(o);
         match crate::cpython::api::type_free(tp) {

@@ -8,19 +8,18 @@ use std::ptr::NonNull;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use super::request::{EXPORT_VERSION, ExportPlan, ExportRequest, SourceInfo, plan_export};
 use super::DLPackSource;
+use super::request::{EXPORT_VERSION, ExportPlan, ExportRequest, SourceInfo, plan_export};
 use std::sync::Arc;
 
-use crate::error::DlpackError;
-use crate::ffi::{
-    DLManagedTensor, DLManagedTensorVersioned,
-};
-use crate::gpu::DeviceRuntime;
 use super::block::*;
+use super::borrow::Keep;
+use super::device::gpu_involved;
 use super::fill::*;
 use super::release::*;
-use super::device::gpu_involved;
+use crate::error::DlpackError;
+use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned};
+use crate::gpu::DeviceRuntime;
 
 /// Whether the C string `a` equals `b`, reading `a` only up to the first difference: a consumer's
 /// "used_…" name differs at its first byte (`PyCapsule_IsValid`'s `strcmp` cost ~3 ns on every
@@ -77,14 +76,16 @@ pub(super) unsafe extern "C" fn capsule_destructor<M: ManagedKind>(capsule: *mut
     }
 }
 
-
 /// Wraps a managed tensor in a capsule with the generated unused name and dlbind's
 /// destructor. On failure the tensor is deleted.
 ///
 /// # Safety
 /// `m` is an unowned-by-anyone-else tensor made by [`build_managed`]; the GIL is held.
 #[inline]
-pub(super) unsafe fn wrap_capsule<M: ManagedKind>(py: Python<'_>, m: NonNull<M>) -> PyResult<Py<PyAny>> {
+pub(super) unsafe fn wrap_capsule<M: ManagedKind>(
+    py: Python<'_>,
+    m: NonNull<M>,
+) -> PyResult<Py<PyAny>> {
     // SAFETY: caller contract.
     let cap = unsafe { capsule_or_delete(m) };
     if cap.is_null() {
@@ -120,13 +121,14 @@ unsafe fn capsule_or_delete<M: ManagedKind>(m: NonNull<M>) -> *mut ffi::PyObject
     cap
 }
 
-
 /// Negotiates `req` for `src` and returns the capsule (`"dltensor"` or
 /// `"dltensor_versioned"`). `owner` is the Python object that keeps `src`'s memory alive; the
 /// capsule's tensor holds a strong reference to it (none when the data was copied on the host).
 /// For a `#[pyclass]`, pass what [`SourceAccess::with_owner`](crate::export::access::SourceAccess::with_owner)
 /// gives: the object when it is frozen, else a guard holding a shared borrow of it (so a
-/// `&mut self` method cannot reallocate the data while the tensor lives).
+/// `&mut self` method cannot reallocate the data while the tensor lives). (dlbind's own entry
+/// points export through the crate-internal paths below; this one is for tests.)
+#[cfg(any(test, feature = "test-util"))]
 #[inline]
 pub fn export_to_capsule<S: DLPackSource + ?Sized>(
     owner: &Bound<'_, PyAny>,
@@ -157,6 +159,22 @@ pub(super) fn negotiate_and_export<S: DLPackSource + ?Sized>(
     req: &ExportRequest,
     runtime: Option<&Arc<dyn DeviceRuntime>>,
 ) -> PyResult<Py<PyAny>> {
+    // SAFETY: `owner` is a live object bound to the GIL token.
+    unsafe { negotiate_and_export_kept(owner.py(), owner.as_ptr(), src, req, runtime) }
+}
+
+/// [`negotiate_and_export`] with any [`Keep`] as the owner (a non-frozen object's borrow).
+///
+/// # Safety
+/// Attached (`py`); `owner` keeps `src`'s memory alive (a live object or a borrow of one).
+#[inline(always)]
+pub(super) unsafe fn negotiate_and_export_kept<S: DLPackSource + ?Sized, K: Keep>(
+    py: Python<'_>,
+    owner: K,
+    src: &S,
+    req: &ExportRequest,
+    runtime: Option<&Arc<dyn DeviceRuntime>>,
+) -> PyResult<Py<PyAny>> {
     let plan = plan_export(
         req,
         SourceInfo {
@@ -164,32 +182,31 @@ pub(super) fn negotiate_and_export<S: DLPackSource + ?Sized>(
             writability: src.dlpack_writability(),
         },
     )?;
-    export_planned_on(owner, src, &plan, req.stream, runtime)
+    // SAFETY: caller contract.
+    unsafe { export_planned_on(py, owner, src, &plan, req.stream, runtime) }
 }
 
+/// Builds the tensor `plan` describes and wraps it in a capsule.
+///
+/// # Safety
+/// Attached (`py`); `owner` keeps `src`'s memory alive (a live object or a borrow of one).
 #[inline]
-pub(super) fn export_planned_on<S: DLPackSource + ?Sized>(
-    owner: &Bound<'_, PyAny>,
+pub(super) unsafe fn export_planned_on<S: DLPackSource + ?Sized, K: Keep>(
+    py: Python<'_>,
+    owner: K,
     src: &S,
     plan: &ExportPlan,
     stream: Option<i64>,
     runtime: Option<&Arc<dyn DeviceRuntime>>,
 ) -> PyResult<Py<PyAny>> {
-    let py = owner.py();
-    // SAFETY: `owner` is a live object (bound to the GIL token `py`) that owns `src`.
+    // SAFETY: caller contract (`owner` owns `src`, GIL held).
     unsafe {
         if plan.versioned {
-            let m = build_managed::<DLManagedTensorVersioned, S>(
-                owner.as_ptr(),
-                src,
-                plan,
-                stream,
-                runtime,
-            )?;
+            let m =
+                build_managed::<DLManagedTensorVersioned, S, K>(owner, src, plan, stream, runtime)?;
             wrap_capsule(py, m)
         } else {
-            let m =
-                build_managed::<DLManagedTensor, S>(owner.as_ptr(), src, plan, stream, runtime)?;
+            let m = build_managed::<DLManagedTensor, S, K>(owner, src, plan, stream, runtime)?;
             wrap_capsule(py, m)
         }
     }
@@ -198,13 +215,15 @@ pub(super) fn export_planned_on<S: DLPackSource + ?Sized>(
 /// [`negotiate_and_export`] for the C entry points (`__dlpack__` as CPython calls it): the
 /// capsule as a new reference, or null with the error set. Host memory exported as it is (the
 /// common call) is built and wrapped here, with no `PyResult` moved through the path; anything
-/// else (a copy, a device) takes [`export_planned_on`].
+/// else (a copy, a device) takes [`export_planned_on`]. `owner`: the object itself (`*mut
+/// PyObject`, frozen classes) or a borrow of it ([`HeldBorrow`](super::borrow::HeldBorrow),
+/// non-frozen ones), see [`Keep`].
 ///
 /// # Safety
-/// The GIL is held; `owner` keeps `src`'s memory alive (as for [`export_to_capsule`]).
+/// The GIL is held; `owner` keeps `src`'s memory alive (a live object, or a borrow of one).
 #[inline(always)]
-pub(super) unsafe fn negotiate_and_export_raw<S: DLPackSource + ?Sized>(
-    owner: &Bound<'_, PyAny>,
+pub(super) unsafe fn negotiate_and_export_raw<S: DLPackSource + ?Sized, K: Keep>(
+    owner: K,
     src: &S,
     req: &ExportRequest,
 ) -> *mut ffi::PyObject {
@@ -219,7 +238,17 @@ pub(super) unsafe fn negotiate_and_export_raw<S: DLPackSource + ?Sized>(
         Err(e) => return restore_null(e.into()),
     };
     if plan.copy || gpu_involved(src, &plan) {
-        return match export_planned_on(owner, src, &plan, req.stream, None) {
+        // SAFETY: caller contract (GIL held, `owner` owns `src`).
+        return match unsafe {
+            export_planned_on(
+                Python::assume_attached(),
+                owner,
+                src,
+                &plan,
+                req.stream,
+                None,
+            )
+        } {
             Ok(cap) => cap.into_ptr(),
             Err(e) => restore_null(e),
         };
@@ -227,20 +256,12 @@ pub(super) unsafe fn negotiate_and_export_raw<S: DLPackSource + ?Sized>(
     // SAFETY: caller contract (`owner` live, GIL held); the plan exports host memory as it is.
     unsafe {
         if plan.versioned {
-            built_to_capsule(build_managed::<DLManagedTensorVersioned, S>(
-                owner.as_ptr(),
-                src,
-                &plan,
-                req.stream,
-                None,
+            built_to_capsule(build_managed::<DLManagedTensorVersioned, S, K>(
+                owner, src, &plan, req.stream, None,
             ))
         } else {
-            built_to_capsule(build_managed::<DLManagedTensor, S>(
-                owner.as_ptr(),
-                src,
-                &plan,
-                req.stream,
-                None,
+            built_to_capsule(build_managed::<DLManagedTensor, S, K>(
+                owner, src, &plan, req.stream, None,
             ))
         }
     }
@@ -278,6 +299,21 @@ pub fn export_versioned_managed<S: DLPackSource + ?Sized>(
     src: &S,
     req: &ExportRequest,
 ) -> Result<NonNull<DLManagedTensorVersioned>, DlpackError> {
+    // SAFETY: `owner` is live and bound to the GIL.
+    unsafe { export_versioned_managed_kept(owner.as_ptr(), src, req) }
+}
+
+/// [`export_versioned_managed`] with any [`Keep`] as the owner: the exchange table's owning
+/// export of a non-frozen object passes its borrow, which the tensor's deleter ends.
+///
+/// # Safety
+/// Attached; `owner` keeps `src`'s memory alive (a live object or a borrow of one).
+#[inline]
+pub(crate) unsafe fn export_versioned_managed_kept<S: DLPackSource + ?Sized, K: Keep>(
+    owner: K,
+    src: &S,
+    req: &ExportRequest,
+) -> Result<NonNull<DLManagedTensorVersioned>, DlpackError> {
     let mut req = *req;
     if !req.wants_versioned() {
         req.max_version = Some((EXPORT_VERSION.major as i64, EXPORT_VERSION.minor as i64));
@@ -289,10 +325,8 @@ pub fn export_versioned_managed<S: DLPackSource + ?Sized>(
             writability: src.dlpack_writability(),
         },
     )?;
-    // SAFETY: `owner` is live and bound to the GIL.
-    unsafe {
-        build_managed::<DLManagedTensorVersioned, S>(owner.as_ptr(), src, &plan, req.stream, None)
-    }
+    // SAFETY: caller contract.
+    unsafe { build_managed::<DLManagedTensorVersioned, S, K>(owner, src, &plan, req.stream, None) }
 }
 
 #[cfg(test)]

@@ -4,32 +4,33 @@
 use std::ffi::c_void;
 use std::ptr::{self, NonNull};
 
-use pyo3::ffi;
-
-use super::request::ExportPlan;
 use super::DLPackSource;
+use super::borrow::{BorrowSlot, Keep};
+use super::request::ExportPlan;
 use crate::layout::{c_strides_into, check_data_span};
 use std::sync::Arc;
 
-use crate::error::DlpackError;
-use crate::spec::errors::FailureKind;
-use crate::ffi::{
-    DLDataType, DLTensor,
-};
-use crate::gpu::DeviceRuntime;
 use super::block::*;
 use super::device::*;
+use crate::error::DlpackError;
+use crate::ffi::{DLDataType, DLTensor};
+use crate::gpu::DeviceRuntime;
+use crate::spec::errors::FailureKind;
 
 /// Builds a managed tensor of kind `M` for `src` according to `plan`, in one allocation.
 ///
+/// `owner` is what the block keeps of the object that owns `src`'s memory ([`Keep`]): the object
+/// (a new strong reference) or a shared borrow of it (moved into the block, ended by the
+/// deleter); nothing when the data was copied on the host (a borrow then ends when this returns,
+/// after the copy).
+///
 /// # Safety
-/// `owner` is a live Python object that keeps `src`'s memory alive (it gets a new strong
-/// reference unless the data was copied on the host); the GIL is held. `stream`: the
-/// consumer's `stream=` argument (for the GPU planner); `runtime`: the GPU runtime for device
-/// steps (`None`: `gpu::default_runtime`, fetched only if needed).
+/// `owner` is a live Python object (or NULL) that keeps `src`'s memory alive; the GIL is held.
+/// `stream`: the consumer's `stream=` argument (for the GPU planner); `runtime`: the GPU runtime
+/// for device steps (`None`: `gpu::default_runtime`, fetched only if needed).
 #[inline(always)]
-pub(crate) unsafe fn build_managed<M: ManagedKind, S: DLPackSource + ?Sized>(
-    owner: *mut ffi::PyObject,
+pub(crate) unsafe fn build_managed<M: ManagedKind, S: DLPackSource + ?Sized, K: Keep>(
+    owner: K,
     src: &S,
     plan: &ExportPlan,
     stream: Option<i64>,
@@ -112,15 +113,16 @@ pub(crate) unsafe fn build_managed<M: ManagedKind, S: DLPackSource + ?Sized>(
         host_copied: host_copy,
     } = prepared;
 
-    // A host copy is finished and owns its data. Anything else keeps the owner alive: its
-    // memory (zero-copy), or the source of a device copy that may still be in flight on the
-    // consumer's stream.
-    let owner = if host_copy || owner.is_null() {
-        ptr::null_mut()
+    // A host copy is finished and owns its data: it keeps nothing (a borrow ends here, after
+    // the copy was made). Anything else keeps the owner alive, and a non-frozen one borrowed:
+    // its memory (zero-copy), or the source of a device copy that may still be in flight on
+    // the consumer's stream.
+    let (owner, borrow, unborrow) = if host_copy {
+        drop(owner);
+        (ptr::null_mut(), BorrowSlot::uninit(), None)
     } else {
-        // SAFETY: `owner` is live and the GIL is held (caller contract).
-        unsafe { ffi::Py_INCREF(owner) };
-        owner
+        // SAFETY: `owner` is live or NULL and the GIL is held (caller contract).
+        unsafe { owner.into_kept() }
     };
     let (shape_ptr, strides_ptr) = if ndim == 0 {
         (ptr::null_mut(), ptr::null_mut())
@@ -141,6 +143,8 @@ pub(crate) unsafe fn build_managed<M: ManagedKind, S: DLPackSource + ?Sized>(
     unsafe {
         (&raw mut (*hdr).managed).write(M::new(tensor, raw.cast::<c_void>(), plan.flags));
         (&raw mut (*hdr).owner).write(owner);
+        (&raw mut (*hdr).borrow).write(borrow);
+        (&raw mut (*hdr).unborrow).write(unborrow);
         (&raw mut (*hdr).copy).write(copy);
         (&raw mut (*hdr).device_copy).write(device_copy);
         (&raw mut (*hdr).ndim).write(ndim);

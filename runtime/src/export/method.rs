@@ -8,11 +8,11 @@ use pyo3::PyClass;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use super::capsule::{negotiate_and_export, negotiate_and_export_raw};
-use crate::export::{DLPackSource, ExportRequest, export_to_capsule};
+use super::capsule::{negotiate_and_export, negotiate_and_export_kept, negotiate_and_export_raw};
+use crate::export::{DLPackSource, ExportRequest};
 use crate::spec::protocol;
 
-use super::access::SourceAccess;
+use super::access::{SourceAccess, with_held};
 use crate::args::{parse_export_request, parse_fastcall_kwargs, type_error};
 use crate::cpython::boundary::{
     at_c_boundary, has_own_method_descriptor, leaked_fastcall_def, leaked_noargs_def,
@@ -24,8 +24,8 @@ use crate::cpython::names::names;
 /// The body of `__dlpack__(self, /, *, stream=None, max_version=None, dl_device=None, copy=None)`.
 ///
 /// Works for frozen classes (borrow-free `get()`; the capsule keeps `slf` alive) and non-frozen
-/// ones (the capsule keeps a borrow guard alive instead, holding a shared borrow of `slf` until
-/// the consumer releases the tensor: see [`SourceAccess::with_owner`]).
+/// ones (the capsule's tensor keeps a shared borrow of `slf` in its manager block until the
+/// consumer releases it: see `access::with_held`).
 #[inline]
 pub fn dlpack_method<T>(
     slf: &Bound<'_, T>,
@@ -61,8 +61,11 @@ where
             |src| negotiate_and_export(slf.as_any(), src, req, None),
         )?
     } else {
-        <T::Frozen as SourceAccess<T>>::with_owner(slf, |owner, src| {
-            export_to_capsule(owner, src, req)
+        // The borrow goes into the export's manager block (no guard object): see
+        // `access::with_held`.
+        with_held(slf, |held, src| {
+            // SAFETY: attached (`slf`); `held` keeps `src`'s object alive and borrowed.
+            unsafe { negotiate_and_export_kept(slf.py(), held, src, req, None) }
         })?
     }
 }
@@ -71,10 +74,10 @@ where
 /// [`ExportRequest::DEFAULT`]) or `x.__dlpack__(max_version=(1, n))` alone (`true`,
 /// [`ExportRequest::VERSIONED`]). [`export_with`] for the C entry points: the capsule as a new
 /// reference, or null with the error set. A frozen class exports through
-/// [`negotiate_and_export_raw`] (no `PyResult` on the path); a non-frozen one as [`export_with`]
-/// does. The request is a constant parameter, so that each gets its own out-of-line copy of the
-/// body (the closure below is a distinct type per request) with the request folded into the
-/// negotiation.
+/// [`negotiate_and_export_raw`] (no `PyResult` on the path), and so does a non-frozen one, with a
+/// shared borrow of `slf` as the owner, which the tensor's block keeps. The request is a constant
+/// parameter, so that each gets its own out-of-line copy of the body (the closure below is a
+/// distinct type per request) with the request folded into the negotiation.
 ///
 /// # Safety
 /// As for [`dlpack_fastcall`].
@@ -101,16 +104,24 @@ where
                 <T::Frozen as SourceAccess<T>>::with(
                     this,
                     #[inline(always)]
-                    |src| negotiate_and_export_raw(this.as_any(), src, req),
+                    |src| negotiate_and_export_raw(this.as_ptr(), src, req),
                 )
             })
         }
     } else {
+        // A non-frozen class: the same raw path, with a shared borrow of `slf` as the owner
+        // instead of `slf` itself; the borrow moves into the tensor's manager block and ends in
+        // its deleter (no guard object, no `PyResult` moved through the export). PyO3's borrow
+        // error ("Already borrowed") is restored by `at_c_boundary`.
         // SAFETY: as above.
         unsafe {
             at_c_boundary(protocol::DLPACK_METHOD, ptr::null_mut(), |py| {
-                let this = Borrowed::from_ptr(py, slf).cast_unchecked::<T>();
-                export_with(&this, req).map(Py::into_ptr)
+                let this = Bound::ref_from_ptr(py, &slf).cast_unchecked::<T>();
+                with_held(
+                    this,
+                    #[inline(always)]
+                    |held, src| negotiate_and_export_raw(held, src, req),
+                )
             })
         }
     }
@@ -340,9 +351,11 @@ where
 /// `__dlpack_device__` bound to `T` (`METH_NOARGS`): `(device_type, device_id)`, the cached
 /// tuple for device 0 of a common type.
 ///
-/// A frozen class's device 0 of a cached type is answered here, with nothing but the field
-/// read, one table load and an incref (no stack frame: the rest is a tail call); everything
-/// else, and every non-frozen class (its borrow can fail), goes to [`dlpack_device_general`].
+/// A type whose device is fixed ([`DLPackSource::dlpack_fixed_device`], frozen or not) is answered
+/// here without touching the object; a frozen class's device 0 of a cached type with nothing but
+/// the field read, one table load and an incref (no stack frame: the rest is a tail call);
+/// everything else, and every non-frozen class with a device field (its borrow can fail), goes
+/// to [`dlpack_device_general`].
 ///
 /// # Safety
 /// Called by CPython through a method descriptor bound to `T`'s type, with the GIL held. Only
@@ -357,7 +370,17 @@ where
     T: PyClass + DLPackSource,
     T::Frozen: SourceAccess<T>,
 {
-    if <T::Frozen as SourceAccess<T>>::FROZEN {
+    if let Some(device) = T::dlpack_fixed_device() {
+        // The type's device does not depend on the value (a derived type without a device
+        // field): answered without reading, or borrowing, the object. A non-frozen class pays
+        // no borrow here, and one mutably borrowed right now answers as well (what it answers
+        // cannot change).
+        // SAFETY: GIL held (CPython calls us with it); `names()` ran before this method could
+        // be called (see the function's safety section).
+        if let Some(t) = unsafe { crate::cpython::names::cached_device_tuple(device) } {
+            return t;
+        }
+    } else if <T::Frozen as SourceAccess<T>>::FROZEN {
         // SAFETY: CPython holds the GIL for us and checked that `slf` is a `T`.
         let py = unsafe { Python::assume_attached() };
         // SAFETY: as above; `slf` is a live object CPython lends for the call (never NULL, so

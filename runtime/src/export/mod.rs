@@ -3,7 +3,8 @@
 //! 1. The traits an exportable type implements: [`DLPackSource`] (what the derive implements),
 //!    [`DataSource`] (storage of a `#[dlpack(data)]` field), and `access` ([`SourceAccess`]:
 //!    `&T` from a frozen or plain `#[pyclass]`, and what an export keeps alive; `borrow`: the
-//!    borrow guard a plain class's exports hold).
+//!    shared borrow a plain class's exports hold, in the managed tensor's block or in a guard
+//!    object).
 //! 2. `method`: the `__dlpack__` / `__dlpack_device__` bodies the derive installs (a raw
 //!    fastcall descriptor for `__dlpack__`).
 //! 3. `request`: negotiation, pure: an [`ExportRequest`] (the call's keywords) and the source's
@@ -30,9 +31,12 @@ use std::sync::Arc;
 
 pub use access::SourceAccess;
 pub use block::{live_exports, spare_blocks_held};
-pub use capsule::{export_to_capsule, export_versioned_managed};
+#[cfg(any(test, feature = "test-util"))]
+pub use capsule::export_to_capsule;
 #[cfg(feature = "test-util")]
 pub use capsule::export_to_capsule_on;
+pub use capsule::export_versioned_managed;
+pub(crate) use capsule::export_versioned_managed_kept;
 pub(crate) use release::visit_exported_owner;
 pub use request::ExportRequest;
 #[cfg(feature = "test-util")]
@@ -76,6 +80,19 @@ pub unsafe trait DLPackSource {
     /// Where the memory is (default: CPU).
     fn dlpack_device(&self) -> Device {
         Device::CPU
+    }
+    /// The device of every value of the type, when it does not depend on the value: then it
+    /// must equal [`Self::dlpack_device`] for every value. `__dlpack_device__` answers it without
+    /// reading the object (for a non-frozen class: without borrowing it). The derive returns
+    /// `Some(Device::CPU)` for a type without a `#[dlpack(device)]` field; the default `None`
+    /// asks the value. (A function rather than a constant, so that `dyn DLPackSource` stays
+    /// usable.)
+    #[inline(always)]
+    fn dlpack_fixed_device() -> Option<Device>
+    where
+        Self: Sized,
+    {
+        None
     }
     /// Whether consumers must not write (default: writable).
     fn dlpack_readonly(&self) -> bool {

@@ -10,11 +10,8 @@ use std::ptr::{self, NonNull};
 
 use pyo3::ffi;
 
-
-use crate::ffi::{
-    DLManagedTensor, DLManagedTensorVersioned,
-};
 use super::block::*;
+use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned};
 
 /// The deleter dlbind installs in every legacy tensor it exports ([`deleter`]).
 ///
@@ -65,12 +62,10 @@ pub(super) unsafe fn release<M: ManagedKind>(p: *mut M, gil_held: bool) {
     let hdr = p.cast::<Header<M>>();
     // SAFETY: `hdr` is the live header of an allocation made by `build_managed`; the copy
     // buffer is moved out exactly once (the deleter runs once per tensor by the DLPack rules).
-    let (owner, copy, device_copy, ndim) = unsafe {
+    let (copy, device_copy) = unsafe {
         (
-            (*hdr).owner,
             ptr::read(&raw const (*hdr).copy),
             ptr::read(&raw const (*hdr).device_copy),
-            (*hdr).ndim,
         )
     };
     // Rust-owned memory needs no interpreter. (Dropped only when present: the drop of an empty
@@ -79,27 +74,52 @@ pub(super) unsafe fn release<M: ManagedKind>(p: *mut M, gil_held: bool) {
     if device_copy.is_some() {
         drop(device_copy);
     }
-    // SAFETY: plain C API calls. The allocation (pymalloc) is freed and the owner reference
-    // dropped only while the interpreter is alive and with the GIL held (taken here unless the
-    // caller holds it, and only when not finalising: see `interp`). After (or, on a thread
-    // without the GIL, during) finalization both are leaked on purpose.
+    // SAFETY: plain C API calls. The owner reference (with the borrow holding it, if any) is
+    // dropped and the allocation (pymalloc) freed only while the interpreter is alive and with
+    // the GIL held (taken here unless the caller holds it, and only when not finalising: see
+    // `interp`). After (or, on a thread without the GIL, during) finalization all of it is
+    // leaked on purpose (a borrow too: the object stays borrowed).
     unsafe {
         // A deleter usually runs on a thread that holds the GIL (a consumer's array being
         // freed): skip the Ensure/Release pair then.
-        if gil_held || (ffi::Py_IsInitialized() != 0 && crate::cpython::boundary::this_thread_holds_gil()) {
-            give_block::<M>(hdr.cast::<c_void>(), ndim);
-            if !owner.is_null() {
-                ffi::Py_DECREF(owner);
-            }
+        if gil_held
+            || (ffi::Py_IsInitialized() != 0 && crate::cpython::boundary::this_thread_holds_gil())
+        {
+            drop_owner(hdr);
+            give_block::<M>(hdr.cast::<c_void>(), (*hdr).ndim);
             count_exports(-1);
         } else if crate::cpython::interp::may_take_gil() {
             let gil = ffi::PyGILState_Ensure();
-            give_block::<M>(hdr.cast::<c_void>(), ndim);
-            if !owner.is_null() {
-                ffi::Py_DECREF(owner);
-            }
+            drop_owner(hdr);
+            give_block::<M>(hdr.cast::<c_void>(), (*hdr).ndim);
             count_exports(-1);
             ffi::PyGILState_Release(gil);
+        }
+    }
+}
+
+/// Drops what a block kept of its owner, before the block is given back: the borrow when there
+/// is one (which drops the strong reference with it), else the reference. (Read from the block
+/// here, after the Rust-owned buffers went, so that nothing of it is held across a call.)
+///
+/// # Safety
+/// Attached to the interpreter; `hdr` is a live block `build_managed` filled whose owner was not
+/// dropped yet. The block is still the caller's afterwards (only the owner's fields are spent).
+#[inline(always)]
+unsafe fn drop_owner<M>(hdr: *mut Header<M>) {
+    // SAFETY: caller contract: with `unborrow` set, `borrow` holds the borrow it ends; else
+    // `owner` is NULL or a strong reference the block holds. Dropping either may run the
+    // object's deallocation (Python code), which cannot reach this block: nothing else refers to
+    // it, and it is given back only after this returns.
+    unsafe {
+        match (*hdr).unborrow {
+            Some(unborrow) => unborrow((*hdr).borrow),
+            None => {
+                let owner = (*hdr).owner;
+                if !owner.is_null() {
+                    ffi::Py_DECREF(owner);
+                }
+            }
         }
     }
 }
