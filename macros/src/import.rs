@@ -153,16 +153,6 @@ pub fn expand(input: &DeriveInput, model: &Model) -> syn::Result<TokenStream> {
         });
         quote!(#ident { #(#inits),* })
     };
-    // Field-by-field writes through `p` (`out`'s pointer); `pre` makes the fallible shape and
-    // strides values first, so that no write happens before the last check.
-    let writes = |parts: &Parts| {
-        let ws = ordered.iter().map(|m| {
-            let v = value(m, parts, false);
-            quote!((&raw mut (*__p).#m).write(#v);)
-        });
-        quote!(#(#ws)*)
-    };
-
     let check = |parts: &Parts| {
         let Parts {
             dtype,
@@ -198,10 +188,16 @@ pub fn expand(input: &DeriveInput, model: &Model) -> syn::Result<TokenStream> {
             if let Some(f) = f {
                 let ty = &f.ty;
                 let local = quote::format_ident!("__{}", what);
+                // `None` for a type written in place (`DimsField::IN_PLACE`, a constant: the
+                // branch not taken compiles away).
                 pre.push(quote_spanned! {f.span=>
-                    let #local: #ty = match <#ty as #d::DimsField>::from_dims(#src) {
-                        ::core::option::Option::Some(v) => v,
-                        ::core::option::Option::None => return ::core::result::Result::Err(__t),
+                    let #local: ::core::option::Option<#ty> = if <#ty as #d::DimsField>::IN_PLACE {
+                        ::core::option::Option::None
+                    } else {
+                        match <#ty as #d::DimsField>::from_dims(#src) {
+                            ::core::option::Option::Some(v) => ::core::option::Option::Some(v),
+                            ::core::option::Option::None => return ::core::result::Result::Err(__t),
+                        }
                     };
                 });
             }
@@ -209,12 +205,31 @@ pub fn expand(input: &DeriveInput, model: &Model) -> syn::Result<TokenStream> {
         quote!(#(#pre)*)
     };
     let imported_pre = pre_dims(&imported);
-    let imported_in_place = Parts {
-        shape: quote!(__shape),
-        strides: quote!(__strides),
-        ..imported
+    // Field-by-field writes through `__p` (`out`'s pointer). `pre_dims` makes the fallible shape
+    // and strides values first, so that no write happens before the last check; the dims fields
+    // come from its locals, or are written in place from the tensor's values.
+    let dims_write = |m: &Member, f: &FieldRef, local: TokenStream, src: &TokenStream| {
+        let ty = &f.ty;
+        quote! {
+            match #local {
+                ::core::option::Option::Some(__v) => (&raw mut (*__p).#m).write(__v),
+                ::core::option::Option::None => {
+                    <#ty as #d::DimsField>::write_in_place(&raw mut (*__p).#m, #src)
+                }
+            }
+        }
     };
-    let imported_writes = writes(&imported_in_place);
+    let imported_writes = {
+        let ws = ordered.iter().map(|m| match role(model, m) {
+            Role::Shape(f) => dims_write(m, f, quote!(__shape), &imported.shape),
+            Role::Strides(f) => dims_write(m, f, quote!(__strides), &imported.strides),
+            _ => {
+                let v = value(m, &imported, false);
+                quote!((&raw mut (*__p).#m).write(#v);)
+            }
+        });
+        quote!(#(#ws)*)
+    };
 
     // From a view of memory another Python object owns.
     let view = Parts {
@@ -291,9 +306,17 @@ pub fn expand(input: &DeriveInput, model: &Model) -> syn::Result<TokenStream> {
         quote!(#m: #v)
     });
     let share_literal = quote!(#ident { #(#share_inits),* });
-    let share_writes = ordered.iter().map(|m| {
-        let v = value(m, &shared, false);
-        quote!((&raw mut (*__p).#m).write(#v);)
+    // The dims fields cloned where they live (`DimsField::clone_to`: an inline `Dims` copied
+    // directly, not cloned on the stack and moved).
+    let share_writes = ordered.iter().map(|m| match role(model, m) {
+        Role::Shape(f) | Role::Strides(f) => {
+            let ty = &f.ty;
+            quote!(<#ty as #d::DimsField>::clone_to(&__this.#m, &raw mut (*__p).#m);)
+        }
+        _ => {
+            let v = value(m, &shared, false);
+            quote!((&raw mut (*__p).#m).write(#v);)
+        }
     });
 
     let probe = quote!((&&#p::probe::Probe::<Self>::new()));

@@ -55,7 +55,7 @@
 //!
 //! Every export checks the dtype and that the shape and strides stay inside the data field
 //! (`DLPackSource::dlpack_data_bytes`, emitted from the field's length); a type whose
-//! constructors guarantee that may `unsafe impl dlbind::tuning::UncheckedExtent` to skip the
+//! constructors guarantee that may `unsafe impl dlbind::UncheckedExtent` to skip the
 //! span check (detected like `FromDLPack`, by autoref specialization).
 //!
 //! Misuse is a compile error pointing at the offending span; see `tests/ui/cases/`.

@@ -363,22 +363,33 @@ mod pool {
 }
 
 /// Bytes of freed huge mappings kept for reuse by `AlignedBuffer::uninit` (Linux; 0 elsewhere).
-pub fn pool_limit() -> usize {
+/// Not public: [`set_pool_limit`] returns the previous limit.
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) fn pool_limit() -> usize {
     #[cfg(target_os = "linux")]
     return pool::LIMIT.load(std::sync::atomic::Ordering::Relaxed);
     #[cfg(not(target_os = "linux"))]
     return 0;
 }
 
-/// Set the reuse cache's size limit in bytes (0 disables it); releases what exceeds it.
-pub fn set_pool_limit(bytes: usize) {
+/// Sets the byte limit of the reuse pool for freed huge host buffers (default 256 MiB, at most
+/// 8 mappings; 0 disables it and releases everything it holds) and returns the previous limit.
+/// What exceeds the new limit is released at once. Copies into fresh memory (`copy=True`, a
+/// device-to-host copy) of buffers of 2 MiB or more take their memory from the pool, skipping
+/// the page faults of a fresh mapping. On systems other than Linux there is no pool: it
+/// returns 0 and does nothing.
+pub fn set_pool_limit(bytes: usize) -> usize {
     #[cfg(target_os = "linux")]
     {
-        pool::LIMIT.store(bytes, std::sync::atomic::Ordering::Relaxed);
+        let old = pool::LIMIT.swap(bytes, std::sync::atomic::Ordering::Relaxed);
         pool::trim(bytes);
+        old
     }
     #[cfg(not(target_os = "linux"))]
-    let _ = bytes;
+    {
+        let _ = bytes;
+        0
+    }
 }
 
 /// `madvise(MADV_HUGEPAGE)` on the 2 MiB-aligned interior of `[ptr, ptr + len)` (Linux only).

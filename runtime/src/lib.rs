@@ -23,7 +23,7 @@
 //! | [`spec`] | the generated, read-only tables: ABI types, dtypes, element types, stream rules, errors, protocol names |
 //! | [`layout`] | C strides, contiguity, byte spans, element sizes, the strided host copy |
 //! | [`gpu`] | GPU memory ([`gpu::zeros`]), stream handles, the driver check; CUDA through `cudarc` with feature `cuda` |
-//! | [`tuning`] | performance knobs: free lists, the copy pool, the same-type shortcut, `UncheckedExtent` |
+//! | [`tuning`] | three performance knobs, each with a fast default: a type's free-list size, the copy pool's limit, the same-type shortcut |
 //! | [`stats`] | process-wide counters: live exports, borrows, spare blocks, imports by path |
 //!
 //! ## How the crate reads (private modules)
@@ -115,7 +115,7 @@ pub use bridges::{PythonView, numpy_view};
 pub use device::Device;
 pub use dims::Dims;
 pub use error::DlpackError;
-pub use export::{DLPackSource, DataSource};
+pub use export::{DLPackSource, DataSource, UncheckedExtent};
 pub use import::{FromDLPack, ImportedTensor, Slot, Written, add_from_dlpack, from_dlpack};
 pub use spec::elements::DLPackElement;
 pub use storage::Buffer;

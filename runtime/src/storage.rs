@@ -192,7 +192,7 @@ impl Buffer {
     /// `Py<…>` (an imported tensor's deleter and keeper take the GIL themselves; a producer's
     /// managed tensor held alone is given back here, its deleter run now). `false` for
     /// [`Buffer::from_owner`] memory, whose owner may hold anything. What a
-    /// [`ReleasePython`](crate::tuning::ReleasePython) type's `release_python_refs` calls for
+    /// [`ReleasePython`](crate::cpython::freelist::ReleasePython) type's `release_python_refs` calls for
     /// its buffer field. [`Buffer::owns_nothing`] then says whether its drop has anything left
     /// to do.
     #[inline]

@@ -1644,7 +1644,7 @@ impl FromDLPack for Placed {
     }
 
     fn into_instance(py: Python<'_>, value: Self) -> PyResult<Bound<'_, Self>> {
-        dlbind::tuning::new_instance(py, value)
+        dlbind::cpython::freelist::new_instance(py, value)
     }
 }
 
@@ -1668,7 +1668,7 @@ fn fastcall_from_dlpack_same_type_in_place() {
                 <f32 as DLPackElement>::DTYPE,
             );
             let p = Placed::from_imported(py, t).unwrap();
-            dlbind::tuning::new_instance(py, Placed { mode, ..p }).unwrap()
+            dlbind::cpython::freelist::new_instance(py, Placed { mode, ..p }).unwrap()
         };
         // Probe, then fill the list.
         drop(make(0));
@@ -1768,18 +1768,18 @@ impl FromDLPack for PlacedImport {
     }
 
     fn into_instance(py: Python<'_>, value: Self) -> PyResult<Bound<'_, Self>> {
-        dlbind::tuning::new_instance(py, value)
+        dlbind::cpython::freelist::new_instance(py, value)
     }
 }
 
-impl dlbind::tuning::ReleasePython for PlacedImport {
-    fn release_python_refs(&mut self, py: Python<'_>) -> dlbind::tuning::Released {
+impl dlbind::cpython::freelist::ReleasePython for PlacedImport {
+    fn release_python_refs(&mut self, py: Python<'_>) -> dlbind::cpython::freelist::Released {
         if !self.buf.release_python_refs(py) {
-            dlbind::tuning::Released::No
+            dlbind::cpython::freelist::Released::No
         } else if self.buf.owns_nothing() {
-            dlbind::tuning::Released::Nothing
+            dlbind::cpython::freelist::Released::Nothing
         } else {
-            dlbind::tuning::Released::Drop
+            dlbind::cpython::freelist::Released::Drop
         }
     }
 }
@@ -1797,7 +1797,7 @@ fn fastcall_from_dlpack_imported_in_place() {
     let _g = common::serial();
     Python::attach(|py| {
         dlbind::tuning::enable_freelist::<PlacedImport>(py, 8).unwrap();
-        dlbind::tuning::enable_direct_release::<PlacedImport>(py).unwrap();
+        dlbind::cpython::freelist::enable_direct_release::<PlacedImport>(py).unwrap();
         let m = PyModule::new(py, "placedimportmod").unwrap();
         dlbind::add_from_dlpack::<PlacedImport>(&m).unwrap();
         let f = m.getattr("from_dlpack").unwrap();
@@ -1808,7 +1808,7 @@ fn fastcall_from_dlpack_imported_in_place() {
                 <f32 as DLPackElement>::DTYPE,
             );
             let p = Placed::from_imported(py, t).unwrap();
-            dlbind::tuning::new_instance(py, p).unwrap()
+            dlbind::cpython::freelist::new_instance(py, p).unwrap()
         };
         let kwargs = [("max_version", (1, 0))].into_py_dict(py).unwrap();
         let capsule = || src.call_method("__dlpack__", (), Some(&kwargs)).unwrap();

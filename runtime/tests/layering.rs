@@ -46,6 +46,37 @@ fn at_most_eight_public_modules_and_one_hidden() {
     assert!(lib.contains("#[doc(hidden)]\n#[path = \"private.rs\"]\npub mod __private;"));
 }
 
+/// Issue 33: `tuning` offers at most three knobs a user would set (each with a fast default);
+/// the derive's machinery lives in `__private`, the `UncheckedExtent` promise at the root.
+#[test]
+fn tuning_has_at_most_three_knobs() {
+    let text = std::fs::read_to_string(src().join("tuning.rs")).unwrap();
+    let code: String = code(&text).collect::<Vec<_>>().join("\n");
+    let mut names = Vec::new();
+    for item in code.split(';') {
+        let item = item.trim();
+        if let Some(path) = item.strip_prefix("pub use ") {
+            let list = path.rsplit("::").next().unwrap();
+            names.extend(
+                list.trim_matches(|c| c == '{' || c == '}')
+                    .split(',')
+                    .map(|n| n.split(" as ").last().unwrap().trim().to_string())
+                    .filter(|n| !n.is_empty()),
+            );
+        } else {
+            assert!(
+                !item.starts_with("pub "),
+                "tuning defines only re-exports: `{item}`"
+            );
+        }
+    }
+    assert!(names.len() <= 3, "tuning's public items: {names:?}");
+    assert_eq!(
+        names,
+        ["set_pool_limit", "enable_freelist", "set_same_type_views"]
+    );
+}
+
 #[test]
 fn leaves_do_not_reach_into_the_pipelines() {
     // bridges, exchange and gpu may use the model (the traits, `ImportedTensor`, the managed

@@ -49,7 +49,7 @@ struct Trusted {
 }
 
 // SAFETY: the test builds `Trusted` only with a shape that fits its buffer.
-unsafe impl dlbind::tuning::UncheckedExtent for Trusted {}
+unsafe impl dlbind::UncheckedExtent for Trusted {}
 
 /// Derived with a runtime dtype over a boxed slice.
 #[pyclass(frozen)]

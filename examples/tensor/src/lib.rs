@@ -1,15 +1,16 @@
 //! `dlbind_demo`: the reference user of dlbind.
 //!
-//! `Tensor` is a frozen `#[pyclass]` whose DLPack export (`__dlpack__`, `__dlpack_device__`) is
-//! entirely derived; everything else here (constructors, views, properties) is ordinary PyO3 code
-//! a user would write. Views (`reversed`, `transpose`, `slice`, `set_readonly`) share the owner's
-//! storage, so the Python tests can build every layout case. `Growable` (in `growable.rs`) is a
+//! `Tensor` is a frozen `#[pyclass]` whose DLPack export (`__dlpack__`, `__dlpack_device__`) and
+//! import (`from_dlpack`) are entirely derived; everything else here (constructors, views,
+//! properties) is ordinary PyO3 code a user would write, on dlbind's public API only. Views
+//! (`reversed`, `transpose`, `slice`, `set_readonly`) share the owner's storage, so the Python
+//! tests can build every layout case. `Growable` (in `growable.rs`) is a
 //! plain, non-frozen `#[pyclass]` with `&mut self` methods, exported through the same derive.
 
 use dlbind::layout::{ElemSize, c_strides};
 use dlbind::prelude::*;
 use dlbind::spec::dtypes::{self, DTypeInfo};
-use dlbind::{PythonView, Slot, Written, tuning};
+use dlbind::tuning;
 use pyo3::exceptions::{PyBufferError, PyIndexError, PyMemoryError, PyTypeError, PyValueError};
 use pyo3::types::{PyBytes, PyInt, PyTuple};
 
@@ -18,8 +19,15 @@ mod growable;
 mod testing;
 
 /// An n-d array in host or device memory, exported and imported through DLPack.
+///
+/// Both directions are derived. `#[derive(FromDLPack)]` writes every import path from the
+/// fields' roles: a capsule's or an exchange table's tensor kept in `buf` (written in place into
+/// a released instance of the free list), a view of numpy's array header or of a lending
+/// exchange table (the owner kept alive), and `from_dlpack(t)` of a `Tensor` as a view of `t`'s
+/// storage; the C exchange table (`Tensor.__dlpack_c_exchange_api__`) builds `Tensor`s through
+/// it too.
 #[pyclass(frozen, weakref, module = "dlbind_demo")]
-#[derive(DLPackExport)]
+#[derive(DLPackExport, FromDLPack)]
 pub struct Tensor {
     #[dlpack(data)]
     buf: Buffer,
@@ -42,7 +50,7 @@ pub struct Tensor {
 // their source, and imports take the producer's tensor as validated on import. Its dtype comes
 // from the spec's table (`lookup_dtype`) or from a validated import (views keep their source's).
 // So exports skip the per-call dtype and span checks on the `t.__dlpack__()` hot path.
-unsafe impl tuning::UncheckedExtent for Tensor {}
+unsafe impl dlbind::UncheckedExtent for Tensor {}
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -579,151 +587,10 @@ impl Tensor {
     }
 }
 
-impl Tensor {
-    /// A `Tensor` owning an imported DLPack tensor (zero-copy).
-    #[inline(always)]
-    fn from_imported(imported: ImportedTensor) -> Tensor {
-        let shape = Dims::from_slice(imported.shape());
-        let strides = Dims::from_slice(imported.strides());
-        let dtype = imported.dtype();
-        let device = imported.device();
-        let readonly = imported.writability();
-        Tensor {
-            buf: Buffer::from(imported),
-            dtype,
-            shape,
-            strides,
-            device,
-            readonly,
-        }
-    }
-}
-
-/// Lets the C exchange table (`Tensor.__dlpack_c_exchange_api__`) build `Tensor`s: its
-/// `managed_tensor_allocator` and `managed_tensor_to_py_object_no_sync` entries use this.
-/// `dlbind_demo.from_dlpack` and `Tensor.from_dlpack` are dlbind's raw fastcall
-/// `from_dlpack_fastcall::<Tensor>` (installed in the module init below), built on this impl.
-impl FromDLPack for Tensor {
-    #[inline(always)]
-    fn from_imported(_py: Python<'_>, tensor: ImportedTensor) -> PyResult<Self> {
-        Ok(Tensor::from_imported(tensor))
-    }
-
-    /// [`from_imported`](FromDLPack::from_imported)'s value, written in place into a new
-    /// instance (field by field, as [`share_into`](FromDLPack::share_into) does).
-    #[inline(always)]
-    fn from_imported_into<'a>(
-        _py: Python<'_>,
-        imported: ImportedTensor,
-        mut out: Slot<'a, Self>,
-    ) -> Result<Written<'a, Self>, ImportedTensor> {
-        let p = out.as_mut_ptr();
-        // SAFETY: `p` is valid for writes of a `Tensor`; every field is written once, so `out`
-        // holds a whole `Tensor` when `assume_written` is called.
-        unsafe {
-            Dims::write_from_slice(&raw mut (*p).shape, imported.shape());
-            Dims::write_from_slice(&raw mut (*p).strides, imported.strides());
-            (&raw mut (*p).dtype).write(imported.dtype());
-            (&raw mut (*p).device).write(imported.device());
-            (&raw mut (*p).readonly).write(imported.writability());
-            (&raw mut (*p).buf).write(Buffer::from(imported));
-            Ok(out.assume_written())
-        }
-    }
-
-    /// `from_dlpack(a)` of a `numpy.ndarray` (a view of the array's memory keeping the array
-    /// alive: what its `__dlpack__` would give, read from numpy's header without the capsule),
-    /// and of a writable host object of a lending exchange table (`Tensor`'s own table with the
-    /// same-type shortcut off: the table's non-owning fill, the view keeping the object alive).
-    #[inline(always)]
-    fn from_python_view(v: &PythonView<'_, '_>) -> Option<PyResult<Self>> {
-        let (shape, strides) = (Dims::from_slice(v.shape), Dims::from_slice(v.strides));
-        Some(Ok(Tensor {
-            // SAFETY: the view describes memory its owner keeps valid while alive; the buffer
-            // holds a strong reference to the owner.
-            buf: unsafe { Buffer::view(v.owner.clone().unbind(), v.data, v.device, v.readonly) },
-            dtype: v.dtype,
-            shape,
-            strides,
-            device: v.device,
-            readonly: Writability::from_readonly(v.readonly),
-        }))
-    }
-
-    /// `from_dlpack(t)` of a `Tensor`: a view of the same storage (same pointer, shape, strides,
-    /// dtype, device and read-only flag; `t`'s storage kept alive), exactly what `t`'s exchange
-    /// table would give, without allocating.
-    #[inline(always)]
-    fn share_from(source: &Bound<'_, Self>) -> Option<PyResult<Self>> {
-        let this = source.get();
-        Some(Tensor::view(
-            source,
-            0,
-            this.shape.clone(),
-            this.strides.clone(),
-            this.readonly,
-        ))
-    }
-
-    /// [`share_from`](FromDLPack::share_from)'s value, written in place into a new instance.
-    #[inline(always)]
-    fn share_into<'a>(
-        source: &Bound<'_, Self>,
-        mut out: Slot<'a, Self>,
-    ) -> Option<Written<'a, Self>> {
-        let this = source.get();
-        // SAFETY: the same pointer, shape and strides as `source`, whose storage `source` owns
-        // (or, for a view, the owner `share_view` takes instead).
-        let buf = unsafe {
-            this.buf.share_view(
-                source.py(),
-                source.as_any(),
-                this.ptr().cast(),
-                this.device,
-                !this.readonly.is_writable(),
-            )
-        };
-        // Field by field, so that each is written where it lives (a whole `Tensor` written
-        // at once is built first and then copied, about 30 instructions more).
-        let p = out.as_mut_ptr();
-        // SAFETY: `p` is valid for writes of a `Tensor`; every field is written once, so `out`
-        // holds a whole `Tensor` when `assume_written` is called.
-        unsafe {
-            (&raw mut (*p).buf).write(buf);
-            (&raw mut (*p).dtype).write(this.dtype);
-            this.shape.clone_to(&raw mut (*p).shape);
-            this.strides.clone_to(&raw mut (*p).strides);
-            (&raw mut (*p).device).write(this.device);
-            (&raw mut (*p).readonly).write(this.readonly);
-            Some(out.assume_written())
-        }
-    }
-
-    /// `Tensor` is frozen and has a free list: instances are built without `object.__new__`.
-    #[inline(always)]
-    fn into_instance(py: Python<'_>, value: Self) -> PyResult<Bound<'_, Self>> {
-        tuning::new_instance(py, value)
-    }
-}
-
-/// A `Tensor`'s only Python reference is its buffer's (a view's owner); the rest is plain data,
-/// with nothing to free when the buffer was a view and the dims are inline.
-impl tuning::ReleasePython for Tensor {
-    #[inline]
-    fn release_python_refs(&mut self, py: Python<'_>) -> tuning::Released {
-        if !self.buf.release_python_refs(py) {
-            return tuning::Released::No;
-        }
-        if self.buf.owns_nothing() && self.shape.is_inline() && self.strides.is_inline() {
-            tuning::Released::Nothing
-        } else {
-            tuning::Released::Drop
-        }
-    }
-}
-
-/// Released `Tensor`s whose memory is kept for the next one (`dlbind::tuning::enable_freelist`): imports and
-/// views create a `Tensor` per call, and most of such a call is the object's allocation.
+/// Released `Tensor`s whose memory is kept for the next one (`dlbind::tuning::enable_freelist`):
+/// imports and views create a `Tensor` per call, and most of such a call is the object's
+/// allocation. 64 is also what `add_from_dlpack` gives a frozen type by default; the explicit
+/// call shows the knob.
 pub(crate) const TENSOR_FREELIST: usize = 64;
 
 /// `gil_used = true`: on a free-threaded interpreter (3.13t+) importing this module turns the GIL
@@ -735,7 +602,9 @@ fn dlbind_demo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Tensor>()?;
     m.add_class::<growable::Growable>()?;
     tuning::enable_freelist::<Tensor>(m.py(), TENSOR_FREELIST)?;
-    tuning::enable_direct_release::<Tensor>(m.py())?;
+    // `dlbind_demo.from_dlpack` and `Tensor.from_dlpack` (dlbind's raw fastcall, built on the
+    // derived `FromDLPack`); with the free list above, released `Tensor`s skip PyO3's
+    // deallocation (the derive's direct release: every field is a `#[dlpack]` role).
     dlbind::add_from_dlpack::<Tensor>(m)?;
     let adapters = PyModule::new(m.py(), "adapters")?;
     adapters::register(&adapters)?;

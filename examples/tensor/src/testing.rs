@@ -54,9 +54,7 @@ fn spare_blocks_held() -> usize {
 /// into freshly mapped memory.
 #[pyfunction]
 fn set_copy_pool_limit(bytes: usize) -> usize {
-    let old = tuning::pool_limit();
-    tuning::set_pool_limit(bytes);
-    old
+    tuning::set_pool_limit(bytes)
 }
 
 /// How many tensors this process imported by calling a producer's C exchange table

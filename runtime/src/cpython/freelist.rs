@@ -344,8 +344,8 @@ pub(crate) fn enable_default_freelist<T: PyClass>(py: Python<'_>) {
 /// Call it once at module initialisation, after the class is created; calling it again for the
 /// same type changes the capacity. Errors (`SetupRefused`, a RuntimeError) when `T`'s type does not use the
 /// default GC allocator (`PyType_GenericAlloc` / `PyObject_GC_Del`, which every PyO3 class
-/// uses), has a variable size, or [`MAX_TYPES`] types already have a list; `capacity` above
-/// [`MAX_CAPACITY`] is a ValueError (`BadArgumentValue`). On a free-threaded interpreter it does nothing, nor when
+/// uses), has a variable size, or `MAX_TYPES` (8) types already have a list; `capacity` above
+/// `MAX_CAPACITY` (1,024) is a ValueError (`BadArgumentValue`). On a free-threaded interpreter it does nothing, nor when
 /// the environment has `DLBIND_FREELIST=0` (see `dlbind::tuning`'s environment switches).
 pub fn enable_freelist<T: PyClass>(py: Python<'_>, capacity: usize) -> PyResult<()> {
     if capacity > MAX_CAPACITY {
@@ -438,15 +438,15 @@ fn install_freelist<T: PyClass>(py: Python<'_>, capacity: usize) -> PyResult<()>
     Ok(())
 }
 
-/// A frozen free-list type (see [`enable_direct_release`]) that can give back the Python
+/// A frozen free-list type (see `enable_direct_release`) that can give back the Python
 /// references its value holds, so that the rest of the value drops without any `Py<…>`.
 ///
 /// PyO3's `tp_dealloc` runs a value's drop inside its trampoline (a thread-local count that
 /// makes a dropped `Py<…>` decref at once instead of waiting in PyO3's reference pool, and a
 /// panic guard); for a type whose value holds Python references only where it can release them
-/// itself, [`enable_direct_release`] installs a `tp_dealloc` without that trampoline.
+/// itself, `enable_direct_release` installs a `tp_dealloc` without that trampoline.
 ///
-/// Only a frozen type can have a direct release ([`enable_direct_release`] requires it);
+/// Only a frozen type can have a direct release (`enable_direct_release` requires it);
 /// `#[derive(FromDLPack)]` implements this for a type whose fields are its roles.
 pub trait ReleasePython: PyClass + Sync {
     /// Gives back (decrefs, with the GIL `py` proves) every Python reference the value holds,
@@ -729,7 +729,8 @@ fn probe_layout<T: PyClass<Frozen = True> + Sync>(b: &Bound<'_, T>) -> Direct {
     }
 }
 
-/// Whether [`new_instance`] builds `T` directly (its probe passed). Tests and diagnostics.
+/// Whether `new_instance` (the derived `into_instance`) builds `T` directly (its probe passed).
+/// Tests and diagnostics.
 pub fn builds_directly<T: PyClass>(py: Python<'_>) -> bool {
     // SAFETY: GIL held (`py`); the reference ends before this returns.
     unsafe { list_of(T::type_object_raw(py)).is_some_and(|l| matches!(l.direct, Direct::At(_))) }

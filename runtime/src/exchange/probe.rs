@@ -169,11 +169,11 @@ impl<T> ExtentOfData for Probe<T> {
 
 /// Level 1 of the frozen probe (`#[derive(FromDLPack)]`): `T` is a `#[pyclass(frozen)]`, so the
 /// value of a `Bound<T>` can be read without a borrow (`dlbind_frozen`), and instances come from
-/// its free list ([`new_instance`](crate::tuning::new_instance), `dlbind_instance`).
+/// its free list (`cpython::freelist::new_instance`, `dlbind_instance`).
 pub trait ViaFrozen<T> {
     /// `Some(b.get())`.
     fn dlbind_frozen<'a>(&self, b: &'a Bound<'_, T>) -> Option<&'a T>;
-    /// [`new_instance`](crate::tuning::new_instance).
+    /// `cpython::freelist::new_instance`.
     fn dlbind_instance<'py>(&self, py: Python<'py>, v: T) -> PyResult<Bound<'py, T>>;
 }
 impl<T> ViaFrozen<T> for &Probe<T>
@@ -216,9 +216,9 @@ where
 }
 
 /// Level 1 of the release probe (`#[derive(FromDLPack)]`'s setup): a frozen type with a free
-/// list and a [`ReleasePython`](crate::tuning::ReleasePython) impl gets the direct release.
+/// list and a `ReleasePython` impl gets the direct release.
 pub trait ViaRelease<T> {
-    /// [`enable_direct_release`](crate::tuning::enable_direct_release), its refusal ignored (no
+    /// `cpython::freelist::enable_direct_release`, its refusal ignored (no
     /// free list: the type keeps PyO3's deallocation).
     fn dlbind_direct_release(&self, py: Python<'_>);
 }

@@ -100,11 +100,34 @@ pub fn check(
     label = "use `dlbind::Dims`, or a `Vec<_>`, `Box<[_]>` or `[_; N]` of an integer type",
     note = "or write `impl FromDLPack` by hand"
 )]
-pub trait DimsField: Sized {
+pub trait DimsField: Sized + Clone {
     /// The field's value, or `None` when the values do not fit it (rank, range).
     fn from_dims(d: &[i64]) -> Option<Self>;
+    /// Whether [`from_dims`](Self::from_dims) never fails: the in-place import then writes the
+    /// field where it lives ([`write_in_place`](Self::write_in_place)) instead of building it
+    /// first and moving it in (`Dims`: the inline array is not built on the stack and copied).
+    const IN_PLACE: bool = false;
+    /// Writes `from_dims(d)`'s value to `dst`; called only when [`IN_PLACE`](Self::IN_PLACE).
+    ///
+    /// # Safety
+    /// `dst` is valid for writes of a `Self`.
+    #[inline(always)]
+    unsafe fn write_in_place(dst: *mut Self, d: &[i64]) {
+        let v = Self::from_dims(d).expect("DimsField::IN_PLACE types always convert");
+        // SAFETY: caller contract.
+        unsafe { dst.write(v) }
+    }
+    /// Writes a clone of `src` to `dst` (the same-type view's fields).
+    ///
+    /// # Safety
+    /// `dst` is valid for writes of a `Self` and does not overlap `src`.
+    #[inline(always)]
+    unsafe fn clone_to(src: &Self, dst: *mut Self) {
+        // SAFETY: caller contract.
+        unsafe { dst.write(src.clone()) }
+    }
     /// Whether dropping the value would free nothing (the derived direct release then skips
-    /// the drop: [`Released::Nothing`](crate::tuning::Released::Nothing)).
+    /// the drop: [`Released::Nothing`](crate::cpython::freelist::Released::Nothing)).
     fn owns_nothing(&self) -> bool;
 }
 
@@ -153,6 +176,17 @@ impl DimsField for crate::dims::Dims {
     fn from_dims(d: &[i64]) -> Option<Self> {
         Some(crate::dims::Dims::from_slice(d))
     }
+    const IN_PLACE: bool = true;
+    #[inline(always)]
+    unsafe fn write_in_place(dst: *mut Self, d: &[i64]) {
+        // SAFETY: caller contract.
+        unsafe { crate::dims::Dims::write_from_slice(dst, d) }
+    }
+    #[inline(always)]
+    unsafe fn clone_to(src: &Self, dst: *mut Self) {
+        // SAFETY: caller contract.
+        unsafe { src.clone_to(dst) }
+    }
     #[inline(always)]
     fn owns_nothing(&self) -> bool {
         self.is_inline()
@@ -162,11 +196,14 @@ impl DimsField for crate::dims::Dims {
 /// What the derived direct release says of a value whose buffer gave its Python reference back:
 /// nothing left to drop when the buffer and every dims field own nothing.
 #[inline(always)]
-pub fn released(buffer_owns_nothing: bool, dims_own_nothing: bool) -> crate::tuning::Released {
+pub fn released(
+    buffer_owns_nothing: bool,
+    dims_own_nothing: bool,
+) -> crate::cpython::freelist::Released {
     if buffer_owns_nothing && dims_own_nothing {
-        crate::tuning::Released::Nothing
+        crate::cpython::freelist::Released::Nothing
     } else {
-        crate::tuning::Released::Drop
+        crate::cpython::freelist::Released::Drop
     }
 }
 

@@ -36,7 +36,7 @@ pub trait FromDLPack: Sized {
     /// [`share_from`](Self::share_from) written straight into the new object's memory, with no
     /// move of the value: tried first, for a frozen type whose free list
     /// ([`tuning::enable_freelist`](crate::tuning::enable_freelist)) builds instances directly
-    /// ([`tuning::new_instance`](crate::tuning::new_instance)). `out` is the value's place in
+    /// (as `#[derive(FromDLPack)]`'s [`into_instance`](Self::into_instance) does). `out` is the value's place in
     /// a new instance nothing else can see yet: write the value `share_from` would give and
     /// return the proof ([`Slot::write`], or field by field and [`Slot::assume_written`]), or
     /// return `None` (the instance is given back, nothing in it dropped, and `share_from` runs).
@@ -53,7 +53,7 @@ pub trait FromDLPack: Sized {
     /// [`from_imported`](Self::from_imported) written straight into the new object's memory,
     /// with no move of the value: tried first, for a frozen type whose free list
     /// ([`tuning::enable_freelist`](crate::tuning::enable_freelist)) builds instances directly
-    /// ([`tuning::new_instance`](crate::tuning::new_instance)); `tensor` comes from a capsule or
+    /// (as `#[derive(FromDLPack)]`'s [`into_instance`](Self::into_instance) does); `tensor` comes from a capsule or
     /// an exchange table's owning export. `out` is the value's place in a new instance nothing
     /// else can see yet: write the value `from_imported` would give and return the proof
     /// ([`Slot::write`], or field by field and [`Slot::assume_written`]), or give `tensor` back as
@@ -96,8 +96,9 @@ pub trait FromDLPack: Sized {
     }
 
     /// The Python object for a value the typed `from_dlpack` made. The default is `Bound::new`;
-    /// a frozen type with a free list ([`crate::tuning::enable_freelist`]) can return
-    /// [`crate::tuning::new_instance`] instead (the demo's `Tensor` does).
+    /// `#[derive(FromDLPack)]` builds a frozen type's instance straight from its free list
+    /// ([`crate::tuning::enable_freelist`]), skipping PyO3's initializer (what the demo's
+    /// `Tensor` and the README's `Frame` get).
     #[inline]
     fn into_instance(py: Python<'_>, value: Self) -> PyResult<Bound<'_, Self>>
     where
