@@ -561,8 +561,11 @@ def _run_module(vg, module, args, keep_dir):
     plan = outdir / "plan.json"
     if plan.exists():
         plan.unlink()
+    # DLBIND_BENCH_VALGRIND_ARGS: extra callgrind options for profiling (e.g. --dump-instr=yes,
+    # for per-instruction counts read against `objdump -d`); they change no count.
+    extra = os.environ.get("DLBIND_BENCH_VALGRIND_ARGS", "").split()
     cmd = [vg, "--tool=callgrind", "--collect-atstart=no", f"--toggle-collect={SYMBOL}",
-           f"--dump-after={SYMBOL}", f"--callgrind-out-file={outdir}/cg.out.%p",
+           f"--dump-after={SYMBOL}", f"--callgrind-out-file={outdir}/cg.out.%p", *extra,
            sys.executable, str(Path(__file__).resolve()), "--child", "--module", module,
            "--n", str(args.n), "--plan", str(plan)] + (["--quick"] if args.quick else []) \
         + (["--rows", args.rows] if args.rows else []) \

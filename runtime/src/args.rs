@@ -310,6 +310,10 @@ fn positional_error(nargs: ffi::Py_ssize_t) -> PyErr {
     .into()
 }
 
+/// The slot of `max_version` in [`parse_fastcall_kwargs`]'s result (and in the remembered
+/// keyword tuple's slots, `cpython::idcache`).
+pub(crate) const MAX_VERSION_SLOT: u32 = 1;
+
 /// [`parse_fastcall_kwargs`] for any other tuple of names: each matched by identity with the
 /// interned generated names first (what the interpreter passes for literal keywords), then by
 /// value; unknown and repeated names refused. A tuple of two or more valid names is remembered.
@@ -325,6 +329,7 @@ unsafe fn parse_kwnames<'a, 'py>(
 ) -> PyResult<[Option<Borrowed<'a, 'py, PyAny>>; 4]> {
     let mut out: [Option<Borrowed<'a, 'py, PyAny>>; 4] = [None, None, None, None];
     let n = names(py);
+    // The slot order of the result: stream, max_version ([`MAX_VERSION_SLOT`]), dl_device, copy.
     let order = [&n.kw_stream, &n.kw_max_version, &n.kw_dl_device, &n.kw_copy];
     let ptrs = order.map(|s| s.as_ptr());
     let mut slots = 0u32;

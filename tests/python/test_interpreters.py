@@ -29,12 +29,13 @@ def expected(abi3, freelists_env):
     free = full and freelists_env
     return {
         "full_api": full,
-        "capsule_fields": full,
+        # An abi3 build writes capsules by field too, on the versions whose layout it knows.
+        "capsule_fields": full or V < (3, 15),
         "small_ints_by_identity": True,
         "version_tag_caches": full,
         "mro_lookup": full,
         "getattr_optional": True,
-        "dlpack_vectorcall_entry": full,
+        "dlpack_vectorcall_entry": full or V < (3, 15),
         "type_dict_write": full,
         "tuple_macros": full,
         "kwnames_identity_cache": True,
@@ -62,15 +63,15 @@ def test_the_shortcuts_of_this_interpreter_and_build(capsys):
         d = m.Tensor.__dict__[name]
         assert type(d).__name__ == "method_descriptor" and d.__objclass__ is m.Tensor, (name, d)
     # The details name the variant each version has.
-    if not abi3:
+    if t["capsule_fields"][0]:
         assert ("3.13+" in t["capsule_fields"][1]) == (V >= (3, 13)), t["capsule_fields"]
+    if not abi3:
         assert ("nonzero" in t["version_tag_caches"][1]) == (V >= (3, 13)), t["version_tag_caches"]
         assert t["getattr_optional"][1] == "linked"
     else:
         # An abi3 build resolves the renamed function at run time, by the running version's name.
         want_sym = "PyObject_GetOptionalAttr" if V >= (3, 13) else "_PyObject_LookupAttr"
         assert t["getattr_optional"][1] == want_sym
-        assert "PyCapsule_New" in t["capsule_fields"][1]
         # No free list is installed, though the demo asks for one: enable_freelist succeeds
         # and does nothing, so the same module source builds in either mode.
         many = [m.from_dlpack(m.Tensor.arange(3, dtype="float32")) for _ in range(10)]

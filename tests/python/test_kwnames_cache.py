@@ -95,3 +95,54 @@ def test_numpy_consumer_values_follow_their_names(Tensor):
         a = np.from_dlpack(t, copy=copy)
         assert np.array_equal(a, base)
         assert np.shares_memory(a, base) == (copy is not True)
+
+
+NUMPY_NAMES = ("dl_device", "copy", "max_version")
+
+
+@pytest.mark.parametrize("values", [
+    (None, None, (1, 0)), (None, None, (1, 3)), (None, True, (1, 0)), (None, False, (1, 0)),
+    (None, None, (0, 9)), (None, None, None), ((1, 0), None, (1, 0)), (None, None, (300, 0)),
+])
+def test_numpy_call_shape_decided_alike_first_and_remembered(Tensor, values):
+    """numpy's call, `dl_device=None, copy=None, max_version=(1, n)` with one remembered name
+    tuple, takes the constant versioned export; every other value of the same names still goes
+    through the parser. The first call (a fresh tuple: parsed) and the repeats (the remembered
+    tuple: the shortcut where it applies) give the same capsule."""
+    t = Tensor.arange(6, dtype="float32")
+    names = fresh(*NUMPY_NAMES)
+    want = check(call(t.__dlpack__, names, list(values)), *expect(values))
+    for _ in range(3):
+        got = check(call(t.__dlpack__, names, list(values)), *expect(values))
+        assert (got.shape, got.strides, got.code, got.bits) == (want.shape, want.strides, want.code, want.bits)
+        assert (got.data == want.data) == (values[1] is not True)
+
+
+def expect(values):
+    _, copy, mv = values
+    return (mv is not None and mv[0] >= 1), copy is True
+
+
+@pytest.mark.parametrize("values,error", [
+    (((2, 0), None, (1, 0)), BufferError), ((None, None, "x"), TypeError),
+    ((None, "yes", (1, 0)), TypeError), ((None, None, (1,)), TypeError),
+])
+def test_numpy_call_shape_errors_after_the_shortcut_was_taken(Tensor, values, error):
+    """The remembered tuple with values the shortcut must not take: each refused as the parser
+    refuses it, right after the same tuple took the shortcut."""
+    t = Tensor.arange(6, dtype="float32")
+    names = fresh(*NUMPY_NAMES)
+    for _ in range(2):
+        check(call(t.__dlpack__, names, [None, None, (1, 0)]), True, False)
+    with pytest.raises(error):
+        call(t.__dlpack__, names, list(values))
+    check(call(t.__dlpack__, names, [None, None, (1, 0)]), True, False)
+
+
+def test_numpy_from_dlpack_round_trip_through_the_shortcut(Tensor):
+    """What np.from_dlpack(t) gets back is t's data (zero-copy), also on repeat calls."""
+    t = Tensor.from_dlpack(np.arange(12, dtype=np.float64).reshape(3, 4).T)
+    for _ in range(4):
+        a = np.from_dlpack(t)
+        assert a.ctypes.data == t.data_ptr and a.strides == (8, 32)
+        assert np.array_equal(a, np.arange(12.0).reshape(3, 4).T)

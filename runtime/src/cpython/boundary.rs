@@ -218,48 +218,134 @@ pub(crate) unsafe fn set_type_dict_item(
     }
 }
 
+/// CPython's `PyMethodDescrObject` (Include/cpython/descrobject.h, the same from 3.8 to 3.14):
+/// `PyDescr_COMMON` (the object header, `d_type`, `d_name`, `d_qualname`), the `PyMethodDef` and
+/// the vectorcall entry. A full-API build checks it against the headers at compile time; an
+/// abi3 build (no descriptor struct in the limited API) uses it only where
+/// [`method_descr_layout_known`] says the running interpreter has it.
+#[repr(C)]
+struct RawMethodDescr {
+    ob_base: ffi::PyObject,
+    d_type: *mut ffi::PyTypeObject,
+    d_name: *mut ffi::PyObject,
+    d_qualname: *mut ffi::PyObject,
+    d_method: *mut ffi::PyMethodDef,
+    vectorcall: Option<ffi::vectorcallfunc>,
+}
+
 #[cfg(not(Py_LIMITED_API))]
+const _: () = {
+    use std::mem::{offset_of, size_of};
+    assert!(size_of::<RawMethodDescr>() == size_of::<ffi::PyMethodDescrObject>());
+    assert!(offset_of!(RawMethodDescr, d_method) == offset_of!(ffi::PyMethodDescrObject, d_method));
+    assert!(
+        offset_of!(RawMethodDescr, vectorcall) == offset_of!(ffi::PyMethodDescrObject, vectorcall)
+    );
+    assert!(offset_of!(RawMethodDescr, d_type) == offset_of!(ffi::PyDescrObject, d_type));
+};
+
+/// Whether method descriptors are [`RawMethodDescr`]s: always in a full-API build; in an abi3
+/// build when the running version is one whose layout the build knows (3.11 to 3.14,
+/// `Py_Version`: an abi3 wheel also runs on versions that do not exist yet) and
+/// `PyMethodDescr_Type.__basicsize__` is the struct's size (checked once; a race repeats it).
+pub(crate) fn method_descr_layout_known() -> bool {
+    #[cfg(not(Py_LIMITED_API))]
+    {
+        true
+    }
+    #[cfg(Py_LIMITED_API)]
+    {
+        use std::sync::atomic::{AtomicU8, Ordering};
+        static KNOWN: AtomicU8 = AtomicU8::new(0);
+        match KNOWN.load(Ordering::Relaxed) {
+            1 => return true,
+            2 => return false,
+            _ => {}
+        }
+        // SAFETY: `Py_Version` is a constant of the running interpreter (stable ABI from
+        // 3.11); the attribute read runs attached (every caller holds the GIL), its new
+        // reference released here.
+        let known = unsafe {
+            matches!(ffi::Py_Version >> 16, 0x030b..=0x030e) && {
+                let v = ffi::PyObject_GetAttrString(
+                    (&raw mut ffi::PyMethodDescr_Type).cast(),
+                    c"__basicsize__".as_ptr(),
+                );
+                if v.is_null() {
+                    ffi::PyErr_Clear();
+                    false
+                } else {
+                    let n = ffi::PyLong_AsSsize_t(v);
+                    ffi::Py_DECREF(v);
+                    ffi::PyErr_Clear();
+                    n == std::mem::size_of::<RawMethodDescr>() as ffi::Py_ssize_t
+                }
+            }
+        };
+        KNOWN.store(if known { 1 } else { 2 }, Ordering::Relaxed);
+        known
+    }
+}
+
 /// CPython's own vectorcall entry of a `METH_FASTCALL | METH_KEYWORDS` method descriptor
 /// (`method_vectorcall_FASTCALL_KEYWORDS`), as read from the first descriptor whose entry
 /// [`set_method_vectorcall`] replaced (they all share it).
 static METHOD_VECTORCALL: std::sync::OnceLock<ffi::vectorcallfunc> = std::sync::OnceLock::new();
 
-#[cfg(not(Py_LIMITED_API))]
 /// Replaces the vectorcall entry of `descr`, a `METH_FASTCALL | METH_KEYWORDS` method
-/// descriptor made by `PyDescr_NewMethod`, by `f`, after saving CPython's own entry for
+/// descriptor `PyDescr_NewMethod(tp, def)` made, by `f`, after saving CPython's own entry for
 /// [`method_vectorcall_fallback`]. The descriptor keeps its type (`PyMethodDescr_Type`), so
 /// CPython's specialised method calls, which call the `PyMethodDef`'s function directly, still
-/// apply; only calls through the vectorcall protocol reach `f`.
+/// apply; only calls through the vectorcall protocol reach `f`. Does nothing, and says so
+/// (`false`), where [`method_descr_layout_known`] does not hold or `descr` is not a method
+/// descriptor of `tp` and `def` with an entry.
 ///
 /// # Safety
-/// The GIL is held; `descr` is such a descriptor, not yet shared with any other code.
-pub(crate) unsafe fn set_method_vectorcall(descr: *mut ffi::PyObject, f: ffi::vectorcallfunc) {
-    // SAFETY: caller contract: `descr` is a `PyMethodDescrObject` nobody else sees yet.
+/// The GIL is held; `descr` is a live object nobody else sees yet.
+pub(crate) unsafe fn set_method_vectorcall(
+    descr: *mut ffi::PyObject,
+    tp: *mut ffi::PyTypeObject,
+    def: *mut ffi::PyMethodDef,
+    f: ffi::vectorcallfunc,
+) -> bool {
+    if !method_descr_layout_known() {
+        return false;
+    }
+    // SAFETY: caller contract; the fields are read only once `descr` is known to be a method
+    // descriptor of the checked layout, which nobody else sees yet.
     unsafe {
-        let d = descr.cast::<ffi::PyMethodDescrObject>();
+        if ffi::Py_TYPE(descr) != &raw mut ffi::PyMethodDescr_Type {
+            return false;
+        }
+        let d = descr.cast::<RawMethodDescr>();
+        if (*d).d_type != tp || (*d).d_method != def {
+            return false;
+        }
         // A fresh descriptor has CPython's entry; one that has `f` already keeps it (saving `f`
         // as CPython's entry would make the fallback call itself).
-        if let Some(own) = (*d).vectorcall
-            && own as usize != f as usize
-        {
-            METHOD_VECTORCALL.get_or_init(|| own);
-            (*d).vectorcall = Some(f);
+        match (*d).vectorcall {
+            Some(own) if own as usize == f as usize => true,
+            Some(own) => {
+                METHOD_VECTORCALL.get_or_init(|| own);
+                (*d).vectorcall = Some(f);
+                true
+            }
+            None => false,
         }
     }
 }
 
-#[cfg(not(Py_LIMITED_API))]
 /// The type a method descriptor is bound to (`__objclass__`, its `d_type`).
 ///
 /// # Safety
-/// `descr` is a live method descriptor.
+/// `descr` is a live method descriptor whose entry [`set_method_vectorcall`] replaced (so its
+/// layout is known).
 #[inline(always)]
 pub(crate) unsafe fn descriptor_type(descr: *mut ffi::PyObject) -> *mut ffi::PyTypeObject {
-    // SAFETY: caller contract: every descriptor starts with `PyDescrObject`.
-    unsafe { (*descr.cast::<ffi::PyDescrObject>()).d_type }
+    // SAFETY: caller contract.
+    unsafe { (*descr.cast::<RawMethodDescr>()).d_type }
 }
 
-#[cfg(not(Py_LIMITED_API))]
 /// Calls CPython's own vectorcall entry of a method descriptor (saved by
 /// [`set_method_vectorcall`]): its `self` check, error messages and call, for the calls a
 /// replacement entry does not handle itself.

@@ -4,8 +4,11 @@
 //! GC-enabled (a capsule is GC-allocated, and tracked only once a traverse function is set).
 //! [`new_capsule`] fills those fields directly and [`name_and_context`] reads them, once a check
 //! at first use has confirmed that `PyCapsule_Type` has exactly one of those two layouts;
-//! otherwise, and always in an abi3 build (no struct layout in the limited API), both use the
-//! C API. No name comparison either way: dlbind's capsules carry the static generated name.
+//! otherwise both use the C API. An abi3 build (no struct layout in the limited API) takes the
+//! direct path only on a running version whose layout it knows, 3.11 to 3.14 (`Py_Version`),
+//! with the same check through the type's `__basicsize__` / `__itemsize__` and flags: an abi3
+//! wheel runs on versions that do not exist yet, and on those it uses the C API. No name
+//! comparison either way: dlbind's capsules carry the static generated name.
 
 use std::ffi::{c_char, c_void};
 use std::ptr;
@@ -14,7 +17,6 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use pyo3::ffi;
 
 /// CPython's `PyCapsule` (Objects/capsule.c) as far as 3.12.
-#[cfg(not(Py_LIMITED_API))]
 #[repr(C)]
 struct RawCapsule {
     ob_base: ffi::PyObject,
@@ -26,7 +28,6 @@ struct RawCapsule {
 
 /// CPython's `PyCapsule` from 3.13: the same fields, then the GC hooks (`traverse_func`,
 /// `clear_func`), both NULL in a capsule `PyCapsule_New` makes.
-#[cfg(not(Py_LIMITED_API))]
 #[repr(C)]
 struct RawCapsuleGc {
     capsule: RawCapsule,
@@ -45,7 +46,7 @@ pub(crate) enum Layout {
     Plain,
     /// `RawCapsuleGc`, allocated with `PyObject_GC_New`, untracked (3.13 on).
     Gc,
-    /// Another layout, or an abi3 build: the `PyCapsule_*` calls.
+    /// Another layout, or an abi3 build on a version it does not know: the `PyCapsule_*` calls.
     CApi,
 }
 
@@ -96,7 +97,8 @@ pub(crate) unsafe fn check_layout() -> Layout {
         }
     };
     #[cfg(Py_LIMITED_API)]
-    let found = Layout::CApi;
+    // SAFETY: GIL held (caller contract).
+    let found = unsafe { check_layout_limited() };
     let code = match found {
         Layout::Plain => 1,
         Layout::CApi => 2,
@@ -104,6 +106,59 @@ pub(crate) unsafe fn check_layout() -> Layout {
     };
     LAYOUT.store(code, Ordering::Relaxed);
     found
+}
+
+/// [`check_layout`] in an abi3 build: the layout the running version is known to have
+/// (`Py_Version`: 3.11 and 3.12 plain, 3.13 and 3.14 GC-allocated), confirmed by the type's size,
+/// item size and GC flag; the C API on any other version or layout.
+///
+/// # Safety
+/// The GIL is held.
+#[cfg(Py_LIMITED_API)]
+unsafe fn check_layout_limited() -> Layout {
+    // SAFETY: `Py_Version` is a constant of the running interpreter (stable ABI from 3.11);
+    // the type object is a live static; the attribute reads hold the GIL (caller contract).
+    unsafe {
+        let gc_layout = match ffi::Py_Version >> 16 {
+            0x030b | 0x030c => false,
+            0x030d | 0x030e => true,
+            _ => return Layout::CApi,
+        };
+        let tp = &raw mut ffi::PyCapsule_Type;
+        let size = type_usize_attr(tp, c"__basicsize__");
+        let itemsize = type_usize_attr(tp, c"__itemsize__");
+        let gc = ffi::PyType_GetFlags(tp) & ffi::Py_TPFLAGS_HAVE_GC != 0;
+        match (itemsize, gc, gc_layout) {
+            (Some(0), false, false) if size == Some(std::mem::size_of::<RawCapsule>()) => {
+                Layout::Plain
+            }
+            (Some(0), true, true) if size == Some(std::mem::size_of::<RawCapsuleGc>()) => Layout::Gc,
+            _ => Layout::CApi,
+        }
+    }
+}
+
+/// An integer attribute of a type (`__basicsize__`, `__itemsize__`), or `None` (no error left).
+///
+/// # Safety
+/// The GIL is held; `tp` is a live type object.
+#[cfg(Py_LIMITED_API)]
+unsafe fn type_usize_attr(tp: *mut ffi::PyTypeObject, name: &std::ffi::CStr) -> Option<usize> {
+    // SAFETY: caller contract; the new reference is released here.
+    unsafe {
+        let v = ffi::PyObject_GetAttrString(tp.cast(), name.as_ptr());
+        if v.is_null() {
+            ffi::PyErr_Clear();
+            return None;
+        }
+        let n = ffi::PyLong_AsSsize_t(v);
+        ffi::Py_DECREF(v);
+        if n < 0 {
+            ffi::PyErr_Clear();
+            return None;
+        }
+        Some(n as usize)
+    }
 }
 
 /// A new capsule holding `pointer` under the 'static `name`, with `context` and `destructor`
@@ -123,7 +178,6 @@ pub(crate) unsafe fn new_capsule(
     // (checked), the fallback is the C API.
     unsafe {
         match layout() {
-            #[cfg(not(Py_LIMITED_API))]
             Layout::Plain => {
                 let o = ffi::PyObject_New::<ffi::PyObject>(&raw mut ffi::PyCapsule_Type);
                 if !o.is_null() {
@@ -131,7 +185,6 @@ pub(crate) unsafe fn new_capsule(
                 }
                 o
             }
-            #[cfg(not(Py_LIMITED_API))]
             Layout::Gc => {
                 // GC-allocated and left untracked, as `PyCapsule_New` does (3.13+).
                 let o = ffi::PyObject_GC_New::<ffi::PyObject>(&raw mut ffi::PyCapsule_Type);
@@ -159,7 +212,6 @@ pub(crate) unsafe fn new_capsule(
 ///
 /// # Safety
 /// `c` points to a freshly allocated capsule of a checked layout.
-#[cfg(not(Py_LIMITED_API))]
 #[inline(always)]
 unsafe fn fill(
     c: *mut RawCapsule,
@@ -186,13 +238,11 @@ pub(crate) unsafe fn name_and_context(capsule: *mut ffi::PyObject) -> (*const c_
     // SAFETY: caller contract; the direct path reads fields of the checked layout (both
     // layouts start with `RawCapsule`, and both have an odd code: one test decides).
     unsafe {
-        #[cfg(not(Py_LIMITED_API))]
         if LAYOUT.load(Ordering::Relaxed) & 1 != 0 {
             let c = capsule.cast::<RawCapsule>();
             return ((*c).name, (*c).context);
         }
         match layout() {
-            #[cfg(not(Py_LIMITED_API))]
             Layout::Plain | Layout::Gc => {
                 let c = capsule.cast::<RawCapsule>();
                 ((*c).name, (*c).context)
@@ -210,7 +260,7 @@ mod tests {
     #[test]
     fn capsule_layout_is_what_this_interpreter_has() {
         pyo3::Python::initialize();
-        pyo3::Python::attach(|_py| {
+        pyo3::Python::attach(|py| {
             // SAFETY: attached (GIL held).
             let layout = unsafe { super::check_layout() };
             // SAFETY: as above; a capsule made by either path reads back the same fields.
@@ -225,10 +275,12 @@ mod tests {
                 assert_eq!(super::name_and_context(o), (name.as_ptr(), p));
                 pyo3::ffi::Py_DECREF(o);
             }
-            // The layout each build mode and version is known to have (CPython 3.11-3.14).
-            let want = if cfg!(Py_LIMITED_API) {
+            // The layout each version is known to have (CPython 3.11-3.14), in either build mode
+            // (an abi3 build checks the running version).
+            let v = py.version_info();
+            let want = if v >= (3, 15) {
                 super::Layout::CApi
-            } else if cfg!(Py_3_13) {
+            } else if v >= (3, 13) {
                 super::Layout::Gc
             } else {
                 super::Layout::Plain

@@ -113,9 +113,8 @@ pub(crate) unsafe fn only_max_version(kwnames: *mut ffi::PyObject) -> bool {
 }
 
 /// Whether `kwnames` is the `("max_version",)` tuple [`only_max_version`] accepted last: the
-/// identity check alone (one load), for a caller that must not spend more on other calls (the
-/// full API's own `__dlpack__` vectorcall entry; an abi3 build has none).
-#[cfg(not(Py_LIMITED_API))]
+/// identity check alone (one load), for a caller that must not spend more on other calls
+/// (`__dlpack__`'s own vectorcall entry).
 #[inline(always)]
 pub(crate) fn is_max_version_kwnames(kwnames: *mut ffi::PyObject) -> bool {
     !kwnames.is_null() && kwnames == MV_KWNAMES.load(Ordering::Relaxed)
@@ -141,5 +140,37 @@ unsafe fn only_max_version_slow(kwnames: *mut ffi::PyObject) -> bool {
             }
         }
         ok
+    }
+}
+
+/// Whether a call with the keyword tuple remembered last ([`cached_kwnames`], `slots`) asks for
+/// exactly what `__dlpack__(max_version=mv)` alone asks for: every value `None` but
+/// `max_version`, which [`seen_max_version`] or [`versioned_max_version`] accepts. numpy's
+/// `from_dlpack` calls `x.__dlpack__(dl_device=None, copy=None, max_version=(1, n))` with the
+/// same name tuple and the same `max_version` tuple every time; this decides that call with a
+/// few compares instead of the general parser and plan (`None` is the parser's "not given" for
+/// each of these keywords, `args::given`).
+///
+/// # Safety
+/// The GIL is held; `args` holds the call's `len(kwnames)` keyword values (no positional ones),
+/// `slots` is what [`cached_kwnames`] returned for its `kwnames`.
+#[inline(always)]
+pub(crate) unsafe fn versioned_defaults(args: *const *mut ffi::PyObject, slots: u32) -> bool {
+    // SAFETY: caller contract: `slots & 7` values follow.
+    unsafe {
+        let none = ffi::Py_None();
+        let mut versioned = false;
+        for i in 0..(slots & 7) as usize {
+            let v = *args.add(i);
+            if (slots >> (3 + 2 * i)) & 3 == crate::args::MAX_VERSION_SLOT {
+                if !(seen_max_version(v) || versioned_max_version(v)) {
+                    return false;
+                }
+                versioned = true;
+            } else if v != none {
+                return false;
+            }
+        }
+        versioned
     }
 }

@@ -32,6 +32,7 @@ pub(crate) fn report(py: pyo3::Python<'_>, numpy_header: Option<bool>) -> Vec<Sh
     // SAFETY: as above.
     let ints = unsafe { super::ints::by_identity() };
     let freelists = full && gil && super::freelist::freelists_allowed();
+    let descr = super::boundary::method_descr_layout_known();
     vec![
         s(
             "full_api",
@@ -50,7 +51,9 @@ pub(crate) fn report(py: pyo3::Python<'_>, numpy_header: Option<bool>) -> Vec<Sh
                 super::capsule::Layout::Gc => {
                     "PyCapsule written by field (3.13+ layout, GC-allocated)"
                 }
-                super::capsule::Layout::CApi => "PyCapsule_New / PyCapsule_GetName calls",
+                super::capsule::Layout::CApi => {
+                    "PyCapsule_New / PyCapsule_GetName calls (a layout this build does not know)"
+                }
             },
         ),
         s(
@@ -91,11 +94,13 @@ pub(crate) fn report(py: pyo3::Python<'_>, numpy_header: Option<bool>) -> Vec<Sh
         ),
         s(
             "dlpack_vectorcall_entry",
-            full,
-            if full {
+            descr,
+            if !descr {
+                "CPython's method_vectorcall_FASTCALL_KEYWORDS (abi3 on a version it does not know)"
+            } else if full {
                 "__dlpack__'s descriptor has dlbind's vectorcall entry"
             } else {
-                "CPython's method_vectorcall_FASTCALL_KEYWORDS"
+                "__dlpack__'s descriptor has dlbind's vectorcall entry (abi3: a layout this version is known to have)"
             },
         ),
         s(

@@ -18,7 +18,9 @@ use crate::cpython::boundary::{
     at_c_boundary, has_own_method_descriptor, leaked_fastcall_def, leaked_noargs_def,
     set_type_dict_item,
 };
-use crate::cpython::idcache::{only_max_version, seen_max_version, versioned_max_version};
+use crate::cpython::idcache::{
+    cached_kwnames, only_max_version, seen_max_version, versioned_defaults, versioned_max_version,
+};
 use crate::cpython::names::names;
 
 /// The body of `__dlpack__(self, /, *, stream=None, max_version=None, dl_device=None, copy=None)`.
@@ -170,7 +172,8 @@ where
 /// [`dlpack_fastcall`] with arguments. `x.__dlpack__(max_version=(1, n))`, the versioned call
 /// consumers make, exports with a constant request, like the legacy call: the tuple the last
 /// such call passed is recognised by identity ([`seen_max_version`]), another is checked
-/// ([`export_max_version`]); anything else is parsed ([`export_parsed`]).
+/// ([`export_max_version`]); so does numpy's `from_dlpack` call, whose other keywords are `None`
+/// ([`versioned_defaults`]); anything else is parsed ([`export_parsed`]).
 ///
 /// # Safety
 /// As for [`dlpack_fastcall`].
@@ -197,6 +200,14 @@ where
             } else {
                 export_max_version::<T>(slf, args, nargsf, kwnames)
             };
+        }
+        // numpy's `from_dlpack`: `dl_device=None, copy=None, max_version=(1, n)` with the
+        // name tuple seen last, asking for what the versioned call asks.
+        if crate::cpython::api::vectorcall_nargs(nargsf as usize) == 0
+            && let Some(slots) = cached_kwnames(kwnames)
+            && versioned_defaults(args, slots)
+        {
+            return export_constant::<T, true>(slf);
         }
         export_parsed::<T>(slf, args, nargsf, kwnames)
     }
@@ -531,16 +542,20 @@ where
     // SAFETY: `def` lives for the rest of the process; `tp` is live (caller contract). The new
     // descriptor is not yet shared, so its vectorcall entry can be set.
     unsafe {
+        let def: *mut ffi::PyMethodDef = def;
         let d = Bound::from_owned_ptr_or_err(py, ffi::PyDescr_NewMethod(tp, def))?;
-        // Full API only: the descriptor's `vectorcall` field is not in the limited API (an abi3
-        // build keeps CPython's entry, which checks `self` and calls `dlpack_fastcall`).
-        #[cfg(not(Py_LIMITED_API))]
-        crate::cpython::boundary::set_method_vectorcall(d.as_ptr(), dlpack_vectorcall::<T>);
+        // Where the descriptor's layout is not known (an abi3 build on a version it does not
+        // know) it keeps CPython's entry, which checks `self` and calls `dlpack_fastcall`.
+        crate::cpython::boundary::set_method_vectorcall(
+            d.as_ptr(),
+            tp,
+            def,
+            dlpack_vectorcall::<T>,
+        );
         Ok(d)
     }
 }
 
-#[cfg(not(Py_LIMITED_API))]
 /// The vectorcall entry of `T.__dlpack__`'s descriptor, in place of CPython's
 /// `method_vectorcall_FASTCALL_KEYWORDS`. CPython 3.11 specialises a call of a method
 /// descriptor only without keywords (it then calls the `PyMethodDef`'s function,
