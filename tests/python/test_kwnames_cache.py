@@ -111,9 +111,11 @@ def test_numpy_call_shape_decided_alike_first_and_remembered(Tensor, values):
     tuple: the shortcut where it applies) give the same capsule."""
     t = Tensor.arange(6, dtype="float32")
     names = fresh(*NUMPY_NAMES)
-    want = check(call(t.__dlpack__, names, list(values)), *expect(values))
+    alive = [call(t.__dlpack__, names, list(values))]  # copies stay alive: distinct addresses
+    want = check(alive[0], *expect(values))
     for _ in range(3):
-        got = check(call(t.__dlpack__, names, list(values)), *expect(values))
+        alive.append(call(t.__dlpack__, names, list(values)))
+        got = check(alive[-1], *expect(values))
         assert (got.shape, got.strides, got.code, got.bits) == (want.shape, want.strides, want.code, want.bits)
         assert (got.data == want.data) == (values[1] is not True)
 
