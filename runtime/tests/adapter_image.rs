@@ -67,7 +67,8 @@ fn image_buffer_exports_hwc_and_imports_back_without_a_copy() {
 fn import_mut_writes_reach_the_producer_and_read_only_is_refused() {
     let _g = common::serial();
     let t = export(rgb()).unwrap();
-    let mut img = import_mut::<Rgb<u8>>(t).unwrap();
+    // SAFETY: the test's only handle of this memory while the result lives.
+    let mut img = unsafe { import_mut::<Rgb<u8>>(t) }.unwrap();
     img.put_pixel(0, 0, Rgb([9, 9, 9]));
     assert_eq!(
         img.as_raw().tensor().as_slice::<u8>().unwrap()[..3],
@@ -82,7 +83,8 @@ fn import_mut_writes_reach_the_producer_and_read_only_is_refused() {
         let a: ArcArray<u8, Ix3> = ArcArray::zeros((2, 2, 3));
         let t = dlbind::adapters::ndarray::export(a.clone()).unwrap();
         assert!(t.readonly());
-        let e = import_mut::<Rgb<u8>>(t).unwrap_err();
+        // SAFETY: the test's only handle of this memory while the result lives.
+        let e = unsafe { import_mut::<Rgb<u8>>(t) }.unwrap_err();
         assert_eq!(e.kind(), FailureKind::UnsupportedLayout);
         assert!(e.message().contains("read-only"), "{}", e.message());
         let t = dlbind::adapters::ndarray::export(a).unwrap();

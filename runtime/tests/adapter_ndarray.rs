@@ -53,7 +53,8 @@ fn array_exports_writable_and_views_back_equal() {
     );
     assert_eq!(view::<f32, Ix2>(&t).unwrap(), a);
     assert_eq!(view::<f32, IxDyn>(&t).unwrap(), a.clone().into_dyn());
-    view_mut::<f32, Ix2>(&mut t).unwrap()[[2, 3]] = -1.0;
+    // SAFETY: the test's only handle of this memory while the result lives.
+    unsafe { view_mut::<f32, Ix2>(&mut t) }.unwrap()[[2, 3]] = -1.0;
     assert_eq!(view::<f32, Ix2>(&t).unwrap()[[2, 3]], -1.0);
 }
 
@@ -83,7 +84,8 @@ fn arc_array_is_read_only_while_shared_and_dropped_once() {
     assert!(!shared.is_unique());
     assert_eq!(t.data_ptr() as *const f64, shared.as_ptr(), "no copy");
     let mut t = t;
-    let e = view_mut::<f64, Ix2>(&mut t).unwrap_err();
+    // SAFETY: the test's only handle of this memory while the result lives.
+    let e = unsafe { view_mut::<f64, Ix2>(&mut t) }.unwrap_err();
     assert_eq!(e.kind(), FailureKind::UnsupportedLayout);
     assert!(e.message().contains("read-only"), "{}", e.message());
     drop(t);
@@ -221,7 +223,8 @@ fn device_memory_is_refused_with_unsupported_device() {
     assert_eq!(e.kind(), FailureKind::UnsupportedDevice);
     assert_eq!(e.exception(), PyExceptionKind::BufferError);
     assert_eq!(
-        view_mut::<f32, Ix1>(&mut t).unwrap_err().kind(),
+        // SAFETY: the test's only handle of this memory while the result lives.
+        unsafe { view_mut::<f32, Ix1>(&mut t) }.unwrap_err().kind(),
         FailureKind::UnsupportedDevice
     );
     assert_eq!(
@@ -236,7 +239,8 @@ fn nd_tensor_owns_the_tensor() {
     let shared: ArcArray<i64, Ix1> = ArcArray::from(vec![1i64, 2, 3]);
     let mut nd = NdTensor::<i64, Ix1>::new(export(shared.clone()).unwrap()).unwrap();
     assert_eq!(nd.view().unwrap().sum(), 6);
-    assert!(nd.view_mut().is_err(), "shared: read-only");
+    // SAFETY: the test's only handle of this memory while the result lives.
+    assert!(unsafe { nd.view_mut() }.is_err(), "shared: read-only");
     assert_eq!(nd.tensor().shape(), &[3]);
     assert!(!shared.is_unique());
     let t = nd.into_tensor();
@@ -329,7 +333,8 @@ fn from_py_imports_numpy_and_maps_errors_to_python() {
             .unwrap();
         let mut t = dlbind::from_dlpack(&b, None, None).unwrap();
         assert_eq!(view::<f64, Ix2>(&t).unwrap().sum(), 6.0);
-        assert!(view_mut::<f64, Ix2>(&mut t).is_err());
+        // SAFETY: the test's only handle of this memory while the result lives.
+        assert!(unsafe { view_mut::<f64, Ix2>(&mut t) }.is_err());
     });
 }
 

@@ -57,7 +57,8 @@ fn negative_and_transposed_strides() {
         assert_eq!(t.as_ndarray::<f64>().unwrap(), expected.view());
         assert_eq!(t.as_ndarray::<f64>().unwrap()[[0, 0]], 2.0);
         {
-            let mut v = t.as_ndarray_mut::<f64>().unwrap();
+            // SAFETY: the test's only handle of this memory while the result lives.
+            let mut v = unsafe { t.as_ndarray_mut::<f64>() }.unwrap();
             v[[1, 0]] = -1.0;
         }
         assert_eq!(
@@ -97,7 +98,8 @@ fn readonly_refuses_mutable_view() {
                 .collect::<Vec<_>>(),
             vec![1, 2, 3]
         );
-        assert!(t.as_ndarray_mut::<i32>().is_err());
+        // SAFETY: the test's only handle of this memory while the result lives.
+        assert!(unsafe { t.as_ndarray_mut::<i32>() }.is_err());
     });
 }
 

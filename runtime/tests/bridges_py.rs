@@ -383,7 +383,8 @@ fn import_through_buffer_protocol() {
         );
         let mut t = from_dlpack(&eval(py, "ba", &g), None, None).unwrap();
         assert!(!t.readonly());
-        t.as_mut_slice::<u8>().unwrap()[0] = b'z';
+        // SAFETY: the test's only handle of this memory while the result lives.
+        unsafe { t.as_mut_slice::<u8>() }.unwrap()[0] = b'z';
         assert_eq!(
             eval(py, "bytes(ba)", &g).extract::<Vec<u8>>().unwrap(),
             b"zbcd"

@@ -251,7 +251,8 @@ mod nd {
             (&[4, 4], &[4, 3]),        // extent of the stride-3 dim is 9 >= 4
         ] {
             let mut t = import(shape, Some(strides), 8 * 8, &N);
-            let e = t.as_ndarray_mut::<f64>().unwrap_err();
+            // SAFETY: the test's only handle of this memory while the result lives.
+            let e = unsafe { t.as_ndarray_mut::<f64>() }.unwrap_err();
             assert_eq!(
                 e.kind(),
                 FailureKind::UnsupportedLayout,
@@ -270,7 +271,8 @@ mod nd {
         }
         // Zero strides keep their own message.
         let mut t = import(&[2, 2], Some(&[0, 1]), 0, &N);
-        let e = t.as_ndarray_mut::<f64>().unwrap_err();
+        // SAFETY: the test's only handle of this memory while the result lives.
+        let e = unsafe { t.as_ndarray_mut::<f64>() }.unwrap_err();
         assert!(e.message().contains("zero"), "{e}");
         assert_eq!(
             t.as_ndarray::<f64>()
@@ -288,7 +290,8 @@ mod nd {
         // Transposed 3x4 (Fortran order), with a size-1 dim of a huge stride in the middle.
         let mut t = import(&[3, 1, 4], Some(&[1, i64::MIN, 3]), 0, &N);
         {
-            let mut v = t.as_ndarray_mut::<f64>().unwrap();
+            // SAFETY: the test's only handle of this memory while the result lives.
+            let mut v = unsafe { t.as_ndarray_mut::<f64>() }.unwrap();
             assert_eq!(v[[2, 0, 1]], 5.0);
             v[[2, 0, 3]] = -1.0;
         }
@@ -296,7 +299,8 @@ mod nd {
         // Negative strides on both axes: element (i, j) at 11 - 4i - j.
         let mut t = import(&[3, 4], Some(&[-4, -1]), 11 * 8, &N);
         {
-            let mut v = t.as_ndarray_mut::<f64>().unwrap();
+            // SAFETY: the test's only handle of this memory while the result lives.
+            let mut v = unsafe { t.as_ndarray_mut::<f64>() }.unwrap();
             assert_eq!(v[[0, 0]], 11.0);
             assert_eq!(v[[2, 3]], 0.0);
             assert_eq!(v[[1, 2]], 5.0);
@@ -306,7 +310,8 @@ mod nd {
         assert_eq!(c.as_slice::<f64>().unwrap(), &[7.0; 12]);
         // Gapped (non-contiguous) but non-overlapping: stride 5 over an extent of 4.
         let mut t = import(&[2, 3], Some(&[5, 2]), 0, &N);
-        let v = t.as_ndarray_mut::<f64>().unwrap();
+        // SAFETY: the test's only handle of this memory while the result lives.
+        let v = unsafe { t.as_ndarray_mut::<f64>() }.unwrap();
         assert_eq!(
             v.iter().copied().collect::<Vec<_>>(),
             vec![0.0, 2.0, 4.0, 5.0, 7.0, 9.0]
@@ -327,7 +332,8 @@ mod nd {
             let v = t.as_ndarray::<f64>().unwrap();
             assert_eq!(v.shape(), want);
             assert_eq!(v.len(), 0);
-            let mut m = t.as_ndarray_mut::<f64>().unwrap();
+            // SAFETY: the test's only handle of this memory while the result lives.
+            let mut m = unsafe { t.as_ndarray_mut::<f64>() }.unwrap();
             assert_eq!(m.shape(), want);
             m.fill(1.0);
             assert_eq!(m.iter().count(), 0);

@@ -222,7 +222,8 @@ fn versioned_flags_offset_and_negative_strides() {
     }
     .unwrap();
     assert!(t.readonly());
-    assert!(t.as_mut_slice::<f64>().is_err());
+    // SAFETY: the test's only handle of this memory while the result lives.
+    assert!(unsafe { t.as_mut_slice::<f64>() }.is_err());
     let c = t.to_contiguous_copy().unwrap();
     assert_eq!(
         c.as_slice::<f64>().unwrap(),
@@ -235,7 +236,8 @@ fn versioned_flags_offset_and_negative_strides() {
             v.iter().copied().collect::<Vec<_>>(),
             c.as_slice::<f64>().unwrap()
         );
-        assert!(t.as_ndarray_mut::<f64>().is_err(), "read-only");
+        // SAFETY: the test's only handle of this memory while the result lives.
+        assert!(unsafe { t.as_ndarray_mut::<f64>() }.is_err(), "read-only");
     }
     // Writable view with negative strides through ndarray.
     // SAFETY: fresh tensor.
@@ -249,7 +251,8 @@ fn versioned_flags_offset_and_negative_strides() {
     .unwrap();
     #[cfg(feature = "ndarray")]
     {
-        let mut v = w.as_ndarray_mut::<f64>().unwrap();
+        // SAFETY: the test's only handle of this memory while the result lives.
+        let mut v = unsafe { w.as_ndarray_mut::<f64>() }.unwrap();
         v[[0, 0]] = 100.0;
         assert_eq!(v[[1, 2]], 2.0);
     }

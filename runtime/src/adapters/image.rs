@@ -7,7 +7,8 @@
 //! exports a [`SubImage`] of an image that a frozen `#[pyclass]` holds, read-only, with the
 //! parent's strides, the object kept alive by the tensor.
 //!
-//! **Import.** [`import`] (read-only) and [`import_mut`] (writable data only) give an
+//! **Import.** [`import`] (read-only) and [`import_mut`] (writable data only; `unsafe`: the
+//! producer's memory may have other handles) give an
 //! `ImageBuffer` whose container is the tensor itself ([`TensorSamples`],
 //! [`TensorSamplesMut`]: the producer stays alive as long as the image): a C-contiguous host
 //! tensor of shape `(height, width, channels)` with `channels == P::CHANNEL_COUNT` (or
@@ -332,7 +333,12 @@ where
 
 /// [`import`] for writable data: the image may be written, and the producer sees the writes.
 /// Read-only data is refused (`UnsupportedLayout`).
-pub fn import_mut<P: Pixel>(
+///
+/// # Safety
+/// The samples are the producer's memory, which more than `t` may reach: another import of the
+/// same object, the producer itself, Python code. While the image lives nothing else may read
+/// or write them (the image hands out `&mut [S]`).
+pub unsafe fn import_mut<P: Pixel>(
     t: ImportedTensor,
 ) -> Result<ImageBuffer<P, TensorSamplesMut<P::Subpixel>>, DlpackError>
 where

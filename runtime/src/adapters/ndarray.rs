@@ -12,7 +12,8 @@
 //! [`ArrayView`] of a frozen `#[pyclass]`'s data, read-only, kept alive by a strong reference
 //! to the object.
 //!
-//! **Import.** [`view`] and [`view_mut`] give an [`ArrayView`] / [`ArrayViewMut`] of a fixed
+//! **Import.** [`view`] and [`view_mut`] (`unsafe`: the producer's memory may have other
+//! handles) give an [`ArrayView`] / [`ArrayViewMut`] of a fixed
 //! or dynamic dimension (`Ix1`..`Ix6`, `IxDyn`) that borrows the [`ImportedTensor`], so it
 //! cannot outlive the producer's memory; [`NdTensor`] owns the tensor (the producer stays alive
 //! as long as it does) and lends such views. Refused, with the spec's error: another dtype
@@ -258,11 +259,20 @@ pub fn view<A: DLPackElement, D: Dimension>(
 
 /// A mutable [`ArrayViewMut`] of `t`, borrowing it exclusively: refused for read-only data
 /// and for strides under which two indices share an element, besides what [`view`] refuses.
-pub fn view_mut<A: DLPackElement, D: Dimension>(
+///
+/// # Safety
+/// The elements are the producer's memory, which more than this handle may reach: another
+/// import of the same object (two `from_dlpack` calls on one numpy array give two handles to
+/// the same bytes), the producer itself, Python code. While the result lives nothing else may
+/// read or write them (Rust's rule for `&mut`): no other handle of the same producer hands
+/// out a slice or view of them, and no Python code touches the array (rust-numpy's
+/// `as_slice_mut` asks the same).
+pub unsafe fn view_mut<A: DLPackElement, D: Dimension>(
     t: &mut ImportedTensor,
 ) -> Result<ArrayViewMut<'_, A, D>, DlpackError> {
     check_rank::<D>(t, "ndarray view_mut")?;
-    t.as_ndarray_mut::<A>()?
+    // SAFETY: the caller's contract is `as_ndarray_mut`'s.
+    unsafe { t.as_ndarray_mut::<A>() }?
         .into_dimensionality::<D>()
         .map_err(shape_error::<D>)
 }
@@ -277,7 +287,8 @@ pub fn view_mut<A: DLPackElement, D: Dimension>(
 ///
 /// let t = export(array![1.0f64, 2.0, 3.0]).unwrap();
 /// let mut nd = NdTensor::<f64, Ix1>::new(t).unwrap();
-/// nd.view_mut().unwrap().mapv_inplace(|x| x * 2.0);
+/// // SAFETY: `nd` is the only handle of this memory (exported just above, imported once).
+/// unsafe { nd.view_mut() }.unwrap().mapv_inplace(|x| x * 2.0);
 /// assert_eq!(nd.view().unwrap().sum(), 12.0);
 /// ```
 pub struct NdTensor<A, D: Dimension = IxDyn> {
@@ -310,8 +321,17 @@ impl<A: DLPackElement, D: Dimension> NdTensor<A, D> {
 
     /// A mutable view: refused for read-only data and for strides under which two indices
     /// share an element.
-    pub fn view_mut(&mut self) -> Result<ArrayViewMut<'_, A, D>, DlpackError> {
-        view_mut::<A, D>(&mut self.tensor)
+    ///
+    /// # Safety
+    /// The elements are the producer's memory, which more than this handle may reach: another
+    /// import of the same object (two `from_dlpack` calls on one numpy array give two handles to
+    /// the same bytes), the producer itself, Python code. While the result lives nothing else may
+    /// read or write them (Rust's rule for `&mut`): no other handle of the same producer hands
+    /// out a slice or view of them, and no Python code touches the array (rust-numpy's
+    /// `as_slice_mut` asks the same).
+    pub unsafe fn view_mut(&mut self) -> Result<ArrayViewMut<'_, A, D>, DlpackError> {
+        // SAFETY: the caller's contract.
+        unsafe { view_mut::<A, D>(&mut self.tensor) }
     }
 
     /// The tensor (shape, strides, device, flags).

@@ -96,7 +96,15 @@ impl ImportedTensor {
     /// A mutable `ndarray` view. Refused for read-only tensors and for layouts where two
     /// indices may share memory (zero strides on dims > 1, or any overlap: each `|stride|`,
     /// by increasing size, must exceed the extent of the smaller ones; dims of size 1 aside).
-    pub fn as_ndarray_mut<T: DLPackElement>(
+    ///
+    /// # Safety
+    /// The elements are the producer's memory, which more than this handle may reach: another
+    /// import of the same object (two `from_dlpack` calls on one numpy array give two handles to
+    /// the same bytes), the producer itself, Python code. While the result lives nothing else may
+    /// read or write them (Rust's rule for `&mut`): no other handle of the same producer hands
+    /// out a slice or view of them, and no Python code touches the array (rust-numpy's
+    /// `as_slice_mut` asks the same).
+    pub unsafe fn as_ndarray_mut<T: DLPackElement>(
         &mut self,
     ) -> Result<ArrayViewMutD<'_, T>, DlpackError> {
         if self.readonly {

@@ -683,7 +683,15 @@ impl ImportedTensor {
     }
 
     /// The elements as a mutable slice (C-contiguous, dtype `T`, host memory, not read-only).
-    pub fn as_mut_slice<T: DLPackElement>(&mut self) -> Result<&mut [T], DlpackError> {
+    ///
+    /// # Safety
+    /// The elements are the producer's memory, which more than this handle may reach: another
+    /// import of the same object (two `from_dlpack` calls on one numpy array give two handles to
+    /// the same bytes), the producer itself, Python code. While the result lives nothing else may
+    /// read or write them (Rust's rule for `&mut`): no other handle of the same producer hands
+    /// out a slice or view of them, and no Python code touches the array (rust-numpy's
+    /// `as_slice_mut` asks the same).
+    pub unsafe fn as_mut_slice<T: DLPackElement>(&mut self) -> Result<&mut [T], DlpackError> {
         if self.readonly {
             return Err(DlpackError::new(
                 FailureKind::UnsupportedLayout,
@@ -691,7 +699,8 @@ impl ImportedTensor {
             ));
         }
         let n = self.as_slice::<T>()?.len();
-        // SAFETY: as for `as_slice`, plus exclusivity through `&mut self` and writability.
+        // SAFETY: as for `as_slice`, plus writability (checked) and exclusivity: `&mut self`
+        // for this handle, the caller's contract for every other way to the memory.
         Ok(unsafe { std::slice::from_raw_parts_mut(self.typed_ptr::<T>(), n) })
     }
 }
