@@ -497,7 +497,7 @@ pub fn enable_direct_release<T: ReleasePython + PyClass<Frozen = True>>(
     // An abi3 build has no free lists (see `enable_freelist`) and cannot replace `tp_dealloc`.
     #[cfg(Py_LIMITED_API)]
     {
-        let _ = py;
+        let _ = (py, std::marker::PhantomData::<T>);
         Ok(())
     }
     #[cfg(not(Py_LIMITED_API))]
