@@ -59,7 +59,7 @@ make_venv() {
   if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
     echo "venv $venv: requirements unchanged"
   else
-    "$venv/bin/python" -m pip install -q --no-compile -r "$REQS"   # as scripts/test.sh
+    "$venv/bin/python" -m pip install -q -r "$REQS"
     echo "$want" > "$stamp"
   fi
 }

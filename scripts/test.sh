@@ -68,9 +68,7 @@ WANT="$( { cat "$REQS"; "$PY" -c 'import sys; print(sys.version)'; } | sha256sum
 if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" ]]; then
   echo "requirements unchanged (stamp $STAMP); skipping pip install"
 else
-  # --no-compile: no .pyc for the ~4,000 modules of jax, pyarrow, … up front (half the install
-  # time); what the tests import is compiled on first import.
-  "$PY" -m pip install -q --no-compile -r "$REQS"
+  "$PY" -m pip install -q -r "$REQS"
   "$PY" - <<'PYEOF'
 import numpy, jax, jax.numpy as jnp, pyarrow, array_api_strict, ml_dtypes, tvm_ffi, yaml, pytest, hypothesis, Cython, mypy
 jnp.zeros(3).block_until_ready()
