@@ -442,14 +442,10 @@ def _guards_alive():
     return sum(1 for o in gc.get_objects() if type(o).__name__ == "ExportBorrow")
 
 
-GUARDLESS = {
-    "capsule_legacy": lambda g: g.__dlpack__(),
-    "capsule_versioned": lambda g: g.__dlpack__(max_version=(1, 3)),
-    "np_from_dlpack": np.from_dlpack,
-    "exchange_table_owning_export": _table_export,
-    "dlbind_demo_from_dlpack": _demo_from_dlpack,
-    "tvm_ffi_from_dlpack": _tvm,
-}
+GUARDLESS = {k: EXPORTS[k] for k in (
+    "capsule_legacy", "capsule_versioned", "np_from_dlpack", "exchange_table_owning_export",
+    "dlbind_demo_from_dlpack", "tvm_ffi_from_dlpack",
+)}
 
 
 @pytest.mark.parametrize("kind", list(GUARDLESS))
