@@ -339,6 +339,20 @@ pub fn expand(input: &DeriveInput, model: &Model) -> syn::Result<TokenStream> {
             quote!(<#ty as #d::DimsField>::owns_nothing(&self.#m))
         })
         .collect();
+    // Whether an instance must be GC-tracked: a type whose fields are all roles holds Python
+    // references only in its data field, which answers; any other keeps the default (tracked).
+    let needs_tracking = if all_roles {
+        quote! {
+            #[inline(always)]
+            fn __dlbind_needs_tracking(&self, py: #p::pyo3::Python<'_>) -> bool {
+                #p::DataSource::__dlbind_needs_tracking(&self.#data, || {
+                    <Self as #p::pyo3::PyTypeInfo>::type_object_raw(py)
+                })
+            }
+        }
+    } else {
+        quote!()
+    };
     let (release_impl, setup) = if all_roles {
         (
             quote! {
@@ -445,13 +459,17 @@ pub fn expand(input: &DeriveInput, model: &Model) -> syn::Result<TokenStream> {
 
             #setup
 
+            #needs_tracking
+
             #[inline(always)]
             fn into_instance(
                 py: #p::pyo3::Python<'_>,
                 value: Self,
             ) -> #p::pyo3::PyResult<#p::pyo3::Bound<'_, Self>> {
                 #frozen
-                #probe.dlbind_instance(py, value)
+                #probe.dlbind_instance(py, value, |__v: &Self| {
+                    #d::FromDLPack::__dlbind_needs_tracking(__v, py)
+                })
             }
         }
 

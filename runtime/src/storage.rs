@@ -376,4 +376,20 @@ unsafe impl DataSource for Buffer {
             Repr::Owned(_) | Repr::Shared(_) | Repr::Kept(_) => Ok(()),
         }
     }
+    /// What [`visit_python_refs`](Self::visit_python_refs) reports decides it: nothing (owned,
+    /// shared, kept memory, a copy) needs no tracking, nor a view's owner that can close no
+    /// cycle (`cpython::gc::referent_needs_tracking`: a non-GC object such as a numpy array,
+    /// or an untracked instance of the same frozen type); a producer's tensor is tracked.
+    #[inline(always)]
+    fn __dlbind_needs_tracking(&self, own: impl FnOnce() -> *mut pyo3::ffi::PyTypeObject) -> bool {
+        match &self.0 {
+            // SAFETY: the view holds a strong reference to its live owner; the GIL is held
+            // wherever a new instance is made.
+            Repr::View(v) => unsafe {
+                crate::cpython::gc::referent_needs_tracking(v.owner.as_ptr(), own)
+            },
+            Repr::Imported(t) => t.reports_python_owner(),
+            Repr::Owned(_) | Repr::Shared(_) | Repr::Kept(_) => false,
+        }
+    }
 }

@@ -5,7 +5,7 @@ mod common;
 
 use dlbind::cpython::freelist::{
     MAX_CAPACITY, ReleasePython, Released, builds_directly, enable_direct_release, enable_freelist,
-    freelist_len, new_instance,
+    freelist_len, new_instance, new_instance_tracked,
 };
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -162,6 +162,51 @@ fn frozen_instances_are_reused_built_directly_and_stay_correct() {
         assert_eq!(freelist_len::<Frozen>(py), Some(before - 1));
         assert_eq!(via_pyo3.get().tag, 9);
         assert!(gc_tracked(py, via_pyo3.as_any()));
+
+        // Left out of the collector when the caller says its value can close no cycle (a
+        // view of a non-GC object); tracked as ever otherwise, and when PyO3 allocates.
+        let before = freelist_len::<Frozen>(py).unwrap();
+        assert!(before > 0);
+        let untracked = new_instance_tracked(
+            py,
+            Frozen {
+                data: vec![5],
+                tag: 5,
+                owner: None,
+            },
+            |_| false,
+        )
+        .unwrap();
+        assert_eq!(
+            freelist_len::<Frozen>(py),
+            Some(before - 1),
+            "from the list"
+        );
+        assert!(
+            !gc_tracked(py, untracked.as_any()),
+            "track = false: untracked"
+        );
+        assert_eq!(untracked.get().tag, 5);
+        let addr = untracked.as_ptr() as usize;
+        drop(untracked);
+        assert_eq!(
+            freelist_len::<Frozen>(py),
+            Some(before),
+            "released into the list"
+        );
+        let tracked = new_instance_tracked(
+            py,
+            Frozen {
+                data: vec![6],
+                tag: 6,
+                owner: None,
+            },
+            |_| true,
+        )
+        .unwrap();
+        assert_eq!(tracked.as_ptr() as usize, addr, "the same memory again");
+        assert!(gc_tracked(py, tracked.as_any()), "track = true: tracked");
+        drop(tracked);
 
         drop((first, next, via_pyo3));
         assert_eq!(owner.refcnt(), base_rc);

@@ -78,7 +78,9 @@ def test_reused_memory_gives_correct_tracked_tensors(make):
     for _ in range(3):
         views = [m.from_dlpack(src) for _ in range(20)]
         for v in views:
-            assert gc.is_tracked(v), "every Tensor is GC-tracked, reused or not"
+            assert gc.is_tracked(v) == gc.is_tracked(src), (
+                "a view of a Tensor is tracked as its source is, reused or not"
+            )
             assert layout(v)[1:] == layout(src)[1:]
             assert v.data_ptr == src.data_ptr
             np.testing.assert_array_equal(np.from_dlpack(v), want)
@@ -86,6 +88,72 @@ def test_reused_memory_gives_correct_tracked_tensors(make):
     # Tensors made by PyO3 methods (views) also come from the list and are tracked.
     r = Tensor.arange(6, dtype="float32").reversed()
     assert gc.is_tracked(r)
+
+
+def test_each_instance_and_each_kept_memory_holds_one_reference_to_the_type():
+    """A released Tensor's memory keeps its reference to the type while it waits in the list
+    and hands it to the next Tensor made there (no count change on either side); memory the
+    full list frees gives it back. So the type's count is always its live instances plus the
+    list's length plus what else refers to it: checked across every way in and out of the list
+    (the derived release, PyO3's deallocation of a method-made Tensor, a full list, reuse by
+    the typed import and by PyO3's constructor)."""
+    t = Tensor.arange(6, dtype="float32")
+    a = np.arange(6.0)
+
+    def others():
+        gc.collect()
+        return sys.getrefcount(Tensor) - stats()[0]
+
+    base = others()
+    _, _, capacity = stats()
+    for _ in range(3):
+        views = [m.from_dlpack(t) for _ in range(capacity + 7)]  # drains the list, then allocates
+        numpy_views = [m.from_dlpack(a) for _ in range(5)]
+        made = [t.reversed() for _ in range(5)]  # PyO3's constructor and deallocation
+        assert others() - base == len(views) + len(numpy_views) + len(made)
+        del views  # fills the list, then frees what does not fit
+        assert stats()[0] == capacity
+        assert others() - base == len(numpy_views) + len(made)
+        del numpy_views, made
+        assert others() == base
+    assert t.shape == (6,)
+
+
+class _ArrayInterfaceOwner:
+    """A GC-tracked object whose memory a Tensor can view (it could store that Tensor)."""
+
+    def __init__(self):
+        self.a = np.arange(8.0)
+
+    @property
+    def __array_interface__(self):
+        return self.a.__array_interface__
+
+
+def test_imports_whose_reference_can_close_no_cycle_stay_out_of_the_collector():
+    """A Tensor viewing a numpy array (not a GC type) cannot be in a cycle the collector could
+    free, nor can one viewing an untracked Tensor: neither is tracked, whether its memory is
+    fresh or reused. One whose owner is a tracked object is tracked, so a cycle through that
+    owner is still collected (test_gc_cycles.py)."""
+    for _ in range(3):  # the first round allocates, the next ones reuse released memory
+        arrays = [np.arange(6.0) for _ in range(10)]
+        views = [m.from_dlpack(a) for a in arrays]
+        assert not any(gc.is_tracked(v) for v in views), "a view of a numpy array is untracked"
+        again = [m.from_dlpack(v) for v in views]
+        assert not any(gc.is_tracked(v) for v in again), "a view of an untracked Tensor too"
+        for a, v in zip(arrays, again):
+            np.testing.assert_array_equal(np.from_dlpack(v), a)
+        owners = [_ArrayInterfaceOwner() for _ in range(10)]
+        held = [m.from_dlpack(o) for o in owners]
+        assert all(gc.is_tracked(v) for v in held), "a view of a tracked object is tracked"
+        del views, again, held
+    # A Tensor that owns its memory is made by PyO3 (tracked); a view of it is tracked too.
+    own = Tensor.arange(6, dtype="float32")
+    assert gc.is_tracked(own) and gc.is_tracked(m.from_dlpack(own))
+    # gc.get_referents still sees an untracked view's owner.
+    a = np.arange(3.0)
+    v = m.from_dlpack(a)
+    assert not gc.is_tracked(v) and any(r is a for r in gc.get_referents(v))
 
 
 def test_weak_references_die_with_the_tensor_and_never_see_the_next_one():

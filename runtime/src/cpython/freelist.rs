@@ -15,7 +15,9 @@
 //! itself, once a probe of the first PyO3-made instance has shown that this gives the bytes PyO3
 //! writes. Python subclasses of `T` have their own `tp_alloc` / `tp_free` and never use the
 //! list; objects from the list are GC-tracked like any other (PyO3's own `freelist` option
-//! leaves them untracked and takes a mutex per call). The list is only touched with the GIL
+//! leaves them untracked and takes a mutex per call), except a derived import whose only Python
+//! reference can close no cycle (`cpython::gc::referent_needs_tracking`: a view of a numpy
+//! array), which is never linked into the collector. The list is only touched with the GIL
 //! held (the CPython contract for both slots); on a free-threaded interpreter
 //! [`enable_freelist`] installs nothing. At most [`MAX_TYPES`] types have a list; at most
 //! `capacity` objects wait in each, so what is kept at interpreter exit is bounded
@@ -52,12 +54,21 @@ struct List {
     ty: *mut ffi::PyTypeObject,
     basicsize: usize,
     capacity: usize,
+    /// Released instances. Each keeps its `ob_type` and a strong reference to it (the one the
+    /// instance held; `freelist_free` takes a new one for the reference PyO3's `tp_dealloc`
+    /// gives back after it), handed to the next instance made from that memory, so neither
+    /// the release nor the reuse touches the type's count; an instance leaving the list for
+    /// good gives it back.
     items: Vec<*mut ffi::PyObject>,
     /// Where [`new_instance`] may write the Rust value itself (see [`Direct`]).
     direct: Direct,
     /// PyO3's `tp_dealloc` of the type, once [`enable_direct_release`] replaced it (what
     /// [`direct_dealloc`] falls back to).
     pyo3_dealloc: Option<ffi::destructor>,
+    /// The interpreter's `_Py_NewReference` (what `PyObject_Init` ends with), when it exports
+    /// it: a reused instance already has its type and a reference to it (see [`List::items`]),
+    /// so only its reference count (and a reference tracer, 3.13+) needs setting.
+    new_reference: Option<unsafe extern "C" fn(*mut ffi::PyObject)>,
 }
 
 /// Whether [`new_instance`] may build an instance without PyO3's initializer.
@@ -92,6 +103,7 @@ const UNUSED: List = List {
     items: Vec::new(),
     direct: Direct::Refused,
     pyo3_dealloc: None,
+    new_reference: None,
 };
 
 static REGISTRY: Registry = Registry(UnsafeCell::new(Lists {
@@ -107,6 +119,11 @@ static REGISTRY: Registry = Registry(UnsafeCell::new(Lists {
 unsafe fn list_of(ty: *mut ffi::PyTypeObject) -> Option<&'static mut List> {
     // SAFETY: caller contract (GIL held: exclusive access).
     let r = unsafe { &mut *REGISTRY.0.get() };
+    // The first list without the slice's bounds arithmetic (an unused entry's type is NULL,
+    // never a live type): most processes have one type with a list.
+    if ptr::eq(r.lists[0].ty, ty) {
+        return Some(&mut r.lists[0]);
+    }
     r.lists[..r.len].iter_mut().find(|l| ptr::eq(l.ty, ty))
 }
 
@@ -135,14 +152,22 @@ impl List {
     unsafe fn pop_untracked(&mut self, keep: std::ops::Range<usize>) -> Option<*mut ffi::PyObject> {
         let obj = self.items.pop()?;
         // SAFETY: `obj` is `basicsize` bytes that `freelist_free` took from a released instance
-        // of this type (allocated by `PyType_GenericAlloc` with a GC header, untracked since).
+        // of this type (allocated by `PyType_GenericAlloc` with a GC header, untracked since),
+        // still with its `ob_type` and the list's reference to the type, which the new
+        // instance takes over.
         unsafe {
             let base = obj.cast::<u8>();
             let head = std::mem::size_of::<ffi::PyObject>();
             zero(base, head..keep.start);
             zero(base, keep.end..self.basicsize);
-            // Type (a new reference for heap types) and a reference count of 1.
-            ffi::PyObject_Init(obj, self.ty);
+            // A reference count of 1, as `PyObject_Init` ends (its type is set and held).
+            match self.new_reference {
+                Some(new_reference) => new_reference(obj),
+                None => {
+                    ffi::PyObject_Init(obj, self.ty);
+                    ffi::Py_DECREF(self.ty.cast::<ffi::PyObject>());
+                }
+            }
         }
         Some(obj)
     }
@@ -184,16 +209,19 @@ pub(crate) unsafe fn pop_for_fill<'a, T: PyClass>(
 pub(crate) struct Unfilled(*mut ffi::PyObject);
 
 impl Unfilled {
-    /// The instance, its value written: GC-tracked, a new reference.
+    /// The instance, its value written, GC-tracked when `track` says so: a new reference.
     ///
     /// # Safety
-    /// A whole, valid `T` has been written to the place [`pop_for_fill`] gave.
+    /// A whole, valid `T` has been written to the place [`pop_for_fill`] gave; `track` is
+    /// `true` unless the value's `FromDLPack::__dlbind_needs_tracking` said otherwise.
     #[inline(always)]
-    pub(crate) unsafe fn filled(self) -> *mut ffi::PyObject {
+    pub(crate) unsafe fn filled(self, track: bool) -> *mut ffi::PyObject {
         let obj = self.0;
         std::mem::forget(self);
-        // SAFETY: a live GC object, untracked, now whole (caller).
-        unsafe { ffi::PyObject_GC_Track(obj.cast::<c_void>()) };
+        if track {
+            // SAFETY: a live GC object, untracked, now whole (caller).
+            unsafe { ffi::PyObject_GC_Track(obj.cast::<c_void>()) };
+        }
         obj
     }
 }
@@ -212,11 +240,13 @@ impl Drop for Unfilled {
 /// GIL held; `obj` came from `pop_untracked` and was not filled or shared.
 #[cold]
 unsafe fn give_back_unfilled(obj: *mut ffi::PyObject) {
-    // SAFETY: caller contract (the reference `PyObject_Init` took for the heap type).
+    // SAFETY: caller contract; `obj` holds the type reference it had in the list, which goes
+    // back there with it or is given back with the memory.
     unsafe {
         let ty = ffi::Py_TYPE(obj);
-        keep_or_free(obj);
-        ffi::Py_DECREF(ty.cast::<ffi::PyObject>());
+        if !keep_or_free(obj) {
+            ffi::Py_DECREF(ty.cast::<ffi::PyObject>());
+        }
     }
 }
 
@@ -280,39 +310,49 @@ unsafe extern "C" fn freelist_free(obj: *mut c_void) {
         if ffi::PyObject_GC_IsTracked(o) != 0 {
             ffi::PyObject_GC_UnTrack(obj);
         }
-        keep_or_free(o);
+        // Kept: the list takes its own reference to the type (the caller's `tp_dealloc` gives
+        // back the instance's once this returns, as CPython's heap types do).
+        if keep_or_free(o) {
+            ffi::Py_INCREF(ffi::Py_TYPE(o).cast::<ffi::PyObject>());
+        }
     }
 }
 
-/// Keeps the released, untracked instance `o` in its type's list while it has room; otherwise
-/// `PyObject_GC_Del`.
+/// Keeps the released, untracked instance `o` in its type's list while it has room (`true`);
+/// otherwise `PyObject_GC_Del` (`false`). The type reference is the caller's business.
 ///
 /// # Safety
 /// GIL held; `o`'s `tp_dealloc` has run and it is untracked; `o` is not used after this.
 #[inline(always)]
-unsafe fn keep_or_free(o: *mut ffi::PyObject) {
+unsafe fn keep_or_free(o: *mut ffi::PyObject) -> bool {
     // SAFETY: caller contract.
     unsafe {
         match list_of(ffi::Py_TYPE(o)) {
             Some(list) => list.keep_or_free(o),
-            None => ffi::PyObject_GC_Del(o.cast::<c_void>()),
+            None => {
+                ffi::PyObject_GC_Del(o.cast::<c_void>());
+                false
+            }
         }
     }
 }
 
 impl List {
-    /// Keeps `o`, a released, untracked instance of this list's type, while the list has room;
-    /// otherwise `PyObject_GC_Del`.
+    /// Keeps `o`, a released, untracked instance of this list's type, while the list has room
+    /// (`true`); otherwise `PyObject_GC_Del` (`false`). The type reference is the caller's
+    /// business (an item holds one: see [`List::items`]).
     ///
     /// # Safety
     /// As for [`keep_or_free`].
     #[inline(always)]
-    unsafe fn keep_or_free(&mut self, o: *mut ffi::PyObject) {
+    unsafe fn keep_or_free(&mut self, o: *mut ffi::PyObject) -> bool {
         if self.items.len() < self.capacity {
             self.items.push(o);
+            true
         } else {
             // SAFETY: caller contract.
             unsafe { ffi::PyObject_GC_Del(o.cast::<c_void>()) };
+            false
         }
     }
 }
@@ -385,6 +425,7 @@ fn install_freelist<T: PyClass>(py: Python<'_>, capacity: usize) -> PyResult<()>
             while list.items.len() > capacity {
                 if let Some(o) = list.items.pop() {
                     ffi::PyObject_GC_Del(o.cast::<c_void>());
+                    ffi::Py_DECREF(ty.cast::<ffi::PyObject>());
                 }
             }
             return Ok(());
@@ -408,6 +449,10 @@ fn install_freelist<T: PyClass>(py: Python<'_>, capacity: usize) -> PyResult<()>
         if (*ty).tp_itemsize != 0 {
             return fail("its type has variable-size instances");
         }
+        // The list holds a reference to the type per item (a heap type's instances do).
+        if ffi::PyType_HasFeature(ty, ffi::Py_TPFLAGS_HEAPTYPE) == 0 {
+            return fail("its type is not a heap type");
+        }
         // A managed dict or weak-reference list lives in a pre-header before the object, which
         // `PyType_GenericAlloc` prepares and this list does not: such types keep their slots.
         if ffi::PyType_GetFlags(ty) & MANAGED_PREHEADER != 0 {
@@ -430,6 +475,8 @@ fn install_freelist<T: PyClass>(py: Python<'_>, capacity: usize) -> PyResult<()>
             items: Vec::with_capacity(capacity),
             direct,
             pyo3_dealloc: None,
+            // SAFETY: CPython's `void _Py_NewReference(PyObject *)` (exported by 3.11 to 3.14).
+            new_reference: super::api::interpreter_symbol(&[c"_Py_NewReference"]),
         };
         r.len += 1;
         (*ty).tp_alloc = Some(freelist_alloc);
@@ -582,10 +629,11 @@ unsafe extern "C" fn direct_dealloc<T: ReleasePython + PyClass<Frozen = True>>(
         {
             unraisable_panic::<T>(py, "drop");
         }
-        // Kept while the list has room (the registry is not borrowed anywhere now).
-        (*list).keep_or_free(obj);
-        // The instance's reference to its (heap) type.
-        ffi::Py_DECREF(ty.cast::<ffi::PyObject>());
+        // Kept while the list has room (the registry is not borrowed anywhere now), with the
+        // instance's reference to its (heap) type; given back with the memory otherwise.
+        if !(*list).keep_or_free(obj) {
+            ffi::Py_DECREF(ty.cast::<ffi::PyObject>());
+        }
     }
 }
 
@@ -649,7 +697,25 @@ pub fn freelist_len<T: PyClass>(py: Python<'_>) -> Option<usize> {
 /// and PyO3's initializer. When it does not, or `T` has no free list, every instance is
 /// `Bound::new`.
 #[inline(always)]
+#[allow(dead_code)] // the derive calls `new_instance_tracked`; tests call this
 pub fn new_instance<T>(py: Python<'_>, value: T) -> PyResult<Bound<'_, T>>
+where
+    T: PyClass<Frozen = True> + Sync + Into<PyClassInitializer<T>>,
+{
+    new_instance_tracked(py, value, |_| true)
+}
+
+/// [`new_instance`], leaving an instance from the free list out of the garbage collector when
+/// `track`, asked of the value once it is in place, says `false` (what `#[derive(FromDLPack)]`
+/// answers for a value whose Python reference can close no cycle:
+/// `FromDLPack::__dlbind_needs_tracking`), whether it came from the list or from
+/// `PyType_GenericAlloc`. An instance made by PyO3 (the first, probed one) is tracked.
+#[inline(always)]
+pub fn new_instance_tracked<T>(
+    py: Python<'_>,
+    value: T,
+    track: impl FnOnce(&T) -> bool,
+) -> PyResult<Bound<'_, T>>
 where
     T: PyClass<Frozen = True> + Sync + Into<PyClassInitializer<T>>,
 {
@@ -659,22 +725,32 @@ where
     let list = unsafe { list_of(ty) };
     match list.as_ref().map(|l| l.direct) {
         Some(Direct::At(off)) => {
-            // SAFETY: GIL held; `pop` (or `PyType_GenericAlloc`) returns a new reference to an
-            // instance of exactly `ty` (header set, GC-tracked) whose bytes after the header
-            // are zero except the value's (`pop`) or all zero, or NULL with an exception set;
+            // SAFETY: GIL held; `pop_untracked` (or `PyType_GenericAlloc`) returns a new
+            // reference to an instance of exactly `ty` (header set; untracked, or tracked by
+            // `PyType_GenericAlloc`) whose bytes after the header are zero except the value's
+            // (`pop_untracked`) or all zero, or NULL with an exception set; a popped instance is
+            // tracked once whole, unless `track` says its value can close no cycle;
             // the probe showed that PyO3's instance of `T` is this memory with the value at
             // `off` (aligned for `T`, inside `tp_basicsize`). Nothing runs between the
             // allocation and the write that could look at the object.
             unsafe {
                 let keep = off..off + std::mem::size_of::<T>();
-                let obj = match list.and_then(|l| l.pop(keep)) {
-                    Some(obj) => obj,
-                    None => ffi::PyType_GenericAlloc(ty, 0),
+                let (obj, popped) = match list.and_then(|l| l.pop_untracked(keep)) {
+                    Some(obj) => (obj, true),
+                    None => (ffi::PyType_GenericAlloc(ty, 0), false),
                 };
                 if obj.is_null() {
                     return Err(PyErr::fetch(py));
                 }
-                ptr::write(obj.cast::<u8>().add(off).cast::<T>(), value);
+                let place = obj.cast::<u8>().add(off).cast::<T>();
+                ptr::write(place, value);
+                match (popped, track(&*place)) {
+                    // A live GC object from the list, untracked, now whole.
+                    (true, true) => ffi::PyObject_GC_Track(obj.cast::<c_void>()),
+                    // `PyType_GenericAlloc` tracked it: the same answer either way.
+                    (false, false) => ffi::PyObject_GC_UnTrack(obj.cast::<c_void>()),
+                    _ => {}
+                }
                 Ok(Bound::from_owned_ptr(py, obj).cast_into_unchecked())
             }
         }

@@ -173,8 +173,14 @@ impl<T> ExtentOfData for Probe<T> {
 pub trait ViaFrozen<T> {
     /// `Some(b.get())`.
     fn dlbind_frozen<'a>(&self, b: &'a Bound<'_, T>) -> Option<&'a T>;
-    /// `cpython::freelist::new_instance`.
-    fn dlbind_instance<'py>(&self, py: Python<'py>, v: T) -> PyResult<Bound<'py, T>>;
+    /// `cpython::freelist::new_instance_tracked` (`track`: whether the instance must be
+    /// GC-tracked, `FromDLPack::__dlbind_needs_tracking`, asked of the value in place).
+    fn dlbind_instance<'py>(
+        &self,
+        py: Python<'py>,
+        v: T,
+        track: impl FnOnce(&T) -> bool,
+    ) -> PyResult<Bound<'py, T>>;
 }
 impl<T> ViaFrozen<T> for &Probe<T>
 where
@@ -187,8 +193,13 @@ where
         Some(b.get())
     }
     #[inline(always)]
-    fn dlbind_instance<'py>(&self, py: Python<'py>, v: T) -> PyResult<Bound<'py, T>> {
-        crate::cpython::freelist::new_instance(py, v)
+    fn dlbind_instance<'py>(
+        &self,
+        py: Python<'py>,
+        v: T,
+        track: impl FnOnce(&T) -> bool,
+    ) -> PyResult<Bound<'py, T>> {
+        crate::cpython::freelist::new_instance_tracked(py, v, track)
     }
 }
 
@@ -197,8 +208,13 @@ where
 pub trait NotFrozen<T> {
     /// `None`.
     fn dlbind_frozen<'a>(&self, b: &'a Bound<'_, T>) -> Option<&'a T>;
-    /// `Bound::new`.
-    fn dlbind_instance<'py>(&self, py: Python<'py>, v: T) -> PyResult<Bound<'py, T>>;
+    /// `Bound::new` (always GC-tracked).
+    fn dlbind_instance<'py>(
+        &self,
+        py: Python<'py>,
+        v: T,
+        track: impl FnOnce(&T) -> bool,
+    ) -> PyResult<Bound<'py, T>>;
 }
 impl<T> NotFrozen<T> for Probe<T>
 where
@@ -210,7 +226,13 @@ where
         None
     }
     #[inline(always)]
-    fn dlbind_instance<'py>(&self, py: Python<'py>, v: T) -> PyResult<Bound<'py, T>> {
+    fn dlbind_instance<'py>(
+        &self,
+        py: Python<'py>,
+        v: T,
+        track: impl FnOnce(&T) -> bool,
+    ) -> PyResult<Bound<'py, T>> {
+        let _ = track;
         Bound::new(py, v)
     }
 }

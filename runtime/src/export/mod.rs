@@ -177,6 +177,17 @@ pub unsafe trait DataSource {
         let _ = visit;
         Ok(())
     }
+    /// For `#[derive(FromDLPack)]`: whether a new instance of the frozen type `own()` holding
+    /// this storage must be tracked by the garbage collector (what it reports in
+    /// [`visit_python_refs`](Self::visit_python_refs) could close a cycle). The default says
+    /// yes; dlbind's own storage answers for itself. A wrong `false` can only leave a cycle
+    /// uncollected. Not part of the API.
+    #[doc(hidden)]
+    #[inline]
+    fn __dlbind_needs_tracking(&self, own: impl FnOnce() -> *mut pyo3::ffi::PyTypeObject) -> bool {
+        let _ = own;
+        true
+    }
 }
 
 /// `DataSource` for owned slices of elements: the slice's pointer, `T::DTYPE`, its byte size.
@@ -198,6 +209,14 @@ macro_rules! slice_data_source {
             #[inline]
             fn bytes_from_start(&self) -> Option<usize> {
                 Some(std::mem::size_of_val::<[T]>(self))
+            }
+            /// Elements only: no Python reference to report.
+            #[inline]
+            fn __dlbind_needs_tracking(
+                &self,
+                _own: impl FnOnce() -> *mut pyo3::ffi::PyTypeObject,
+            ) -> bool {
+                false
             }
         }
     )*};

@@ -95,6 +95,16 @@ pub trait FromDLPack: Sized {
         let _ = py;
     }
 
+    /// For `#[derive(FromDLPack)]`: whether a new instance holding this value must be tracked
+    /// by the garbage collector (see `DataSource::__dlbind_needs_tracking`). The default says
+    /// yes. Not part of the API.
+    #[doc(hidden)]
+    #[inline]
+    fn __dlbind_needs_tracking(&self, py: Python<'_>) -> bool {
+        let _ = py;
+        true
+    }
+
     /// The Python object for a value the typed `from_dlpack` made. The default is `Bound::new`;
     /// `#[derive(FromDLPack)]` builds a frozen type's instance straight from its free list
     /// ([`crate::tuning::enable_freelist`]), skipping PyO3's initializer (what the demo's

@@ -432,6 +432,12 @@ impl ImportedTensor {
         this
     }
 
+    /// Whether [`Self::visit_python_owner`] may report an object (everything but a copy).
+    #[inline]
+    pub(crate) fn reports_python_owner(&self) -> bool {
+        !matches!(self.owner, Owner::Copied(_))
+    }
+
     /// Visits the Python object this tensor holds a strong reference to, if any, for a
     /// `tp_traverse` of the object that owns this tensor (see `crate::gc`): the object a view
     /// of a Python object keeps (the numpy header, a lending table, the bridges) or the owner

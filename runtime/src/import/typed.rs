@@ -52,10 +52,12 @@ where
         // The value written in place when `T` can (no move of it into the object).
         // SAFETY: GIL held (`py`) until the instance is filled or given back below.
         if let Some((pending, slot)) = unsafe { crate::cpython::freelist::pop_for_fill::<T>(py) } {
+            let place = slot.as_ptr();
             if let Some(_written) = T::share_into(src, Slot::new(slot)) {
                 // SAFETY: a `Written` for this call's slot: a whole `T` was written there
-                // (`Slot::write`, or the implementer's `unsafe` `Slot::assume_written`).
-                let obj = unsafe { pending.filled() };
+                // (`Slot::write`, or the implementer's `unsafe` `Slot::assume_written`), and
+                // nothing else refers to it yet.
+                let obj = unsafe { pending.filled((*place).__dlbind_needs_tracking(py)) };
                 crate::exchange::note_same_type_view();
                 return Some(obj);
             }
@@ -88,10 +90,14 @@ where
         };
         // SAFETY: GIL held (`py`) until the instance is filled or given back below.
         if let Some((pending, slot)) = unsafe { crate::cpython::freelist::pop_for_fill::<T>(py) } {
+            let place = slot.as_ptr();
             match T::from_imported_into(py, t, Slot::new(slot)) {
-                // SAFETY: a `Written` for this call's slot: a whole `T` was written there
-                // (`Slot::write`, or the implementer's `unsafe` `Slot::assume_written`).
-                Ok(_written) => return unsafe { pending.filled() },
+                Ok(_written) => {
+                    // SAFETY: a `Written` for this call's slot: a whole `T` was written there
+                    // (`Slot::write`, or the implementer's `unsafe` `Slot::assume_written`),
+                    // and nothing else refers to it yet.
+                    return unsafe { pending.filled((*place).__dlbind_needs_tracking(py)) };
+                }
                 Err(back) => {
                     drop(pending);
                     t = back;
