@@ -2,7 +2,9 @@
 
 Released `Tensor`s keep their memory in a bounded per-type list, and `from_dlpack(t)` builds
 the new `Tensor` directly in such memory once a probe has checked PyO3's layout. Nothing of
-that may show: every `Tensor` is GC-tracked, weak references die with their object and never
+that may show: a `Tensor` is GC-tracked unless its only Python reference can close no cycle
+(decision 0013), the type's reference count is its instances' plus the list's, weak
+references die with their object and never
 see the next occupant, values and layouts are those of the source, sources are released
 exactly when their views are, and the list never exceeds its capacity.
 Timings are not tested here (bench/bench_dlpack.py).

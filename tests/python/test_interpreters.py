@@ -41,6 +41,8 @@ def expected(abi3, freelists_env):
         "kwnames_identity_cache": True,
         "max_version_identity": True,
         "freelists": free,
+        # _Py_NewReference is exported by 3.11 to 3.14.
+        "freelist_new_reference": free and V < (3, 15),
         "direct_release": free,
         "numpy_header": True,
     }

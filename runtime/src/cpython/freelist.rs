@@ -357,6 +357,19 @@ impl List {
     }
 }
 
+/// The interpreter's `_Py_NewReference`, found by name in the loaded objects (exported by
+/// CPython 3.11 to 3.14; a later version that drops it gets `PyObject_Init` instead).
+fn new_reference_symbol() -> Option<unsafe extern "C" fn(*mut ffi::PyObject)> {
+    // SAFETY: CPython's `void _Py_NewReference(PyObject *)`.
+    unsafe { super::api::interpreter_symbol(&[c"_Py_NewReference"]) }
+}
+
+/// Whether a reused instance is given its reference count by `_Py_NewReference` (the
+/// `freelist_new_reference` shortcut) rather than `PyObject_Init`.
+pub(crate) fn new_reference_exported() -> bool {
+    new_reference_symbol().is_some()
+}
+
 /// The capacity of the free list [`add_from_dlpack`](crate::add_from_dlpack) gives a frozen type
 /// that has none ([`enable_default_freelist`]).
 pub(crate) const DEFAULT_CAPACITY: usize = 64;
@@ -475,8 +488,7 @@ fn install_freelist<T: PyClass>(py: Python<'_>, capacity: usize) -> PyResult<()>
             items: Vec::with_capacity(capacity),
             direct,
             pyo3_dealloc: None,
-            // SAFETY: CPython's `void _Py_NewReference(PyObject *)` (exported by 3.11 to 3.14).
-            new_reference: super::api::interpreter_symbol(&[c"_Py_NewReference"]),
+            new_reference: new_reference_symbol(),
         };
         r.len += 1;
         (*ty).tp_alloc = Some(freelist_alloc);

@@ -149,6 +149,17 @@ pub(crate) fn report(py: pyo3::Python<'_>, numpy_header: Option<bool>) -> Vec<Sh
             },
         ),
         s(
+            "freelist_new_reference",
+            freelists && super::freelist::new_reference_exported(),
+            if !freelists {
+                "no free list"
+            } else if super::freelist::new_reference_exported() {
+                "reused instances keep their type reference: _Py_NewReference"
+            } else {
+                "PyObject_Init (the interpreter exports no _Py_NewReference)"
+            },
+        ),
+        s(
             "direct_release",
             freelists,
             if freelists {
