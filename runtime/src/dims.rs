@@ -16,7 +16,8 @@ pub struct Dims(Repr);
 #[derive(Clone, PartialEq, Eq, Hash)]
 enum Repr {
     /// `len` is a full word: a byte-wide field makes every copy of a `Dims` read bytes 1..8 with
-    /// overlapping narrow loads, which stall on the stores that just wrote them.
+    /// overlapping narrow loads, which stall on the stores that just wrote them. Invariant:
+    /// `len <= INLINE` (the two constructors check it; nothing changes `len` afterwards).
     Inline {
         len: usize,
         vals: [i64; INLINE],
@@ -102,7 +103,11 @@ impl Deref for Dims {
     #[inline]
     fn deref(&self) -> &[i64] {
         match &self.0 {
-            Repr::Inline { len, vals } => &vals[..*len],
+            Repr::Inline { len, vals } => {
+                // SAFETY: `Repr::Inline`'s invariant (no bounds check on every export).
+                unsafe { std::hint::assert_unchecked(*len <= INLINE) };
+                &vals[..*len]
+            }
             Repr::Heap(v) => v,
         }
     }
@@ -112,7 +117,11 @@ impl DerefMut for Dims {
     #[inline]
     fn deref_mut(&mut self) -> &mut [i64] {
         match &mut self.0 {
-            Repr::Inline { len, vals } => &mut vals[..*len],
+            Repr::Inline { len, vals } => {
+                // SAFETY: `Repr::Inline`'s invariant.
+                unsafe { std::hint::assert_unchecked(*len <= INLINE) };
+                &mut vals[..*len]
+            }
             Repr::Heap(v) => v,
         }
     }

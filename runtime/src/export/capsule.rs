@@ -239,19 +239,7 @@ pub(super) unsafe fn negotiate_and_export_raw<S: DLPackSource + ?Sized, K: Keep>
     };
     if plan.copy || gpu_involved(src, &plan) {
         // SAFETY: caller contract (GIL held, `owner` owns `src`).
-        return match unsafe {
-            export_planned_on(
-                Python::assume_attached(),
-                owner,
-                src,
-                &plan,
-                req.stream,
-                None,
-            )
-        } {
-            Ok(cap) => cap.into_ptr(),
-            Err(e) => restore_null(e),
-        };
+        return unsafe { export_not_as_is(owner, src, req) };
     }
     // SAFETY: caller contract (`owner` live, GIL held); the plan exports host memory as it is.
     unsafe {
@@ -264,6 +252,37 @@ pub(super) unsafe fn negotiate_and_export_raw<S: DLPackSource + ?Sized, K: Keep>
                 owner, src, &plan, req.stream, None,
             ))
         }
+    }
+}
+
+/// [`negotiate_and_export_raw`]'s other exports (a copy, a device): the plan made again here,
+/// out of line, so that the common call keeps its plan in registers.
+///
+/// # Safety
+/// As for [`negotiate_and_export_raw`].
+#[cold]
+#[inline(never)]
+unsafe fn export_not_as_is<S: DLPackSource + ?Sized, K: Keep>(
+    owner: K,
+    src: &S,
+    req: &ExportRequest,
+) -> *mut ffi::PyObject {
+    // SAFETY: caller contract (GIL held, `owner` owns `src`).
+    let py = unsafe { Python::assume_attached() };
+    let plan = match plan_export(
+        req,
+        SourceInfo {
+            device: src.dlpack_device(),
+            writability: src.dlpack_writability(),
+        },
+    ) {
+        Ok(plan) => plan,
+        Err(e) => return restore_null(e.into()),
+    };
+    // SAFETY: caller contract.
+    match unsafe { export_planned_on(py, owner, src, &plan, req.stream, None) } {
+        Ok(cap) => cap.into_ptr(),
+        Err(e) => restore_null(e),
     }
 }
 

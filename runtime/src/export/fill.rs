@@ -38,6 +38,9 @@ pub(crate) unsafe fn build_managed<M: ManagedKind, S: DLPackSource + ?Sized, K: 
 ) -> Result<NonNull<M>, DlpackError> {
     let ndim = src.dlpack_ndim();
     let dtype: DLDataType = src.dlpack_dtype();
+    // Host memory exported as it is (asked once, before anything is written, so that the
+    // compiler reuses the caller's same question).
+    let as_is = !plan.copy && !gpu_involved(src, plan);
     let too_many = || {
         DlpackError::new(
             FailureKind::UnsupportedLayout,
@@ -86,7 +89,7 @@ pub(crate) unsafe fn build_managed<M: ManagedKind, S: DLPackSource + ?Sized, K: 
         return Err(e);
     }
 
-    let prepared = if !plan.copy && !gpu_involved(src, plan) {
+    let prepared = if as_is {
         // The hot path: host memory exported as it is.
         Prepared {
             data: src.dlpack_data_ptr(),
@@ -143,10 +146,23 @@ pub(crate) unsafe fn build_managed<M: ManagedKind, S: DLPackSource + ?Sized, K: 
     unsafe {
         (&raw mut (*hdr).managed).write(M::new(tensor, raw.cast::<c_void>(), plan.flags));
         (&raw mut (*hdr).owner).write(owner);
-        (&raw mut (*hdr).borrow).write(borrow);
+        // The borrow slot means something only with its `unborrow` (a plain owner leaves it
+        // unwritten: nothing reads it then).
+        if unborrow.is_some() {
+            (&raw mut (*hdr).borrow).write(borrow);
+        }
         (&raw mut (*hdr).unborrow).write(unborrow);
-        (&raw mut (*hdr).copy).write(copy);
-        (&raw mut (*hdr).device_copy).write(device_copy);
+        if as_is {
+            // Nothing was copied (`Prepared` above): the fields written as constants, so that
+            // no copy of an empty `Option`'s bytes is made.
+            debug_assert!(copy.is_none() && device_copy.is_none());
+            std::mem::forget((copy, device_copy));
+            (&raw mut (*hdr).copy).write(None);
+            (&raw mut (*hdr).device_copy).write(None);
+        } else {
+            (&raw mut (*hdr).copy).write(copy);
+            (&raw mut (*hdr).device_copy).write(device_copy);
+        }
         (&raw mut (*hdr).ndim).write(ndim);
     }
     count_exports(1);

@@ -60,19 +60,19 @@ pub(super) unsafe fn deleter<M: ManagedKind>(p: *mut M) {
 #[inline(always)]
 pub(super) unsafe fn release<M: ManagedKind>(p: *mut M, gil_held: bool) {
     let hdr = p.cast::<Header<M>>();
-    // SAFETY: `hdr` is the live header of an allocation made by `build_managed`; the copy
-    // buffer is moved out exactly once (the deleter runs once per tensor by the DLPack rules).
-    let (copy, device_copy) = unsafe {
-        (
-            ptr::read(&raw const (*hdr).copy),
-            ptr::read(&raw const (*hdr).device_copy),
-        )
-    };
-    // Rust-owned memory needs no interpreter. (Dropped only when present: the drop of an empty
-    // `Option<Box<_>>` was an out-of-line call on every CPU export's release.)
-    drop(copy);
-    if device_copy.is_some() {
-        drop(device_copy);
+    // Rust-owned memory needs no interpreter. Each is looked at in place and moved out (exactly
+    // once: the deleter runs once per tensor by the DLPack rules) only when present: reading an
+    // empty `Option<AlignedBuffer>` out copied its 40 bytes, and the drop of an empty
+    // `Option<Box<_>>` was an out-of-line call, on every CPU export's release.
+    // SAFETY: `hdr` is the live header of an allocation made by `build_managed`, both fields
+    // initialised there and not moved out before.
+    unsafe {
+        if (*hdr).copy.is_some() {
+            drop(ptr::read(&raw const (*hdr).copy));
+        }
+        if (*hdr).device_copy.is_some() {
+            drop(ptr::read(&raw const (*hdr).device_copy));
+        }
     }
     // SAFETY: plain C API calls. The owner reference (with the borrow holding it, if any) is
     // dropped and the allocation (pymalloc) freed only while the interpreter is alive and with
