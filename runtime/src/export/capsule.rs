@@ -268,19 +268,7 @@ unsafe fn export_not_as_is<S: DLPackSource + ?Sized, K: Keep>(
     req: &ExportRequest,
 ) -> *mut ffi::PyObject {
     // SAFETY: caller contract (GIL held, `owner` owns `src`).
-    let py = unsafe { Python::assume_attached() };
-    let plan = match plan_export(
-        req,
-        SourceInfo {
-            device: src.dlpack_device(),
-            writability: src.dlpack_writability(),
-        },
-    ) {
-        Ok(plan) => plan,
-        Err(e) => return restore_null(e.into()),
-    };
-    // SAFETY: caller contract.
-    match unsafe { export_planned_on(py, owner, src, &plan, req.stream, None) } {
+    match unsafe { negotiate_and_export_kept(Python::assume_attached(), owner, src, req, None) } {
         Ok(cap) => cap.into_ptr(),
         Err(e) => restore_null(e),
     }
