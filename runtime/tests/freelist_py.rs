@@ -167,16 +167,19 @@ fn frozen_instances_are_reused_built_directly_and_stay_correct() {
         // view of a non-GC object); tracked as ever otherwise, and when PyO3 allocates.
         let before = freelist_len::<Frozen>(py).unwrap();
         assert!(before > 0);
-        let untracked = new_instance_tracked(
-            py,
-            Frozen {
-                data: vec![5],
-                tag: 5,
-                owner: None,
-            },
-            |_| false,
-        )
-        .unwrap();
+        let make_tracked = |tag: u32, track: bool| {
+            new_instance_tracked(
+                py,
+                Frozen {
+                    data: vec![u64::from(tag)],
+                    tag,
+                    owner: None,
+                },
+                move |_| track,
+            )
+            .unwrap()
+        };
+        let untracked = make_tracked(5, false);
         assert_eq!(
             freelist_len::<Frozen>(py),
             Some(before - 1),
@@ -194,16 +197,7 @@ fn frozen_instances_are_reused_built_directly_and_stay_correct() {
             Some(before),
             "released into the list"
         );
-        let tracked = new_instance_tracked(
-            py,
-            Frozen {
-                data: vec![6],
-                tag: 6,
-                owner: None,
-            },
-            |_| true,
-        )
-        .unwrap();
+        let tracked = make_tracked(6, true);
         assert_eq!(tracked.as_ptr() as usize, addr, "the same memory again");
         assert!(gc_tracked(py, tracked.as_any()), "track = true: tracked");
         drop(tracked);

@@ -240,14 +240,8 @@ impl Drop for Unfilled {
 /// GIL held; `obj` came from `pop_untracked` and was not filled or shared.
 #[cold]
 unsafe fn give_back_unfilled(obj: *mut ffi::PyObject) {
-    // SAFETY: caller contract; `obj` holds the type reference it had in the list, which goes
-    // back there with it or is given back with the memory.
-    unsafe {
-        let ty = ffi::Py_TYPE(obj);
-        if !keep_or_free(obj) {
-            ffi::Py_DECREF(ty.cast::<ffi::PyObject>());
-        }
-    }
+    // SAFETY: caller contract; `obj` carries the type reference it had in the list.
+    unsafe { keep_or_free(obj) }
 }
 
 /// Zeroes `base[range]`: word stores when the range is word-aligned (the usual case: a weak
@@ -310,49 +304,58 @@ unsafe extern "C" fn freelist_free(obj: *mut c_void) {
         if ffi::PyObject_GC_IsTracked(o) != 0 {
             ffi::PyObject_GC_UnTrack(obj);
         }
-        // Kept: the list takes its own reference to the type (the caller's `tp_dealloc` gives
-        // back the instance's once this returns, as CPython's heap types do).
-        if keep_or_free(o) {
-            ffi::Py_INCREF(ffi::Py_TYPE(o).cast::<ffi::PyObject>());
-        }
+        // The memory handed on carries a reference to the type of its own: the caller's
+        // `tp_dealloc` gives back the instance's once this returns, as CPython's heap types do.
+        ffi::Py_INCREF(ffi::Py_TYPE(o).cast::<ffi::PyObject>());
+        keep_or_free(o);
     }
 }
 
-/// Keeps the released, untracked instance `o` in its type's list while it has room (`true`);
-/// otherwise `PyObject_GC_Del` (`false`). The type reference is the caller's business.
+/// Keeps the released, untracked instance `o`, with the reference to its type it carries, in
+/// its type's list while it has room; otherwise frees both ([`free_item`]).
 ///
 /// # Safety
-/// GIL held; `o`'s `tp_dealloc` has run and it is untracked; `o` is not used after this.
+/// GIL held; `o`'s `tp_dealloc` has run and it is untracked; `o` holds a strong reference to
+/// its type that passes to this call; `o` is not used after this.
 #[inline(always)]
-unsafe fn keep_or_free(o: *mut ffi::PyObject) -> bool {
+unsafe fn keep_or_free(o: *mut ffi::PyObject) {
     // SAFETY: caller contract.
     unsafe {
         match list_of(ffi::Py_TYPE(o)) {
             Some(list) => list.keep_or_free(o),
-            None => {
-                ffi::PyObject_GC_Del(o.cast::<c_void>());
-                false
-            }
+            None => free_item(o),
         }
     }
 }
 
+/// Frees a released instance's memory (`PyObject_GC_Del`) and the reference to its type it
+/// carries: an item leaving the list for good.
+///
+/// # Safety
+/// As for [`keep_or_free`].
+#[inline(always)]
+unsafe fn free_item(o: *mut ffi::PyObject) {
+    // SAFETY: caller contract: the type outlives the memory freed first.
+    unsafe {
+        let ty = ffi::Py_TYPE(o);
+        ffi::PyObject_GC_Del(o.cast::<c_void>());
+        ffi::Py_DECREF(ty.cast::<ffi::PyObject>());
+    }
+}
+
 impl List {
-    /// Keeps `o`, a released, untracked instance of this list's type, while the list has room
-    /// (`true`); otherwise `PyObject_GC_Del` (`false`). The type reference is the caller's
-    /// business (an item holds one: see [`List::items`]).
+    /// Keeps `o`, a released, untracked instance of this list's type, with its type reference
+    /// (see [`List::items`]), while the list has room; otherwise [`free_item`].
     ///
     /// # Safety
     /// As for [`keep_or_free`].
     #[inline(always)]
-    unsafe fn keep_or_free(&mut self, o: *mut ffi::PyObject) -> bool {
+    unsafe fn keep_or_free(&mut self, o: *mut ffi::PyObject) {
         if self.items.len() < self.capacity {
             self.items.push(o);
-            true
         } else {
             // SAFETY: caller contract.
-            unsafe { ffi::PyObject_GC_Del(o.cast::<c_void>()) };
-            false
+            unsafe { free_item(o) };
         }
     }
 }
@@ -437,8 +440,7 @@ fn install_freelist<T: PyClass>(py: Python<'_>, capacity: usize) -> PyResult<()>
             list.capacity = capacity;
             while list.items.len() > capacity {
                 if let Some(o) = list.items.pop() {
-                    ffi::PyObject_GC_Del(o.cast::<c_void>());
-                    ffi::Py_DECREF(ty.cast::<ffi::PyObject>());
+                    free_item(o);
                 }
             }
             return Ok(());
@@ -643,9 +645,7 @@ unsafe extern "C" fn direct_dealloc<T: ReleasePython + PyClass<Frozen = True>>(
         }
         // Kept while the list has room (the registry is not borrowed anywhere now), with the
         // instance's reference to its (heap) type; given back with the memory otherwise.
-        if !(*list).keep_or_free(obj) {
-            ffi::Py_DECREF(ty.cast::<ffi::PyObject>());
-        }
+        (*list).keep_or_free(obj);
     }
 }
 
