@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # What a registry user gets (issue 21), run by scripts/test.sh step 6:
-#   1. `cargo package` of the three published crates (dlbind, dlbind-macros, dlbind-codegen),
-#      with cargo's verify build of each (interdependent crates resolve through cargo's
-#      temporary registry); the demo and the UI tests are `publish = false`;
+#   1. `cargo package` of the three published crates (dlbind, dlbind-macros, dlbind-codegen;
+#      interdependent crates resolve through cargo's temporary registry); the demo and the UI
+#      tests are `publish = false`. No verify build (`--no-verify`): each .crate is compiled from
+#      its unpacked contents below anyway (dlbind and dlbind-macros by the downstream crate,
+#      dlbind-codegen by `cargo install`), so cargo's verify build would compile each twice;
 #   2. examples/downstream (a user's crate: `dlbind = "0.1"`, [patch.crates-io] pointing at the
 #      unpacked .crate files), copied OUTSIDE the repository so nothing of this workspace (its
 #      .cargo/config.toml) reaches the build, built with maturin and tested with pytest against
@@ -34,15 +36,15 @@ CRATE_ONLY=0
 # the 3.14 chroot, which mounts the checkout, sees them too).
 KEPT="$ROOT/target/packaged-crates"
 
-# ------------------------------------------------------------------ 1. package + verify
+# ------------------------------------------------------------------ 1. package
 if [[ $CRATE_ONLY == 0 ]]; then
-say "cargo package -p dlbind -p dlbind-macros -p dlbind-codegen (verify build of each)"
+say "cargo package -p dlbind -p dlbind-macros -p dlbind-codegen (compiled from the .crate files below)"
 cd "$ROOT"
-# The verify build unpacks the interdependent crates from cargo's temporary registry into
-# $CARGO_HOME/registry/src/<that registry>/ and compiles them as registry crates, which cargo
-# takes to be immutable for a given version: on a later run it would reuse both the unpacked
-# sources and the compiled artifacts of an older 0.1.0. So the packages are verified in their own
-# target directory, with our crates' artifacts and unpacked copies removed first.
+# A verify build (cargo package without --no-verify, as an older version of this script ran it)
+# unpacks the interdependent crates from cargo's temporary registry into
+# $CARGO_HOME/registry/src/<that registry>/, which cargo takes to be immutable for a given
+# version: a later build would reuse an older 0.1.0. So our crates' unpacked copies, and their
+# artifacts in this script's own target directory, are removed first.
 mkdir -p "$WORK"
 PKG_TARGET="$WORK/package-target"
 OURS=(dlbind dlbind-macros dlbind-codegen dlbind-demo dlbind-ui-tests)
@@ -54,7 +56,7 @@ if [[ -d "$PKG_TARGET" ]]; then
   cargo clean -q --target-dir "$PKG_TARGET" $(printf -- '-p %s ' "${OURS[@]}") || true
 fi
 rc=0
-cargo package -p dlbind -p dlbind-macros -p dlbind-codegen --allow-dirty --target-dir "$PKG_TARGET" \
+cargo package -p dlbind -p dlbind-macros -p dlbind-codegen --allow-dirty --no-verify --target-dir "$PKG_TARGET" \
   >"$WORK/package.log" 2>&1 || rc=$?
 grep -v '^warning: ignoring \(test\|benchmark\)' "$WORK/package.log" | grep -v '^ *Compiling ' || true
 if [[ $rc != 0 ]]; then echo "!! cargo package failed (exit $rc)"; exit 1; fi
@@ -109,8 +111,8 @@ fi
 say "cargo install of the packaged dlbind-codegen; dlbind in an empty directory"
 rm -rf "$WORK/cli-src" && mkdir -p "$WORK/cli-src"
 tar xzmf "$PACKAGES/dlbind-codegen-0.1.0.crate" -C "$WORK/cli-src"
-# In the verify build's target directory and its (dev) profile, so that the CLI's dependencies
-# (tera, serde_yaml, ...) compiled by `cargo package` above are reused.
+# The packaged source, compiled here for the first time (debug: the CLI's speed is not under test);
+# $PKG_TARGET keeps its dependencies (tera, serde_yaml, ...) between local runs.
 CARGO_TARGET_DIR="$PKG_TARGET" cargo install --quiet --locked --force --debug \
   --path "$WORK/cli-src/dlbind-codegen-0.1.0" --root "$WORK/cli"
 cli_checks() {

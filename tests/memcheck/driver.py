@@ -1,6 +1,6 @@
 """Exercise every dlbind_demo export / import path a few hundred times, for valgrind (not pytest).
 
-    python tests/memcheck/driver.py [--cycles N] [--no-demo] [--no-tvm] [--inject leak|uaf]
+    python tests/memcheck/driver.py [--cycles N] [--no-demo] [--no-tvm] [--inject leak|uaf|both]
 
 Run by scripts/memcheck.sh under `valgrind --tool=memcheck` with PYTHONMALLOC=malloc.
 --no-demo does the same numpy / Python work without importing dlbind_demo (a baseline run, used
@@ -30,7 +30,8 @@ P = argparse.ArgumentParser()
 P.add_argument("--cycles", type=int, default=int(os.environ.get("DLBIND_MEMCHECK_CYCLES", "200")))
 P.add_argument("--no-demo", action="store_true", help="baseline: do not import dlbind_demo")
 P.add_argument("--no-tvm", action="store_true", help="skip the tvm_ffi consumer")
-P.add_argument("--inject", choices=["leak", "uaf"], help="plant a bug in dlbind's memory (checker self-test)")
+P.add_argument("--inject", choices=["leak", "uaf", "both"],
+               help="plant a bug in dlbind's memory (checker self-test; both: a leak, then a use after free)")
 ARGS = P.parse_args()
 N = ARGS.cycles
 
@@ -414,14 +415,13 @@ def inject(kind: str) -> None:
     api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
     api.PyCapsule_SetDestructor.argtypes = [ctypes.py_object, ctypes.c_void_p]
     src = m.Tensor.arange(1000, "float64")
-    if kind == "leak":
+    if kind in ("leak", "both"):
         for _ in range(3):
             cap = src.__dlpack__(max_version=(1, 3), copy=True)
             api.PyCapsule_SetDestructor(cap, None)  # nobody will ever call the deleter
             del cap
-        del src
         gc.collect()
-    else:
+    if kind in ("uaf", "both"):
         # A copy: the tensor owns a buffer that its deleter frees (see the module docstring).
         cap = src.__dlpack__(max_version=(1, 3), copy=True)
         p = api.PyCapsule_GetPointer(cap, b"dltensor_versioned")
