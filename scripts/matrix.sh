@@ -30,6 +30,8 @@ REQS="$ROOT/scripts/requirements-test.txt"
 export JAX_PLATFORMS="${JAX_PLATFORMS:-cpu}"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
+# shellcheck source=scripts/features.sh
+source "$ROOT/scripts/features.sh"
 
 WORKERS="${DLBIND_PYTEST_WORKERS:-2}"
 XDIST=()
@@ -173,14 +175,19 @@ build_flags=Py_GIL_DISABLED
 suppress_build_script_link_lines=true
 pointer_width=64
 EOF
-      PYO3_CONFIG_FILE="$cfg" CARGO_TARGET_DIR="$TARGET/py3.14t" \
-        cargo check -q -p dlbind -p dlbind-demo --all-targets --features dlbind/test-util || return 1
+      # In the shared target directory, with the lints' profile and feature set, so that only
+      # PyO3's dependents are checked again (the dependencies' metadata is the lints'). PyO3's
+      # build script runs again for this configuration (it reruns when PYO3_CONFIG_FILE
+      # changes), and again for the next build after it: so this entry runs last.
+      PYO3_CONFIG_FILE="$cfg" CARGO_TARGET_DIR="$TARGET" \
+        cargo check -q --profile ci --workspace --all-targets --features "$ALL_FEATURES" || return 1
       # An unsupported interpreter is refused by name, not by errors deep inside dlbind.
       say "PyPy: refused with dlbind's compile_error!"
       local pypy="$TARGET/pyo3-config-pypy.txt" log="$TARGET/pypy-check.log"
       sed -e 's/^implementation=.*/implementation=PyPy/' -e 's/^version=.*/version=3.11/' \
         -e 's/^build_flags=.*/build_flags=/' "$cfg" > "$pypy"
-      if PYO3_CONFIG_FILE="$pypy" CARGO_TARGET_DIR="$TARGET/pypy" cargo check -q -p dlbind >"$log" 2>&1; then
+      if PYO3_CONFIG_FILE="$pypy" CARGO_TARGET_DIR="$TARGET" \
+          cargo check -q --profile ci --workspace --features "$ALL_FEATURES" >"$log" 2>&1; then
         echo "!! dlbind compiled for PyPy"; return 1
       fi
       grep -q "dlbind supports CPython only: PyPy is not supported" "$log" \

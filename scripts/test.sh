@@ -44,9 +44,9 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 # Every build here uses the `ci` profile (Cargo.toml: release without LTO), so the codegen check,
 # the lints' build scripts, the tests, the demo and the matrix share their artifacts.
 PROFILE=(--profile ci)
-# Every feature of the workspace, in one set: each test, lint and doc run below builds dlbind once
-# with it (the features are additive; the default set is linted on its own as well).
-ALL_FEATURES="dlbind/ndarray,dlbind/image,dlbind/safetensors,dlbind/arrow,dlbind/candle,dlbind/cudarc,dlbind/test-util,dlbind-demo/cuda"
+# ALL_FEATURES: every feature of the workspace (the default set is linted on its own as well).
+# shellcheck source=scripts/features.sh
+source "$ROOT/scripts/features.sh"
 
 step() { printf '\n==> [%s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 T0=$SECONDS
