@@ -17,8 +17,8 @@
 #   CARGO_TARGET_DIR=...     default: <repo>/target
 #   CARGO_BUILD_JOBS=N       passed through to cargo / maturin
 #   DLBIND_SKIP_RUST=1       skip steps 2-3 (codegen check, lint, cargo test)
-#   DLBIND_SKIP_DOWNSTREAM=1 skip step 6 (packaging + the downstream crate, ~4 min cold)
-#   DLBIND_SKIP_MEMCHECK=1   skip step 5b (valgrind memcheck subset + checker self-test, ~35 s; skipped anyway without valgrind)
+#   DLBIND_SKIP_DOWNSTREAM=1 skip step 6 (packaging + the downstream crate, ~1.6 min cold)
+#   DLBIND_SKIP_MEMCHECK=1   skip step 5b (valgrind memcheck subset + checker self-test, ~2 min; skipped anyway without valgrind)
 #   DLBIND_SKIP_MATRIX=1     skip step 7 (the interpreter matrix: 3.12, 3.13, 3.14, abi3, 3.14t)
 #   DLBIND_MATRIX="3.13 abi3" run only these matrix entries (default: all of them)
 set -euo pipefail
