@@ -113,8 +113,10 @@ if [[ "${DLBIND_SKIP_RUST:-0}" != 1 ]]; then
   # paths (cudarc, dynamic loading), which build without CUDA and whose integration tests skip
   # with a printed reason when no driver is present. The embedded-Python tests import numpy from
   # the venv (DLBIND_TEST_SITE: there a missing numpy fails them instead of skipping).
+  # (The derive's UI tests build their cases with trybuild in the dev profile: without debug
+  # info, ~15 s sooner.)
   step "3/7 cargo test --workspace --profile ci --no-fail-fast (every feature)"
-  check "cargo test" env DLBIND_TEST_SITE="$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
+  check "cargo test" env CARGO_PROFILE_DEV_DEBUG=0 DLBIND_TEST_SITE="$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
     cargo test --workspace "${PROFILE[@]}" --no-fail-fast --features "$ALL_FEATURES"
 else
   step "2-3/7 skipped (DLBIND_SKIP_RUST=1)"
