@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The interpreter matrix (issue 32), run by scripts/test.sh after its CPython 3.11 run:
 #
-#   scripts/matrix.sh                  # every entry: 3.12 3.13 3.14 abi3 3.14t
+#   scripts/matrix.sh                  # every entry: 3.12 3.13 3.14 abi3 targets 3.14t
 #   scripts/matrix.sh 3.13 abi3        # some of them
 #
 # Entries:
@@ -12,6 +12,11 @@
 #               against the packaged crates (scripts/downstream.sh --crate-only) and its tests
 #   abi3        one wheel of the demo built with pyo3/abi3-py311, the whole pytest suite and the
 #               instruction smoke run under 3.11, 3.12, 3.13 and 3.14 (3.14 in the chroot)
+#   targets     other operating systems, compile checks through a PyO3 config file (CPython
+#               3.11): macOS (aarch64-apple-darwin) compiles dlbind and the demo; Windows
+#               (x86_64-pc-windows-gnu) is refused by dlbind's compile_error!, its only error.
+#               The targets' standard libraries come from rustup; where rustup cannot install
+#               them, the entry says so and skips
 #   3.14t       free-threaded 3.14: compile check only (no such interpreter can be had here; PyO3
 #               0.30 refuses 3.13t), through a PYO3_CONFIG_FILE with Py_GIL_DISABLED
 #
@@ -162,6 +167,39 @@ entry() {
       # The full-API demo goes back into the 3.11 venv for what runs after.
       return $rc
       ;;
+    targets)
+      # A PyO3 config file stands in for an interpreter of the target (cargo check links nothing).
+      local cfg="$TARGET/pyo3-config-3.11-cross.txt" t
+      mkdir -p "$TARGET"
+      printf '%s\n' implementation=CPython version=3.11 shared=true abi3=false \
+        suppress_build_script_link_lines=true pointer_width=64 > "$cfg"
+      for t in aarch64-apple-darwin x86_64-pc-windows-gnu; do
+        if ! rustup target list --installed 2>/dev/null | grep -qx "$t" \
+            && ! rustup target add "$t" >/dev/null 2>&1; then
+          echo "SKIPPED: $t: rustup could not install its standard library (no rustup, or no network)"
+          continue
+        fi
+        local log="$TARGET/check-$t.log"
+        case "$t" in
+          *-apple-*)
+            say "macOS ($t): dlbind and the demo compile"
+            PYO3_CONFIG_FILE="$cfg" CARGO_TARGET_DIR="$TARGET" cargo check -q --profile ci --target "$t" \
+              -p dlbind -p dlbind-demo --features dlbind/test-util || return 1
+            echo "macOS: dlbind and dlbind-demo compile for $t" ;;
+          *-windows-*)
+            say "Windows ($t): refused with dlbind's compile_error!, and nothing else"
+            if PYO3_CONFIG_FILE="$cfg" CARGO_TARGET_DIR="$TARGET" cargo check -q --profile ci --target "$t" \
+                -p dlbind >"$log" 2>&1; then
+              echo "!! dlbind compiled for Windows"; return 1
+            fi
+            if ! grep -q "^error: dlbind does not support Windows" "$log" \
+                || [[ "$(grep -c '^error' "$log")" != 2 ]] || ! grep -q "due to 1 previous error" "$log"; then
+              tail -30 "$log"; echo "!! Windows: not refused by dlbind's message alone"; return 1
+            fi
+            echo "Windows refused: $(grep -m1 '^error: dlbind does not support Windows' "$log" | cut -c1-80)..." ;;
+        esac
+      done
+      ;;
     3.14t)
       say "3.14t: compile check (PYO3_CONFIG_FILE, Py_GIL_DISABLED)"
       local cfg="$TARGET/pyo3-config-3.14t.txt"
@@ -214,7 +252,7 @@ case "${1:-}" in
 esac
 
 ENTRIES=("$@")
-[[ ${#ENTRIES[@]} -gt 0 ]] || ENTRIES=(3.12 3.13 3.14 abi3 3.14t)
+[[ ${#ENTRIES[@]} -gt 0 ]] || ENTRIES=(3.12 3.13 3.14 abi3 targets 3.14t)
 T0=$SECONDS
 for e in "${ENTRIES[@]}"; do
   T=$SECONDS

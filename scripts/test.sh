@@ -19,7 +19,7 @@
 #   DLBIND_SKIP_RUST=1       skip steps 2-3 (codegen check, lint, cargo test)
 #   DLBIND_SKIP_DOWNSTREAM=1 skip step 6 (packaging + the downstream crate, ~1.6 min cold)
 #   DLBIND_SKIP_MEMCHECK=1   skip step 5b (valgrind memcheck subset + checker self-test, ~2 min; skipped anyway without valgrind)
-#   DLBIND_SKIP_MATRIX=1     skip step 7 (the interpreter matrix: 3.12, 3.13, 3.14, abi3, 3.14t)
+#   DLBIND_SKIP_MATRIX=1     skip step 7 (the interpreter matrix: 3.12, 3.13, 3.14, abi3, targets, 3.14t)
 #   DLBIND_MATRIX="3.13 abi3" run only these matrix entries (default: all of them)
 set -euo pipefail
 
@@ -160,10 +160,11 @@ fi
 
 # ---------------------------------------------------------------- 7. interpreter matrix
 # Every other CPython a user runs (issue 32): 3.12, 3.13 (pyenv), 3.14 (Debian sid chroot), one
-# abi3 wheel under 3.11-3.14, and a compile check of free-threaded 3.14t. Runs last: it leaves
+# abi3 wheel under 3.11-3.14, compile checks of macOS and of the Windows refusal, and of
+# free-threaded 3.14t. Runs last: it leaves
 # the abi3 demo in .venv.
 if [[ "${DLBIND_SKIP_MATRIX:-0}" != 1 ]]; then
-  step "7/7 interpreter matrix (scripts/matrix.sh ${DLBIND_MATRIX:-3.12 3.13 3.14 abi3 3.14t})"
+  step "7/7 interpreter matrix (scripts/matrix.sh ${DLBIND_MATRIX:-3.12 3.13 3.14 abi3 targets 3.14t})"
   export DLBIND_MATRIX_SKIP_DOWNSTREAM="${DLBIND_MATRIX_SKIP_DOWNSTREAM:-${DLBIND_SKIP_DOWNSTREAM:-0}}"
   # shellcheck disable=SC2086
   check "interpreter matrix" "$ROOT/scripts/matrix.sh" ${DLBIND_MATRIX:-}
