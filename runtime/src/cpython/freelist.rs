@@ -731,6 +731,12 @@ pub fn new_instance_tracked<T>(
 where
     T: PyClass<Frozen = True> + Sync + Into<PyClassInitializer<T>>,
 {
+    // No free lists in an abi3 or free-threaded build: PyO3's constructor, with nothing
+    // between (no registry lookup, and the value is not moved through one more call).
+    if cfg!(any(Py_LIMITED_API, Py_GIL_DISABLED)) {
+        let _ = track;
+        return Bound::new(py, value);
+    }
     let ty = T::type_object_raw(py);
     // SAFETY: GIL held (`py`); the registry reference is used only before any Python code runs
     // (`pop` and `PyType_GenericAlloc` run none) and not kept past the match arm.

@@ -199,12 +199,6 @@ where
         v: T,
         track: impl FnOnce(&T) -> bool,
     ) -> PyResult<Bound<'py, T>> {
-        // No free lists in an abi3 or free-threaded build: PyO3's constructor, with nothing
-        // between (the value is not moved through one more call).
-        if cfg!(any(Py_LIMITED_API, Py_GIL_DISABLED)) {
-            let _ = track;
-            return Bound::new(py, v);
-        }
         crate::cpython::freelist::new_instance_tracked(py, v, track)
     }
 }
