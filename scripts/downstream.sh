@@ -40,21 +40,10 @@ KEPT="$ROOT/target/packaged-crates"
 if [[ $CRATE_ONLY == 0 ]]; then
 say "cargo package -p dlbind -p dlbind-macros -p dlbind-codegen (compiled from the .crate files below)"
 cd "$ROOT"
-# A verify build (cargo package without --no-verify, as an older version of this script ran it)
-# unpacks the interdependent crates from cargo's temporary registry into
-# $CARGO_HOME/registry/src/<that registry>/, which cargo takes to be immutable for a given
-# version: a later build would reuse an older 0.1.0. So our crates' unpacked copies, and their
-# artifacts in this script's own target directory, are removed first.
+# Nothing below reads a registry copy of our crates (the downstream crate and `cargo install` take
+# the unpacked .crate files by path), so an older 0.1.0 left by an earlier run cannot be used.
 mkdir -p "$WORK"
 PKG_TARGET="$WORK/package-target"
-OURS=(dlbind dlbind-macros dlbind-codegen dlbind-demo dlbind-ui-tests)
-for d in "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/; do
-  case "$d" in */index.crates.io-*) continue ;; esac
-  for c in "${OURS[@]}"; do rm -rf "$d$c-0.1.0"; done
-done
-if [[ -d "$PKG_TARGET" ]]; then
-  cargo clean -q --target-dir "$PKG_TARGET" $(printf -- '-p %s ' "${OURS[@]}") || true
-fi
 rc=0
 cargo package -p dlbind -p dlbind-macros -p dlbind-codegen --allow-dirty --no-verify --target-dir "$PKG_TARGET" \
   >"$WORK/package.log" 2>&1 || rc=$?

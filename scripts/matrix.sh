@@ -71,6 +71,13 @@ make_venv() {
   fi
 }
 
+# A PyO3 config file (FILE IMPLEMENTATION VERSION BUILD_FLAGS): it stands in for an interpreter
+# that cannot be run here, for compile checks (cargo check links nothing).
+pyo3_config() {
+  printf '%s\n' "implementation=$2" "version=$3" shared=true abi3=false "build_flags=$4" \
+    suppress_build_script_link_lines=true pointer_width=64 > "$1"
+}
+
 # One full-API entry, run where its interpreter is (the host, or inside the 3.14 chroot).
 # $1: version; $2: interpreter; $3: target directory.
 full_api_entry() {
@@ -168,11 +175,9 @@ entry() {
       return $rc
       ;;
     targets)
-      # A PyO3 config file stands in for an interpreter of the target (cargo check links nothing).
       local cfg="$TARGET/pyo3-config-3.11-cross.txt" t
       mkdir -p "$TARGET"
-      printf '%s\n' implementation=CPython version=3.11 shared=true abi3=false \
-        suppress_build_script_link_lines=true pointer_width=64 > "$cfg"
+      pyo3_config "$cfg" CPython 3.11 ""
       for t in aarch64-apple-darwin x86_64-pc-windows-gnu; do
         if ! rustup target list --installed 2>/dev/null | grep -qx "$t" \
             && ! rustup target add "$t" >/dev/null 2>&1; then
@@ -204,15 +209,7 @@ entry() {
       say "3.14t: compile check (PYO3_CONFIG_FILE, Py_GIL_DISABLED)"
       local cfg="$TARGET/pyo3-config-3.14t.txt"
       mkdir -p "$TARGET"
-      cat > "$cfg" <<'EOF'
-implementation=CPython
-version=3.14
-shared=true
-abi3=false
-build_flags=Py_GIL_DISABLED
-suppress_build_script_link_lines=true
-pointer_width=64
-EOF
+      pyo3_config "$cfg" CPython 3.14 Py_GIL_DISABLED
       # In the shared target directory, with the lints' profile and feature set, so that only
       # PyO3's dependents are checked again (the dependencies' metadata is the lints'). PyO3's
       # build script runs again for this configuration (it reruns when PYO3_CONFIG_FILE
@@ -222,8 +219,7 @@ EOF
       # An unsupported interpreter is refused by name, not by errors deep inside dlbind.
       say "PyPy: refused with dlbind's compile_error!"
       local pypy="$TARGET/pyo3-config-pypy.txt" log="$TARGET/pypy-check.log"
-      sed -e 's/^implementation=.*/implementation=PyPy/' -e 's/^version=.*/version=3.11/' \
-        -e 's/^build_flags=.*/build_flags=/' "$cfg" > "$pypy"
+      pyo3_config "$pypy" PyPy 3.11 ""
       if PYO3_CONFIG_FILE="$pypy" CARGO_TARGET_DIR="$TARGET" \
           cargo check -q --profile ci --workspace --features "$ALL_FEATURES" >"$log" 2>&1; then
         echo "!! dlbind compiled for PyPy"; return 1

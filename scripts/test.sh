@@ -161,8 +161,7 @@ fi
 # ---------------------------------------------------------------- 7. interpreter matrix
 # Every other CPython a user runs (issue 32): 3.12, 3.13 (pyenv), 3.14 (Debian sid chroot), one
 # abi3 wheel under 3.11-3.14, compile checks of macOS and of the Windows refusal, and of
-# free-threaded 3.14t. Runs last: it leaves
-# the abi3 demo in .venv.
+# free-threaded 3.14t. Runs last: it leaves the abi3 demo in .venv.
 if [[ "${DLBIND_SKIP_MATRIX:-0}" != 1 ]]; then
   step "7/7 interpreter matrix (scripts/matrix.sh ${DLBIND_MATRIX:-3.12 3.13 3.14 abi3 targets 3.14t})"
   export DLBIND_MATRIX_SKIP_DOWNSTREAM="${DLBIND_MATRIX_SKIP_DOWNSTREAM:-${DLBIND_SKIP_DOWNSTREAM:-0}}"
