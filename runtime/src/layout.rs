@@ -74,12 +74,13 @@ pub(crate) fn check_data_span(
     dtype: DLDataType,
     data_bytes: Option<usize>,
 ) -> Result<(), DlpackError> {
-    let Some(elem) = crate::dtype::valid_elem_size(dtype) else {
+    if !crate::dtype::is_valid(dtype) {
         return Err(bad_export_dtype(dtype));
-    };
+    }
     let Some(avail) = data_bytes else {
         return Ok(());
     };
+    let elem = crate::dtype::elem_size_of_valid(dtype);
     // u64 with checked steps (an export runs this on every call): `last` is the highest element
     // index addressed; a negative reach (stride < 0 on a dimension > 1) or an overflow is
     // refused unless the tensor is empty; a negative dimension always is.

@@ -46,7 +46,7 @@ const OWNING_REQUEST: ExportRequest = ExportRequest {
 unsafe fn with_gil_held(what: &'static str, f: impl FnOnce(Python<'_>) -> PyResult<()>) -> c_int {
     // SAFETY: caller contract (GIL held).
     unsafe {
-        crate::cpython::boundary::at_c_boundary(ExchangeEntry(what), -1, |py| f(py).map(|()| 0))
+        crate::cpython::boundary::at_c_boundary(|| ExchangeEntry(what), -1, |py| f(py).map(|()| 0))
     }
 }
 

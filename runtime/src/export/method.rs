@@ -100,7 +100,7 @@ where
         // SAFETY: CPython holds the GIL for us; `slf` is a `T` (the descriptor is bound to `T`).
         // A panic is caught here and reported as `at_c_boundary` does.
         unsafe {
-            at_c_boundary(protocol::DLPACK_METHOD, ptr::null_mut(), |py| {
+            at_c_boundary(|| protocol::DLPACK_METHOD, ptr::null_mut(), |py| {
                 // `slf` is never NULL (CPython lends it for the call): borrowed as it is.
                 let this = Bound::ref_from_ptr(py, &slf).cast_unchecked::<T>();
                 <T::Frozen as SourceAccess<T>>::with(
@@ -117,7 +117,7 @@ where
         // error ("Already borrowed") is restored by `at_c_boundary`.
         // SAFETY: as above.
         unsafe {
-            at_c_boundary(protocol::DLPACK_METHOD, ptr::null_mut(), |py| {
+            at_c_boundary(|| protocol::DLPACK_METHOD, ptr::null_mut(), |py| {
                 let this = Bound::ref_from_ptr(py, &slf).cast_unchecked::<T>();
                 with_held(
                     this,
@@ -258,7 +258,7 @@ where
     // SAFETY: CPython holds the GIL for us and passes `nargs + len(kwnames)` live arguments;
     // `slf` is a `T` (the descriptor is bound to `T`).
     unsafe {
-        at_c_boundary(protocol::DLPACK_METHOD, ptr::null_mut(), |py| {
+        at_c_boundary(|| protocol::DLPACK_METHOD, ptr::null_mut(), |py| {
             let nargs = crate::cpython::api::vectorcall_nargs(nargsf as usize);
             let this = Borrowed::from_ptr(py, slf).cast_unchecked::<T>();
             parse_fastcall_kwargs(py, args, nargs, kwnames).and_then(|[s, mv, dd, c]| {
@@ -431,7 +431,7 @@ where
 {
     // SAFETY: CPython holds the GIL for us and checked that `slf` is a `T`.
     unsafe {
-        at_c_boundary(protocol::DLPACK_DEVICE_METHOD, ptr::null_mut(), |py| {
+        at_c_boundary(|| protocol::DLPACK_DEVICE_METHOD, ptr::null_mut(), |py| {
             let slf = Borrowed::from_ptr(py, slf).cast_unchecked::<T>();
             let device = <T::Frozen as SourceAccess<T>>::with(&slf, |src| src.dlpack_device())?;
             crate::cpython::names::device_tuple(py, device)
@@ -473,7 +473,7 @@ where
 {
     // SAFETY: caller contract.
     unsafe {
-        at_c_boundary(method, false, |py| {
+        at_c_boundary(|| method, false, |py| {
             check_type::<T>(py, slf, method)?;
             bind_to_class::<T>(py)?;
             Ok(true)

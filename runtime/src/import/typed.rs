@@ -193,7 +193,7 @@ where
 {
     // SAFETY: CPython holds the GIL for us and passes `nargs + len(kwnames)` live arguments.
     unsafe {
-        at_c_boundary(FROM_DLPACK_NAME, ptr::null_mut(), |py| {
+        at_c_boundary(|| FROM_DLPACK_NAME, ptr::null_mut(), |py| {
             let nargs = crate::cpython::api::vectorcall_nargs(nargsf as usize);
             if nargs == 1 && (kwnames.is_null() || crate::cpython::api::tuple_size(kwnames) == 0) {
                 // `x` is borrowed from the caller's argument array for the whole call.
