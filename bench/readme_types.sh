@@ -27,7 +27,7 @@ export PYO3_PYTHON="$PY"
 (cd "$WORK/downstream" && CARGO_TARGET_DIR="$WORK/target" "$(dirname "$PY")/maturin" build --release -q -o "$WORK/wheels")
 rm -rf "$WORK/site" && "$PY" -m zipfile -e "$(ls -t "$WORK"/wheels/dlbind_downstream-*.whl | head -1)" "$WORK/site"
 # One shared library, two modules: a link named frames<EXT_SUFFIX> makes `frames` importable.
-so="$(ls "$WORK"/site/my_arrays/my_arrays*.so 2>/dev/null || ls "$WORK"/site/my_arrays*.so)"
+so="$(ls "$WORK"/site/my_arrays/my_arrays*.so)"
 ln -sf "$so" "$WORK/site/frames$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"
 cd "$ROOT"
 PYTHONPATH="$WORK/site" JAX_PLATFORMS=cpu "$PY" bench/bench_instructions.py --module frames --module my_arrays \

@@ -1,7 +1,7 @@
 //! Rules built on the spec's dtype table ([`crate::spec::dtypes`]): which dtypes dlbind can
 //! describe, their element size, and their name in messages.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::spec::dtypes::{dtype_by_dl, required_bits};
 
@@ -23,8 +23,8 @@ pub fn validate_dtype(dtype: DLDataType) -> Result<ElemSize, DlpackError> {
 /// type that does not vouch for its layout runs this (the README's `Frame`), with the same
 /// dtype call after call: the dtype seen valid last is remembered process-wide ([`LAST_VALID`];
 /// a dtype's validity is a function of its value alone, so any value in it is still valid), and
-/// a new one is checked by the same rules as [`check_dtype`] with the code's rule read from
-/// [`BITS_RULE`] (a test compares the two on every code, bit width and a few lane counts).
+/// a new one is checked by [`check_dtype`] (a test compares the two answers on every code, bit
+/// width and a few lane counts).
 #[inline(always)]
 pub(crate) fn valid_elem_size(dtype: DLDataType) -> Option<ElemSize> {
     is_valid(dtype).then(|| elem_size_of_valid(dtype))
@@ -34,23 +34,28 @@ pub(crate) fn valid_elem_size(dtype: DLDataType) -> Option<ElemSize> {
 /// on some paths (it then asks [`elem_size_of_valid`]).
 #[inline(always)]
 pub(crate) fn is_valid(dtype: DLDataType) -> bool {
-    packed(dtype) == LAST_VALID.load(Ordering::Relaxed) || is_valid_new(dtype)
+    u64::from(packed(dtype)) == LAST_VALID.load(Ordering::Relaxed) || is_valid_new(dtype)
 }
 
 /// [`is_valid`] for a dtype other than the one seen valid last: checked, and remembered when
 /// valid.
 #[inline(never)]
 fn is_valid_new(dtype: DLDataType) -> bool {
-    let valid = checked_by_table(dtype).is_some();
+    let valid = check_dtype(dtype).is_ok();
     if valid {
-        LAST_VALID.store(packed(dtype), Ordering::Relaxed);
+        LAST_VALID.store(u64::from(packed(dtype)), Ordering::Relaxed);
     }
     valid
 }
 
-/// The dtype [`valid_elem_size`] saw valid last, as [`packed`] writes it; 0 to start (lanes 0,
-/// which no valid dtype has).
-static LAST_VALID: AtomicU32 = AtomicU32::new(0);
+/// The dtype [`valid_elem_size`] saw valid last, as [`packed`] writes it, widened to 64 bits so
+/// that its starting value, [`NONE_SEEN`], equals no dtype (every 32-bit pattern is some dtype's,
+/// the all-zero one included).
+static LAST_VALID: AtomicU64 = AtomicU64::new(NONE_SEEN);
+
+/// [`LAST_VALID`] before any dtype was seen valid: above every widened 32-bit word.
+const NONE_SEEN: u64 = u64::MAX;
+const _: () = assert!(NONE_SEEN > u32::MAX as u64);
 
 /// The dtype's three fields in one word, for [`LAST_VALID`]: its four bytes as they lie in
 /// memory (`repr(C)`: code, bits, lanes), the word the compiler loaded.
@@ -74,39 +79,6 @@ pub(crate) fn elem_size_of_valid(dtype: DLDataType) -> ElemSize {
         }
     }
 }
-
-/// [`check_dtype`]'s answer without its reason, with the code's rule read from [`BITS_RULE`].
-#[inline(always)]
-fn checked_by_table(dtype: DLDataType) -> Option<ElemSize> {
-    let rule = BITS_RULE[dtype.code as usize];
-    if dtype.lanes != 1 || (rule != ANY_BITS && dtype.bits != rule) {
-        return None;
-    }
-    // A refused code's rule is 0 bits, which `elem_size_of` refuses.
-    elem_size_of(dtype).ok()
-}
-
-/// [`BITS_RULE`]'s entry for a code that takes any bit width (`elem_size_of`'s rules apply).
-const ANY_BITS: u8 = u8::MAX;
-
-/// Per type code, what [`check_dtype`] asks of `bits`: the width the spec requires
-/// ([`required_bits`]), [`ANY_BITS`], or 0 for a code it refuses (unknown to the spec, or
-/// opaque), a width no dtype may have. Built at compile time from the generated tables.
-const BITS_RULE: [u8; 256] = {
-    let mut rules = [0u8; 256];
-    let mut code = 0;
-    while code < 256 {
-        let c = DLDataTypeCode(code as u8);
-        if c.name().is_some() && c.0 != DLDataTypeCode::kDLOpaqueHandle.0 {
-            rules[code] = match required_bits(code as u8) {
-                Some(bits) => bits,
-                None => ANY_BITS,
-            };
-        }
-        code += 1;
-    }
-    rules
-};
 
 /// The rules of [`validate_dtype`], with the reason of a refusal.
 #[inline(always)]
@@ -198,22 +170,23 @@ pub fn describe(dtype: DLDataType) -> String {
 mod tests {
     use super::*;
 
-    /// The table-driven check answers as the rules do, for every code, bit width and a few lane
+    /// The remembered dtype answers as the rules do, for every code, bit width and a few lane
     /// counts.
     #[test]
-    fn table_check_agrees_with_the_rules() {
+    fn remembered_check_agrees_with_the_rules() {
+        // From the starting state, which the first dtype below (all zeros) must not match. (Other
+        // tests running beside this one can only store other valid dtypes.)
+        LAST_VALID.store(NONE_SEEN, Ordering::Relaxed);
         let mut valid = 0;
         for code in 0..=u8::MAX {
             for bits in 0..=u8::MAX {
                 for lanes in [0u16, 1, 2, 4, u16::MAX] {
                     let d = DLDataType { code, bits, lanes };
                     let rules = check_dtype(d).ok();
-                    assert_eq!(checked_by_table(d), rules, "{code} {bits} {lanes}");
                     // Twice: the first call may remember `d`, the second may answer from that.
                     assert_eq!(valid_elem_size(d), rules, "{code} {bits} {lanes}");
                     assert_eq!(valid_elem_size(d), rules, "{code} {bits} {lanes}");
-                    let fast = rules;
-                    valid += usize::from(fast.is_some());
+                    valid += usize::from(rules.is_some());
                 }
             }
         }
