@@ -1,29 +1,36 @@
-//! candle (feature `candle`, candle-core on the CPU): candle tensors as DLPack tensors without
-//! a copy, and DLPack tensors as candle tensors (a copy: see [`to_candle`]).
+//! candle (feature `candle`, candle-core on the CPU): candle tensors as DLPack tensors, and
+//! DLPack tensors as candle tensors (a copy: see [`to_candle`]).
 //!
-//! **Export** ([`CandleTensor::from_tensor`]): a CPU tensor's storage viewed with its layout
-//! (start offset, element strides, zero strides of broadcast dimensions included), kept alive
-//! by a clone of the candle tensor (an `Arc` of its storage). Exported **read-only**: candle
-//! tensors are immutable values that share storage, so a consumer must not write them.
-//! Dtypes: `u8`, `u32`, `i16`, `i32`, `i64`, `bf16`, `f16`, `f32`, `f64`, `f8e4m3` and `f8e8m0`.
-//! candle's sub-byte float types (`f6e2m3`, `f6e3m2`, `f4`), which it stores one per byte, are
-//! refused (`UnsupportedDtype`). CUDA and Metal tensors are refused (`UnsupportedDevice`): this
-//! build of candle has no CUDA storage (its `cuda` feature compiles CUDA kernels with `nvcc`).
+//! **Export** ([`CandleTensor::from_tensor`]): a **copy** of a CPU tensor's elements into
+//! memory dlbind owns, C-contiguous and writable, made under candle's storage lock. candle
+//! writes storage in place through `&Tensor` (`zero_set`, `const_set`, `slice_set`, `Var::set`
+//! in every optimizer step, ...), so memory candle keeps is not lent to Python safely; the
+//! zero-copy view of it is [`CandleTensor::view_unchecked`], an `unsafe fn` whose contract
+//! names those writes. Dtypes: `u8`, `u32`, `i16`, `i32`, `i64`, `bf16`, `f16`, `f32`, `f64`,
+//! `f8e4m3` and `f8e8m0`. candle's sub-byte float types (`f6e2m3`, `f6e3m2`, `f4`), which it
+//! stores one per byte, are refused (`UnsupportedDtype`). CUDA and Metal tensors are refused
+//! (`UnsupportedDevice`): this build of candle has no CUDA storage (its `cuda` feature compiles
+//! CUDA kernels with `nvcc`).
 //!
 //! **Import** ([`to_candle`]): candle's CPU storage is a `Vec` candle allocated, and candle
 //! offers no way to own foreign memory, so the tensor is **copied** (once: a C-contiguous
 //! source straight into candle's buffer, any other layout through dlbind's strided copy first).
+//!
+//! Empty tensors (a 0 in any dimension) and 0-d tensors go both ways.
 
 use std::ffi::c_void;
 
 use candle_core::{CpuStorage, DType, Storage};
 
+use crate::alloc::AlignedBuffer;
+use crate::copy::{ElemSize, contiguous_nbytes, copy_to_contiguous};
 use crate::device::Device;
 use crate::dtype::describe;
 use crate::error::DlpackError;
 use crate::export::DLPackSource;
 use crate::ffi::DLDataType;
 use crate::import::ImportedTensor;
+use crate::layout::{c_strides, check_data_span};
 use crate::spec::dtypes::dtype_by_name;
 use crate::spec::elements::DLPackElement;
 use crate::spec::errors::FailureKind;
@@ -103,72 +110,180 @@ fn cpu_bytes(s: &CpuStorage) -> (*const u8, usize) {
     }
 }
 
-/// A candle CPU tensor seen as a DLPack tensor: its storage, start offset and strides, kept
-/// alive by a clone of the tensor, read-only.
-///
-/// Use it as a [`DLPackSource`], or move its parts into a `#[derive(DLPackExport)]` type:
-/// [`CandleTensor::into_buffer`] for the `#[dlpack(data)]` [`Buffer`], with
-/// [`dtype`](Self::dtype), [`shape`](Self::shape) and [`strides`](Self::strides).
-#[derive(Debug)]
-pub struct CandleTensor {
-    buffer: Buffer,
-    /// Bytes readable from element 0 on (the storage after the start offset).
+/// A CPU tensor's storage as candle's lock shows it: element 0 of the tensor, the bytes from
+/// there to the end of the storage, and candle's layout as DLPack shape and element strides.
+struct Located {
+    ptr: *const u8,
     bytes: usize,
+    elem: usize,
     dtype: DLDataType,
     shape: Vec<i64>,
     strides: Vec<i64>,
 }
 
-impl CandleTensor {
-    /// A zero-copy, read-only view of a CPU tensor (any layout candle makes: offsets, transposes,
-    /// broadcasts).
-    ///
-    /// Errors: `UnsupportedDevice` for CUDA and Metal tensors, `UnsupportedDtype` for candle's
-    /// sub-byte floats.
-    pub fn from_tensor(tensor: &candle_core::Tensor) -> Result<CandleTensor> {
-        let dtype = dl_dtype_of(tensor.dtype()).ok_or_else(|| {
+/// Reads a tensor's dtype, storage and layout under the storage lock `storage` holds, checking
+/// that the layout stays inside the storage (the extent check every export runs).
+fn locate(
+    tensor: &candle_core::Tensor,
+    storage: &Storage,
+    layout: &candle_core::Layout,
+) -> Result<Located> {
+    let dtype = dl_dtype_of(tensor.dtype()).ok_or_else(|| {
+        err(
+            FailureKind::UnsupportedDtype,
+            format!(
+                "candle dtype {:?} is stored one element per byte and has no packed DLPack layout",
+                tensor.dtype()
+            ),
+        )
+    })?;
+    let Storage::Cpu(cpu) = storage else {
+        return Err(err(
+            FailureKind::UnsupportedDevice,
+            format!(
+                "the candle tensor is on {:?}; dlbind's candle adapter exports CPU tensors \
+                 (candle's CUDA storage needs candle's `cuda` feature)",
+                tensor.device().location()
+            ),
+        ));
+    };
+    let elem = tensor.dtype().size_in_bytes();
+    let (base, len) = cpu_bytes(cpu);
+    let shape: Vec<i64> = layout.dims().iter().map(|&d| d as i64).collect();
+    let strides: Vec<i64> = layout.stride().iter().map(|&s| s as i64).collect();
+    let bytes = layout
+        .start_offset()
+        .checked_mul(elem)
+        .and_then(|start| len.checked_sub(start))
+        .ok_or_else(|| {
             err(
-                FailureKind::UnsupportedDtype,
+                FailureKind::MalformedTensor,
                 format!(
-                    "candle dtype {:?} is stored one element per byte and has no packed DLPack \
-                     layout",
-                    tensor.dtype()
+                    "candle's start offset {} is past its storage of {len} bytes",
+                    layout.start_offset()
                 ),
             )
         })?;
-        let elem = tensor.dtype().size_in_bytes();
+    check_data_span(
+        &shape,
+        &strides,
+        dtype,
+        Some(crate::Extent::from_start(bytes)),
+    )?;
+    Ok(Located {
+        // In bounds or one past the end: `bytes` was taken from `len` above.
+        ptr: base.wrapping_add(len - bytes),
+        bytes,
+        elem,
+        dtype,
+        shape,
+        strides,
+    })
+}
+
+/// A candle CPU tensor as a DLPack tensor: a copy dlbind owns ([`from_tensor`](Self::from_tensor))
+/// or a read-only view of candle's storage kept alive by a clone of the tensor
+/// ([`view_unchecked`](Self::view_unchecked)).
+///
+/// Use it as a [`DLPackSource`], or move its parts into a `#[derive(DLPackExport)]` type:
+/// [`CandleTensor::into_buffer`] for the `#[dlpack(data)]` [`Buffer`], with
+/// [`dtype`](Self::dtype), [`shape`](Self::shape), [`strides`](Self::strides) and
+/// [`readonly`](Self::readonly).
+#[derive(Debug)]
+pub struct CandleTensor {
+    buffer: Buffer,
+    /// Bytes readable from element 0 on (a view: the storage after the start offset).
+    bytes: usize,
+    dtype: DLDataType,
+    shape: Vec<i64>,
+    strides: Vec<i64>,
+    readonly: bool,
+    copied: bool,
+}
+
+impl CandleTensor {
+    /// A copy of a CPU tensor's elements (any layout candle makes: offsets, transposes,
+    /// broadcasts) into memory dlbind owns: C-contiguous, writable, [`is_copied`](Self::is_copied).
+    /// The copy is made under candle's storage lock, so no in-place candle write interleaves
+    /// with it, and none reaches it afterwards.
+    ///
+    /// Errors: `UnsupportedDevice` for CUDA and Metal tensors, `UnsupportedDtype` for candle's
+    /// sub-byte floats, `OutOfMemory`.
+    pub fn from_tensor(tensor: &candle_core::Tensor) -> Result<CandleTensor> {
         let (storage, layout) = tensor.storage_and_layout();
-        let (base, len) = match &*storage {
-            Storage::Cpu(cpu) => cpu_bytes(cpu),
-            _ => {
-                return Err(err(
-                    FailureKind::UnsupportedDevice,
-                    format!(
-                        "the candle tensor is on {:?}; dlbind's candle adapter exports CPU \
-                         tensors (candle's CUDA storage needs candle's `cuda` feature)",
-                        tensor.device().location()
-                    ),
-                ));
-            }
-        };
-        let start = layout.start_offset() * elem;
-        let shape: Vec<i64> = layout.dims().iter().map(|&d| d as i64).collect();
-        let strides: Vec<i64> = layout.stride().iter().map(|&s| s as i64).collect();
-        let ptr = base.wrapping_add(start) as *mut c_void;
-        let bytes = len.saturating_sub(start);
+        let at = locate(tensor, &storage, layout)?;
+        let nbytes = contiguous_nbytes(&at.shape, ElemSize::Bytes(at.elem))?;
+        let copy = AlignedBuffer::uninit(nbytes)?;
+        // SAFETY: `locate` checked that every element the shape and strides address from
+        // `at.ptr` lies in the storage's `Vec`, which the read guard `storage` keeps alive and
+        // unwritten (candle's in-place writes take the write lock) until it drops below;
+        // `copy` is a fresh allocation of `nbytes` bytes, so the two do not overlap.
+        unsafe {
+            copy_to_contiguous(
+                at.ptr,
+                &at.shape,
+                &at.strides,
+                ElemSize::Bytes(at.elem),
+                copy.as_mut_ptr(),
+                nbytes,
+            )?;
+        }
+        drop(storage);
+        Ok(CandleTensor {
+            buffer: Buffer::from_aligned(copy),
+            bytes: nbytes,
+            dtype: at.dtype,
+            strides: c_strides(&at.shape),
+            shape: at.shape,
+            readonly: false,
+            copied: true,
+        })
+    }
+
+    /// A zero-copy, read-only view of a CPU tensor's storage with candle's layout (start offset,
+    /// element strides, zero strides of broadcasts), kept alive by a clone of the tensor.
+    ///
+    /// Errors: as [`from_tensor`](Self::from_tensor) (no `OutOfMemory`).
+    ///
+    /// # Safety
+    /// The view reads candle's storage without candle's lock. From this call until the view,
+    /// its [`Buffer`] and every export of them are gone (a Python consumer: until its last
+    /// array over the memory is freed), nothing may write that storage: no in-place candle
+    /// operation on this tensor or on any tensor or `Var` sharing its storage (its clones,
+    /// views such as `reshape`, `narrow`, `t`, `i`, `detach`, `broadcast_as`, the `Var` it came
+    /// from), on any thread. In candle-core 0.11 these are `Tensor::const_set`, `zero_set`,
+    /// `one_set`, `slice_set`, `scatter_set`, `scatter_add_set`, `inplace_op1`, `inplace_op2`,
+    /// `inplace_op3` and `Var::set` (which candle-nn's optimizers call on every step). It holds,
+    /// for example, when the clone the view keeps is the storage's last handle (every other
+    /// tensor sharing it dropped).
+    pub unsafe fn view_unchecked(tensor: &candle_core::Tensor) -> Result<CandleTensor> {
+        let (storage, layout) = tensor.storage_and_layout();
+        let at = locate(tensor, &storage, layout)?;
         drop(storage);
         let owner = tensor.clone();
-        // SAFETY: `ptr` is element `start_offset` of the storage's `Vec`, which lives in the
+        // SAFETY: `at.ptr` is element `start_offset` of the storage's `Vec`, which lives in the
         // tensor's `Arc<RwLock<Storage>>`, kept by `owner`; candle never reallocates a storage's
         // `Vec` (in-place operations write into it), so the memory stays put while `owner`
-        // lives. Exported read-only: nothing outside candle writes it.
-        let buffer = unsafe { Buffer::from_owner(owner, ptr, Device::CPU, true) };
+        // lives, and the shape and strides stay inside it (`locate`). The caller promises no
+        // write while the buffer and its exports live; exported read-only, so consumers do not
+        // write either.
+        let buffer = unsafe {
+            Buffer::from_owner(
+                owner,
+                at.ptr.cast_mut().cast::<c_void>(),
+                crate::Extent::from_start(at.bytes),
+                Device::CPU,
+                true,
+            )
+        };
         Ok(CandleTensor {
             buffer,
-            bytes,
-            dtype,
-            shape,
-            strides,
+            bytes: at.bytes,
+            dtype: at.dtype,
+            shape: at.shape,
+            strides: at.strides,
+            readonly: true,
+            copied: false,
         })
     }
 
@@ -180,20 +295,30 @@ impl CandleTensor {
     pub fn shape(&self) -> &[i64] {
         &self.shape
     }
-    /// The strides, in elements (candle's layout strides).
+    /// The strides, in elements (C-contiguous for a copy, candle's layout for a view).
     pub fn strides(&self) -> &[i64] {
         &self.strides
     }
-    /// The memory (element 0 of the tensor, kept valid by a clone of the candle tensor), for a
-    /// `#[dlpack(data)]` field; read-only ([`Buffer::readonly`]).
+    /// Whether consumers must not write: a view of candle's storage is read-only, a copy is not.
+    pub fn readonly(&self) -> bool {
+        self.readonly
+    }
+    /// Whether the data is a copy dlbind owns rather than candle's storage.
+    pub fn is_copied(&self) -> bool {
+        self.copied
+    }
+    /// The memory (element 0 of the tensor: the copy, or candle's storage kept valid by a clone
+    /// of the tensor), for a `#[dlpack(data)]` field; read-only ([`Buffer::readonly`]) for a
+    /// view.
     pub fn into_buffer(self) -> Buffer {
         self.buffer
     }
 }
 
-// SAFETY: element 0 is inside the storage kept alive by the buffer's owner; candle's layout
-// addresses only elements of its storage from there (non-negative strides), at most `bytes`
-// bytes on, which the export checks; exactly `ndim` shape and stride values are written.
+// SAFETY: element 0 is the start of the copy the buffer owns, or inside the storage kept alive
+// by the buffer's owner (a view, whose caller promised no writes while it lives); the layout
+// addresses only elements from there (non-negative strides) within `bytes` bytes, checked when
+// the tensor was made and by every export; exactly `ndim` shape and stride values are written.
 unsafe impl DLPackSource for CandleTensor {
     fn dlpack_data_ptr(&self) -> *mut c_void {
         self.buffer.data_ptr()
@@ -212,10 +337,10 @@ unsafe impl DLPackSource for CandleTensor {
         true
     }
     fn dlpack_readonly(&self) -> bool {
-        true
+        self.readonly
     }
-    fn dlpack_data_bytes(&self) -> Option<usize> {
-        Some(self.bytes)
+    fn __dlbind_storage(&self) -> Option<(crate::Extent, Device)> {
+        Some((crate::Extent::from_start(self.bytes), Device::CPU))
     }
 }
 
