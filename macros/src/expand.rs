@@ -81,28 +81,40 @@ fn source_impl(model: &Model) -> TokenStream {
     let data = access(&model.data.field);
     let dspan = model.data.field.span;
 
-    let data_ptr = match &model.data.kind {
-        DataKind::Slice { elem } => quote_spanned! {dspan=>
-            <[#elem]>::as_ptr(&#data) as *mut #elem as *mut ::core::ffi::c_void
-        },
-        DataKind::Source => quote_spanned! {dspan=>
-            ::dlbind::__private::DataSource::data_ptr(&#data)
-        },
-        DataKind::Array { .. } => quote_spanned! {dspan=>
-            ::dlbind::__private::nd::data_ptr(&#data)
-        },
+    // Element 0 and what the storage vouches for (extent, device, writability) come from one
+    // place: the data field's `DataSource` impl (`Vec`, `Box<[T]>`, `Arc<[T]>`, `Buffer`, ...),
+    // or, for an ndarray array, the array itself (consistent by construction, lent through `&`).
+    let (data_ptr, storage, storage_writability) = match &model.data.kind {
+        DataKind::Slice { .. } | DataKind::Source => (
+            quote_spanned! {dspan=> ::dlbind::__private::DataSource::data_ptr(&#data) },
+            quote_spanned! {dspan=>
+                ::core::option::Option::Some((
+                    ::dlbind::__private::DataSource::extent(&#data),
+                    ::dlbind::__private::DataSource::device(&#data),
+                ))
+            },
+            quote_spanned! {dspan=> ::dlbind::__private::DataSource::writability(&#data) },
+        ),
+        DataKind::Array { .. } => (
+            quote_spanned! {dspan=> ::dlbind::__private::nd::data_ptr(&#data) },
+            // Host memory; its extent is not read (the layout is trusted, below).
+            quote! {
+                ::core::option::Option::Some((
+                    ::dlbind::__private::Extent::EMPTY,
+                    ::dlbind::__private::Device::CPU,
+                ))
+            },
+            quote! { ::dlbind::__private::Writability::ReadOnly },
+        ),
     };
-
-    // The bytes the data field holds, for the export-side span check (ndarray arrays are
-    // consistent by construction).
-    let data_bytes = match &model.data.kind {
-        DataKind::Slice { elem } => quote_spanned! {dspan=>
-            ::core::option::Option::Some(::core::mem::size_of_val::<[#elem]>(&#data[..]))
+    // An ndarray array's shape and strides are its own (ndarray keeps them inside its data);
+    // any other type's are checked on every export unless it `unsafe impl`s `UncheckedExtent`.
+    let layout_trusted = match &model.data.kind {
+        DataKind::Array { .. } => quote! { true },
+        _ => quote! {
+            use ::dlbind::__private::probe::{ExtentOfData as _, ExtentTrusted as _};
+            (&&&::dlbind::__private::probe::Probe::<Self>::new()).dlbind_trusted()
         },
-        DataKind::Source => quote_spanned! {dspan=>
-            ::dlbind::__private::DataSource::bytes_from_start(&#data)
-        },
-        DataKind::Array { .. } => quote! { ::core::option::Option::None },
     };
 
     let dtype = match &model.dtype {
@@ -170,20 +182,19 @@ fn source_impl(model: &Model) -> TokenStream {
         },
     };
 
-    // A `readonly` field is a `bool` or a `Writability` (`ReadonlyField`).
+    // A `readonly` field is a `bool` or a `Writability` (`ReadonlyField`); it narrows what the
+    // storage allows, never widens it (read-only storage stays read-only whatever the field).
     let writability = match &model.readonly {
-        Readonly::Never => quote! { ::dlbind::__private::Writability::Writable },
+        Readonly::Never => quote! { #storage_writability },
         Readonly::Always => quote! { ::dlbind::__private::Writability::ReadOnly },
         Readonly::Field(f) => {
             let a = access(f);
-            quote_spanned! {f.span=> ::dlbind::__private::ReadonlyField::writability(&#a) }
+            quote_spanned! {f.span=>
+                ::dlbind::__private::ReadonlyField::writability(&#a).narrow(#storage_writability)
+            }
         }
     };
-    let readonly = match &model.readonly {
-        Readonly::Never => quote! { false },
-        Readonly::Always => quote! { true },
-        Readonly::Field(_) => quote! { !(#writability).is_writable() },
-    };
+    let readonly = quote! { !(#writability).is_writable() };
 
     let stream = match &model.stream {
         Some(f) => {
@@ -201,8 +212,10 @@ fn source_impl(model: &Model) -> TokenStream {
 
     // SAFETY (of the emitted impl): the pointer is the data field's own (`Vec`/`Box`/`Arc`
     // slice, ndarray array or `DataSource`), shape and strides are the fields the user marked,
-    // and every export checks them against the data's length (`dlpack_data_bytes`, where the
-    // storage knows it). `assert_pyclass` requires a `#[pyclass]`, and the memory stays put
+    // and every export checks them against the storage's extent (`__dlbind_storage`; skipped
+    // only for ndarray arrays and `unsafe impl UncheckedExtent` types), refuses a device field
+    // other than the storage's, and exports writable only what the storage calls writable
+    // (never memory reached through `&`). `assert_pyclass` requires a `#[pyclass]`, and the memory stays put
     // while an export lives: a frozen class has no `&mut self`, and every export of a non-frozen
     // one (the emitted `__dlpack__` and exchange table, whose manager block keeps it, the buffer
     // and `__array_interface__`, through `SourceAccess::with_owner`'s guard) holds a shared
@@ -229,15 +242,13 @@ fn source_impl(model: &Model) -> TokenStream {
             #[inline]
             fn dlpack_writability(&self) -> ::dlbind::__private::Writability { #writability }
             #[inline]
-            fn dlpack_data_bytes(&self) -> ::core::option::Option<usize> {
-                use ::dlbind::__private::probe::{ExtentOfData as _, ExtentTrusted as _};
-                (&&&::dlbind::__private::probe::Probe::<Self>::new()).dlbind_extent(|| #data_bytes)
+            fn __dlbind_storage(
+                &self,
+            ) -> ::core::option::Option<(::dlbind::__private::Extent, ::dlbind::__private::Device)> {
+                #storage
             }
             #[inline]
-            fn dlpack_layout_trusted(&self) -> bool {
-                use ::dlbind::__private::probe::{ExtentOfData as _, ExtentTrusted as _};
-                (&&&::dlbind::__private::probe::Probe::<Self>::new()).dlbind_trusted()
-            }
+            fn dlpack_layout_trusted(&self) -> bool { #layout_trusted }
             #stream
         }
     }

@@ -8,6 +8,7 @@
 
 pub use crate::copy::{CopyError, ElemSize, contiguous_nbytes, copy_to_contiguous};
 pub use crate::dtype::{itemsize, validate_dtype};
+pub use crate::extent::{Extent, Reach, ReachError, reach};
 
 use crate::error::DlpackError;
 use crate::ffi::DLDataType;
@@ -63,62 +64,28 @@ pub fn is_c_contiguous(shape: &[i64], strides: &[i64]) -> bool {
 
 /// Checks what an export is about to hand out: the dtype is one dlbind can describe (the
 /// spec's rules, as on import: a known code, the bits it requires, `lanes == 1`; a constant
-/// dtype folds this away), and the elements `shape` and `strides` (in elements) address, at
-/// that width, lie inside `data_bytes` bytes from element 0 (no negative reach; `None` →
-/// not checked). An empty tensor addresses nothing. Cheap when it passes (one pass over the
-/// dims); inlined into each export (its call and argument moves were a fifth of its cost).
+/// dtype folds this away), and the bytes `shape` and `strides` (in elements) address at that
+/// width ([`reach`]) lie inside `extent`, what the storage vouches for (`None`: a hand-written
+/// `unsafe impl DLPackSource` that vouches itself; not checked). An empty tensor addresses
+/// nothing. Inlined into each export (its call and argument moves were a fifth of its cost).
 #[inline(always)]
 pub(crate) fn check_data_span(
     shape: &[i64],
     strides: &[i64],
     dtype: DLDataType,
-    data_bytes: Option<usize>,
+    extent: Option<Extent>,
 ) -> Result<(), DlpackError> {
     if !crate::dtype::is_valid(dtype) {
         return Err(bad_export_dtype(dtype));
     }
-    let Some(avail) = data_bytes else {
+    let Some(extent) = extent else {
         return Ok(());
     };
     let elem = crate::dtype::elem_size_of_valid(dtype);
-    // u64 with checked steps (an export runs this on every call): `last` is the highest element
-    // index addressed; a negative reach (stride < 0 on a dimension > 1) or an overflow is
-    // refused unless the tensor is empty; a negative dimension always is.
-    let mut last: u64 = 0;
-    let (mut empty, mut negative_dim, mut bad) = (false, false, false);
-    for (&d, &s) in shape.iter().zip(strides) {
-        if d <= 1 {
-            empty |= d == 0;
-            negative_dim |= d < 0;
-            continue;
-        }
-        if s < 0 {
-            bad = true;
-            continue;
-        }
-        match ((d - 1) as u64)
-            .checked_mul(s as u64)
-            .and_then(|r| last.checked_add(r))
-        {
-            Some(v) => last = v,
-            None => bad = true,
-        }
+    match reach(shape, Some(strides), elem) {
+        Ok(r) if extent.covers(r) => Ok(()),
+        _ => Err(span_error(shape, strides, extent)),
     }
-    if negative_dim {
-        return Err(span_error(shape, strides, avail));
-    }
-    if empty {
-        return Ok(());
-    }
-    // Bytes for elements 0..=last at the validated width (packed when sub-byte).
-    let need = last.checked_add(1).and_then(|n| match elem {
-        ElemSize::Bytes(b) => n.checked_mul(b as u64),
-        ElemSize::SubByte { bits } => n.checked_mul(u64::from(bits)).map(|b| b.div_ceil(8)),
-    });
-    if bad || need.is_none_or(|n| n > avail as u64) {
-        return Err(span_error(shape, strides, avail));
-    }
-    Ok(())
 }
 
 #[cold]
@@ -132,12 +99,13 @@ fn bad_export_dtype(dtype: DLDataType) -> DlpackError {
 
 #[cold]
 #[inline(never)]
-fn span_error(shape: &[i64], strides: &[i64], avail: usize) -> DlpackError {
+fn span_error(shape: &[i64], strides: &[i64], extent: Extent) -> DlpackError {
+    let Extent { below, above } = extent;
     DlpackError::new(
         FailureKind::MalformedTensor,
         format!(
-            "shape {shape:?} with strides {strides:?} addresses memory outside the {avail} bytes the data field holds \
-             (negative reach or past the end): fix the array's shape, strides or data"
+            "shape {shape:?} with strides {strides:?} addresses memory outside what the data field's storage holds \
+             ({below} bytes before element 0, {above} from it on): fix the array's shape, strides or data"
         ),
     )
 }
@@ -162,7 +130,7 @@ mod tests {
     #[test]
     fn spans_inside_the_data_pass_and_others_fail() {
         let ok = |shape: &[i64], strides: &[i64], dt, n| {
-            check_data_span(shape, strides, dt, Some(n)).is_ok()
+            check_data_span(shape, strides, dt, Some(Extent::from_start(n))).is_ok()
         };
         assert!(ok(&[3, 4], &[4, 1], F32, 48));
         assert!(!ok(&[3, 4], &[4, 1], F32, 47), "one byte short");
@@ -187,17 +155,23 @@ mod tests {
             !ok(&[1 << 62, 4], &[1 << 62, 1], F32, usize::MAX),
             "no overflow"
         );
-        assert!(
-            check_data_span(&[1 << 40], &[1], F32, None).is_ok(),
-            "unknown extent: trusted"
-        );
+        // Negative strides fit storage that vouches for bytes below element 0.
+        let below = |shape: &[i64], strides: &[i64], b, a| {
+            check_data_span(shape, strides, F32, Some(Extent::new(b, a))).is_ok()
+        };
+        assert!(below(&[3], &[-1], 8, 4));
+        assert!(!below(&[3], &[-1], 7, 4), "one byte short below");
+        assert!(!below(&[3], &[-1], 8, 3), "element 0 itself must fit");
+        // `None` is only what a hand-written `unsafe impl DLPackSource` reports: it vouches for
+        // its layout itself (a derived type always reports its storage's extent).
+        assert!(check_data_span(&[1 << 40], &[1], F32, None).is_ok());
         for bad in [
             DLDataType { lanes: 0, ..F32 },
             DLDataType { bits: 0, ..F32 },
             DLDataType { code: 200, ..F32 },
             DLDataType { bits: 8, ..FP4 },
         ] {
-            let e = check_data_span(&[4], &[1], bad, Some(1 << 20)).unwrap_err();
+            let e = check_data_span(&[4], &[1], bad, Some(Extent::from_start(1 << 20))).unwrap_err();
             assert_eq!(e.kind(), FailureKind::UnsupportedDtype, "{bad:?}");
             let e = check_data_span(&[4], &[1], bad, None).unwrap_err();
             assert_eq!(
@@ -206,8 +180,8 @@ mod tests {
                 "unknown extent too: {bad:?}"
             );
         }
-        let e = check_data_span(&[2, 2], &[2, 1], F32, Some(8)).unwrap_err();
+        let e = check_data_span(&[2, 2], &[2, 1], F32, Some(Extent::from_start(8))).unwrap_err();
         assert_eq!(e.kind(), FailureKind::MalformedTensor);
-        assert!(e.message().contains("8 bytes"), "{}", e.message());
+        assert!(e.message().contains("8 from it on"), "{}", e.message());
     }
 }

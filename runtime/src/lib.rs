@@ -66,6 +66,7 @@ compile_error!(
 );
 
 pub mod adapters;
+mod extent;
 pub mod gpu;
 pub mod layout;
 pub mod prelude;
@@ -116,6 +117,7 @@ pub use device::Device;
 pub use dims::Dims;
 pub use error::DlpackError;
 pub use export::{DLPackSource, DataSource, UncheckedExtent};
+pub use extent::Extent;
 pub use import::{FromDLPack, ImportedTensor, Slot, Written, add_from_dlpack, from_dlpack};
 pub use spec::elements::DLPackElement;
 pub use storage::Buffer;

@@ -8,6 +8,7 @@ pub use core::ffi::c_void;
 pub use pyo3;
 
 pub use crate::device::Device;
+pub use crate::extent::Extent;
 pub use crate::exchange::probe;
 pub use crate::exchange::{Constructor, ExchangeSource, exchange_api_capsule};
 pub use crate::export::access::SourceAccess;

@@ -11,6 +11,7 @@ use crate::alloc::AlignedBuffer;
 use crate::device::Device;
 use crate::error::DlpackError;
 use crate::export::DataSource;
+use crate::extent::Extent;
 use crate::ffi::DLDataType;
 use crate::import::ImportedTensor;
 
@@ -40,6 +41,7 @@ enum Repr {
 pub struct KeptView {
     owner: Box<dyn std::any::Any + Send + Sync>,
     data: *mut c_void,
+    extent: Extent,
     device: Device,
     readonly: bool,
 }
@@ -55,6 +57,7 @@ impl std::fmt::Debug for KeptView {
         f.debug_struct("KeptView")
             .field("owner", &(*self.owner).type_id())
             .field("data", &self.data)
+            .field("extent", &self.extent)
             .field("device", &self.device)
             .field("readonly", &self.readonly)
             .finish()
@@ -65,6 +68,7 @@ impl std::fmt::Debug for KeptView {
 pub struct PyView {
     owner: Py<PyAny>,
     data: *mut c_void,
+    extent: Extent,
     device: Device,
     readonly: bool,
 }
@@ -80,6 +84,7 @@ impl std::fmt::Debug for PyView {
         f.debug_struct("PyView")
             .field("owner", &self.owner.as_ptr())
             .field("data", &self.data)
+            .field("extent", &self.extent)
             .field("device", &self.device)
             .field("readonly", &self.readonly)
             .finish()
@@ -105,47 +110,70 @@ impl Buffer {
     }
 
     /// A view of memory owned by the Python object `owner` (no allocation, no copy): element 0
-    /// is `data`, on `device`, writable unless `readonly`. `owner` stays alive as long as the
-    /// buffer (and any buffer cloned from it with [`Buffer::share_view`]).
+    /// is `data`, the bytes `extent` around it may be addressed, on `device`, writable unless
+    /// `readonly`. `owner` stays alive as long as the buffer (and any buffer cloned from it with
+    /// [`Buffer::share_view`]). Exports of a type holding the buffer are checked against
+    /// `extent`, whatever the type's shape says.
     ///
     /// # Safety
-    /// Every byte the buffer's user will address from `data` must belong to memory that `owner`
-    /// keeps valid (and unmoved) for as long as `owner` is alive.
+    /// Every byte of `extent` around `data` must belong to memory on `device` that `owner`
+    /// keeps valid (and unmoved) for as long as `owner` is alive; unless `readonly`, consumers
+    /// may write it (no Rust reference to it exists while the buffer lives).
     #[inline]
     pub unsafe fn view(
         owner: Py<PyAny>,
         data: *mut c_void,
+        extent: Extent,
         device: Device,
         readonly: bool,
     ) -> Buffer {
         Buffer(Repr::View(PyView {
             owner,
             data,
+            extent,
             device,
             readonly,
         }))
     }
 
-    /// Memory owned by a Rust value: element 0 is `data`, on `device`, writable unless
-    /// `readonly`; `owner` (a GPU allocation, a memory map, an arena handle, …) is dropped when
-    /// the buffer drops, and not before. No allocation beyond boxing `owner`, no managed tensor.
+    /// Memory owned by a Rust value: element 0 is `data`, the bytes `extent` around it may be
+    /// addressed, on `device`, writable unless `readonly`; `owner` (a GPU allocation, a memory
+    /// map, an arena handle, …) is dropped when the buffer drops, and not before. No allocation
+    /// beyond boxing `owner`, no managed tensor.
     ///
     /// # Safety
-    /// Every byte the buffer's user will address from `data` must stay valid (and unmoved) while
-    /// `owner` is alive.
+    /// Every byte of `extent` around `data` must be memory on `device` that stays valid (and
+    /// unmoved) while `owner` is alive; unless `readonly`, consumers may write it while the
+    /// buffer lives (nothing reads it through a Rust reference meanwhile).
     #[inline]
     pub unsafe fn from_owner<O: Send + Sync + 'static>(
         owner: O,
         data: *mut c_void,
+        extent: Extent,
         device: Device,
         readonly: bool,
     ) -> Buffer {
         Buffer(Repr::Kept(KeptView {
             owner: Box::new(owner),
             data,
+            extent,
             device,
             readonly,
         }))
+    }
+
+    /// Takes ownership of `v`'s elements: writable host memory that no Rust reference reaches
+    /// any more (the `Vec` is moved in and dropped with the buffer), so that consumers may write
+    /// it — what a type whose exports should be writable holds instead of a `Vec` field (which
+    /// is lent through `&` and so exported read-only). No copy.
+    pub fn from_vec<T: crate::DLPackElement + Send + Sync + 'static>(mut v: Vec<T>) -> Buffer {
+        let data = v.as_mut_ptr().cast::<c_void>();
+        let extent = Extent::from_start(std::mem::size_of_val::<[T]>(&v));
+        // SAFETY: the `Vec`'s heap buffer does not move when the `Vec` moves into the buffer's
+        // owner box, and it is dropped only with the buffer; `data` came from `as_mut_ptr`
+        // (write access), `extent` is its length in bytes, and the `Vec` is never reached
+        // again, so no Rust reference to the elements exists while consumers write them.
+        unsafe { Buffer::from_owner(v, data, extent, Device::CPU, false) }
     }
 
     /// The bytes of owned host memory ([`Buffer::zeroed`], [`Buffer::from_aligned`]) to fill;
@@ -178,9 +206,13 @@ impl Buffer {
             Repr::View(v) => (v.owner.clone_ref(py), v.readonly),
             _ => (holder.clone().unbind(), self.readonly()),
         };
+        // The same memory seen from `data` (inside it, by the contract; nothing if not).
+        let offset = (data as isize).wrapping_sub(self.data_ptr() as isize);
+        let extent = self.extent().shifted(offset).unwrap_or(Extent::EMPTY);
         Buffer(Repr::View(PyView {
             owner,
             data,
+            extent,
             device,
             readonly: readonly || ro,
         }))
@@ -303,6 +335,19 @@ impl Buffer {
         }
     }
 
+    /// The bytes around [`Buffer::data_ptr`] that may be addressed: an owned buffer's length, an
+    /// import's own extent (computed when it was made), a view's (given when it was made).
+    #[inline]
+    pub fn extent(&self) -> Extent {
+        match &self.0 {
+            Repr::Owned(b) => Extent::from_start(b.len()),
+            Repr::Imported(t) => t.extent(),
+            Repr::Shared(t) => t.extent(),
+            Repr::View(v) => v.extent,
+            Repr::Kept(k) => k.extent,
+        }
+    }
+
     /// Byte length of an owned buffer (`None` for imported memory).
     pub fn owned_len(&self) -> Option<usize> {
         match &self.0 {
@@ -357,11 +402,26 @@ unsafe impl DataSource for Buffer {
     fn element_dtype(&self) -> Option<DLDataType> {
         None
     }
-    /// Owned memory knows its length; imported and borrowed memory is a view whose element 0
-    /// may sit anywhere inside the producer's allocation (negative strides), checked on import.
+    /// Owned memory's length, an import's or a view's extent (bytes below element 0 included).
     #[inline]
-    fn bytes_from_start(&self) -> Option<usize> {
-        self.owned_len()
+    fn extent(&self) -> Extent {
+        Buffer::extent(self)
+    }
+    /// Writable unless the memory is read-only (an import or a view that said so): a buffer
+    /// never hands out a Rust reference to its elements through `&self`.
+    #[inline]
+    fn writability(&self) -> crate::Writability {
+        match &self.0 {
+            Repr::Owned(_) => crate::Writability::Writable,
+            Repr::Imported(t) => t.writability(),
+            Repr::Shared(t) => t.writability(),
+            Repr::View(v) => crate::Writability::from_readonly(v.readonly),
+            Repr::Kept(k) => crate::Writability::from_readonly(k.readonly),
+        }
+    }
+    #[inline]
+    fn device(&self) -> Device {
+        Buffer::device(self)
     }
     /// A view's owner, and the object an imported Python view keeps (its exporter), so that a
     /// reference cycle through them is collected (e.g. an object that exposes

@@ -27,6 +27,19 @@ impl Writability {
         if readonly { Writability::ReadOnly } else { Writability::Writable }
     }
 
+    /// What may be exported of data that `self` (a type's field) and `storage` (what holds the
+    /// memory) both describe: the narrower of the two. Read-only if either is, unknown if
+    /// either is, writable only if both are: a field can narrow what the storage allows, never
+    /// widen it.
+    #[inline(always)]
+    pub const fn narrow(self, storage: Writability) -> Self {
+        match (self, storage) {
+            (Writability::ReadOnly, _) | (_, Writability::ReadOnly) => Writability::ReadOnly,
+            (Writability::Unknown, _) | (_, Writability::Unknown) => Writability::Unknown,
+            _ => Writability::Writable,
+        }
+    }
+
     /// Whether writing is allowed (only for `Writable`).
     #[inline]
     pub const fn is_writable(self) -> bool {
@@ -44,6 +57,28 @@ pub trait ReadonlyField {
     fn writability(&self) -> Writability;
     /// The field's value for an import of this writability (`#[derive(FromDLPack)]`).
     fn from_writability(w: Writability) -> Self;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Writability::{self, *};
+
+    #[test]
+    fn a_field_narrows_the_storage_never_widens_it() {
+        let all = [Writable, ReadOnly, Unknown];
+        for f in all {
+            for s in all {
+                let n = f.narrow(s);
+                let rank = |w: Writability| match w {
+                    Writable => 0,
+                    Unknown => 1,
+                    ReadOnly => 2,
+                };
+                assert_eq!(rank(n), rank(f).max(rank(s)), "{f:?} narrow {s:?}");
+                assert!(!n.is_writable() || (f.is_writable() && s.is_writable()));
+            }
+        }
+    }
 }
 
 impl ReadonlyField for bool {

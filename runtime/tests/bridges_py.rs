@@ -723,9 +723,6 @@ unsafe impl DLPackSource for MutArr {
     fn dlpack_readonly(&self) -> bool {
         self.readonly
     }
-    fn dlpack_data_bytes(&self) -> Option<usize> {
-        None
-    }
 }
 
 #[pymethods]

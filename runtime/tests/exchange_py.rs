@@ -32,12 +32,14 @@ fn is_failure(py: Python<'_>, err: &PyErr, kind: FailureKind) -> bool {
     err.get_type(py).is(want.get_type(py))
 }
 
-/// Derived, without a constructor; i64 dims (non-owning fill available).
+/// Derived, without a constructor; i64 dims (non-owning fill available). Writable storage
+/// (a `Vec` field would be exported read-only, and a bare DLTensor cannot lend read-only data).
 #[pyclass(frozen)]
 #[derive(DLPackExport)]
+#[dlpack(dtype = "float32")]
 struct Plain {
     #[dlpack(data)]
-    data: Vec<f32>,
+    data: Buffer,
     #[dlpack(shape)]
     shape: Vec<i64>,
     #[dlpack(strides)]
@@ -47,9 +49,10 @@ struct Plain {
 /// Derived, usize dims: no non-owning fill.
 #[pyclass(frozen)]
 #[derive(DLPackExport)]
+#[dlpack(dtype = "uint8")]
 struct UsizeDims {
     #[dlpack(data)]
-    data: Vec<u8>,
+    data: Buffer,
     #[dlpack(shape)]
     shape: Vec<usize>,
 }
@@ -189,7 +192,7 @@ fn derived_table_entries() {
         let p = Bound::new(
             py,
             Plain {
-                data: vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+                data: Buffer::from_vec::<f32>(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
                 shape: vec![2, 3],
                 strides: vec![3, 1],
             },
@@ -235,14 +238,14 @@ fn derived_table_entries() {
         let inner = p.cast::<Plain>().unwrap().get();
         assert_eq!(dl.shape.cast_const(), inner.shape.as_ptr());
         assert_eq!(dl.strides.cast_const(), inner.strides.as_ptr());
-        assert_eq!(dl.data.cast_const(), inner.data.as_ptr().cast());
+        assert_eq!(dl.data, inner.data.data_ptr());
         assert_eq!(live_exports(), base);
 
         // Wrong type → TypeError, -1.
         let other = Bound::new(
             py,
             UsizeDims {
-                data: vec![1],
+                data: Buffer::from_vec::<u8>(vec![1]),
                 shape: vec![1],
             },
         )
@@ -410,7 +413,7 @@ fn panics_in_the_other_entries_stay_inside_and_free_once() {
         let plain = Bound::new(
             py,
             Plain {
-                data: vec![1.0; 3],
+                data: Buffer::from_vec::<f32>(vec![1.0; 3]),
                 shape: vec![3],
                 strides: vec![1],
             },
@@ -470,7 +473,7 @@ fn consumer_uses_the_table_and_walks_prev_api() {
         let p = Bound::new(
             py,
             Plain {
-                data: vec![7.0; 4],
+                data: Buffer::from_vec::<f32>(vec![7.0; 4]),
                 shape: vec![4],
                 strides: vec![1],
             },
@@ -482,7 +485,7 @@ fn consumer_uses_the_table_and_walks_prev_api() {
         assert_eq!(exchange_imports(), n + 1);
         assert_eq!(
             t.data_ptr().cast_const(),
-            p.cast::<Plain>().unwrap().get().data.as_ptr().cast()
+            p.cast::<Plain>().unwrap().get().data.data_ptr().cast_const()
         );
         drop(t);
 
@@ -573,7 +576,7 @@ fn legacy_attribute_name_is_looked_up_after_the_standard_one() {
         let p = Bound::new(
             py,
             Plain {
-                data: vec![1.0; 3],
+                data: Buffer::from_vec::<f32>(vec![1.0; 3]),
                 shape: vec![3],
                 strides: vec![1],
             },
@@ -895,7 +898,9 @@ fn non_frozen_traverse_runs_under_export_borrows() {
         let data = unsafe { pyffi::PyByteArray_AsString(mem.as_ptr()) }.cast::<c_void>();
         // SAFETY: `data` is 16 bytes `h` keeps alive (its `mem` attribute is never replaced);
         // the view keeps `h` alive.
-        let buf = unsafe { Buffer::view(h.clone().unbind(), data, Device::CPU, false) };
+        let buf = unsafe {
+            Buffer::view(h.clone().unbind(), data, dlbind::Extent::from_start(16), Device::CPU, false)
+        };
         let g = Bound::new(
             py,
             GrowView {
@@ -1068,7 +1073,7 @@ fn fastcall_table_import_frees_the_export_when_the_target_refuses_it() {
         let p = Bound::new(
             py,
             UsizeDims {
-                data: vec![1, 2, 3],
+                data: Buffer::from_vec::<u8>(vec![1, 2, 3]),
                 shape: vec![3],
             },
         )
@@ -1098,7 +1103,7 @@ fn fastcall_table_import_frees_the_export_when_the_target_refuses_it() {
         let p2 = Bound::new(
             py,
             UsizeDims {
-                data: vec![0; 6],
+                data: Buffer::from_vec::<u8>(vec![0; 6]),
                 shape: vec![2, 3],
             },
         )
@@ -1114,7 +1119,7 @@ fn fastcall_table_import_frees_the_export_when_the_target_refuses_it() {
         let p = Bound::new(
             py,
             Plain {
-                data: vec![1.0, 2.0, 3.0],
+                data: Buffer::from_vec::<f32>(vec![1.0, 2.0, 3.0]),
                 shape: vec![3],
                 strides: vec![1],
             },
@@ -1135,7 +1140,7 @@ fn fastcall_table_import_frees_the_export_when_the_target_refuses_it() {
         let p2 = Bound::new(
             py,
             Plain {
-                data: vec![0.0; 6],
+                data: Buffer::from_vec::<f32>(vec![0.0; 6]),
                 shape: vec![2, 3],
                 strides: vec![3, 1],
             },
@@ -1429,7 +1434,7 @@ fn only_writable_host_objects_of_frozen_types_with_a_fill_lend() {
                 Bound::new(
                     py,
                     Plain {
-                        data: vec![1.0; 6],
+                        data: Buffer::from_vec::<f32>(vec![1.0; 6]),
                         shape: vec![3, 2],
                         strides: vec![1, 3],
                     },
@@ -1455,7 +1460,7 @@ fn only_writable_host_objects_of_frozen_types_with_a_fill_lend() {
                 Bound::new(
                     py,
                     UsizeDims {
-                        data: vec![1; 6],
+                        data: Buffer::from_vec::<u8>(vec![1; 6]),
                         shape: vec![6],
                     },
                 )

@@ -15,11 +15,14 @@ use dlbind::spec::types::{DLDataType, DLManagedTensorVersioned, DLTensor};
 use dlbind::stats::live_exports;
 use pyo3::types::IntoPyDict;
 
+/// Writable storage (`Buffer::from_vec`): a `Vec` field is exported read-only, which the legacy
+/// capsule and the bare-DLTensor fill refuse before any span is looked at.
 #[pyclass(frozen)]
 #[derive(DLPackExport)]
+#[dlpack(dtype = "float32")]
 struct Grid {
     #[dlpack(data)]
-    data: Vec<f32>,
+    data: dlbind::Buffer,
     #[dlpack(shape)]
     shape: Vec<i64>,
     #[dlpack(strides)]
@@ -67,7 +70,7 @@ fn grid<'py>(py: Python<'py>, len: usize, shape: &[i64], strides: &[i64]) -> Bou
     Bound::new(
         py,
         Grid {
-            data: vec![0.0; len],
+            data: dlbind::Buffer::from_vec(vec![0.0f32; len]),
             shape: shape.to_vec(),
             strides: strides.to_vec(),
         },
@@ -78,7 +81,7 @@ fn grid<'py>(py: Python<'py>, len: usize, shape: &[i64], strides: &[i64]) -> Bou
 
 fn is_malformed(py: Python<'_>, e: &PyErr) -> bool {
     let want = py_exception(FailureKind::MalformedTensor.exception(), String::new());
-    e.get_type(py).is(want.get_type(py)) && e.to_string().contains("outside the")
+    e.get_type(py).is(want.get_type(py)) && e.to_string().contains("addresses memory outside")
 }
 
 /// The outcome of every export path of `x`, in order: `__dlpack__` (legacy and versioned),
@@ -209,27 +212,35 @@ fn owned_buffers_and_boxed_slices_are_checked_too() {
             let want = py_exception(FailureKind::UnsupportedDtype.exception(), String::new());
             for (i, r) in export_all(py, &x).into_iter().enumerate() {
                 let e = r.expect_err(&format!("path {i}: dtype {dtype:?}"));
+                if i == 0 {
+                    // A boxed slice is lent through `&`: read-only, so the legacy capsule is
+                    // refused before the dtype is looked at.
+                    assert!(e.to_string().contains("read-only"), "path {i}: {e}");
+                    continue;
+                }
                 assert!(
                     e.get_type(py).is(want.get_type(py)) && e.to_string().contains("cannot export"),
                     "path {i}: {e}"
                 );
             }
         }
-        // The derive reports the data's extent unless the type vouches for it.
+        // The derive reports the storage's extent and device; only a type that vouches for its
+        // layout skips the span check.
         let buf = || dlbind::Buffer::from(dlbind::alloc::AlignedBuffer::zeroed(16).unwrap());
+        let raw = Raw {
+            buf: buf(),
+            shape: vec![4],
+        };
         assert_eq!(
-            Raw {
-                buf: buf(),
-                shape: vec![4]
-            }
-            .dlpack_data_bytes(),
-            Some(16)
+            raw.__dlbind_storage(),
+            Some((dlbind::Extent::from_start(16), Device::CPU))
         );
+        assert!(!raw.dlpack_layout_trusted());
         let trusted = Trusted {
             buf: buf(),
             shape: vec![4],
         };
-        assert_eq!(trusted.dlpack_data_bytes(), None);
+        assert!(trusted.dlpack_layout_trusted());
         for (i, r) in export_all(py, &Bound::new(py, trusted).unwrap().into_any())
             .into_iter()
             .enumerate()
@@ -246,7 +257,7 @@ fn owned_buffers_and_boxed_slices_are_checked_too() {
         )
         .unwrap()
         .into_any();
-        for (i, r) in export_all(py, &ok).into_iter().enumerate() {
+        for (i, r) in export_all(py, &ok).into_iter().enumerate().skip(1) {
             r.unwrap_or_else(|e| panic!("Box<[u8]> of 8 bytes as 2 floats, path {i}: {e}"));
         }
         assert_eq!(live_exports(), base, "refusals leak nothing");

@@ -269,7 +269,9 @@ impl Tensor {
         let strides = c_strides(&shape);
         // SAFETY: the allocation holds `nbytes` (packed C-contiguous) bytes and lives as long
         // as the buffer that owns it.
-        let buf = unsafe { Buffer::from_owner(alloc, data, dl_device, false) };
+        let buf = unsafe {
+            Buffer::from_owner(alloc, data, dlbind::Extent::from_start(nbytes), dl_device, false)
+        };
         Ok(Tensor {
             buf,
             dtype,

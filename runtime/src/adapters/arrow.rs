@@ -517,7 +517,9 @@ impl ArrowTensor {
         // SAFETY: `ptr` is element 0 of the array's values inside `values`, an immutable arrow
         // buffer whose memory stays valid while the clone `owner` (an `Arc` of the allocation)
         // lives; the buffer is marked read-only, so no consumer writes memory arrow shares.
-        let buffer = unsafe { Buffer::from_owner(owner, ptr, Device::CPU, true) };
+        let buffer = unsafe {
+            Buffer::from_owner(owner, ptr, crate::Extent::from_start(bytes), Device::CPU, true)
+        };
         ArrowTensor {
             buffer,
             bytes,
@@ -592,7 +594,9 @@ impl ArrowTensor {
                 // SAFETY: `owned` is the only handle to a native arrow allocation (into_mutable
                 // checked the count and the deallocation kind); a `MutableBuffer` never moves
                 // its memory unless grown, and nobody can grow it once it is the owner.
-                let buffer = unsafe { Buffer::from_owner(owned, ptr, Device::CPU, false) };
+                let buffer = unsafe {
+                    Buffer::from_owner(owned, ptr, crate::Extent::from_start(bytes), Device::CPU, false)
+                };
                 Ok(ArrowTensor {
                     buffer,
                     bytes,
@@ -718,8 +722,8 @@ unsafe impl DLPackSource for ArrowTensor {
     fn dlpack_readonly(&self) -> bool {
         self.readonly
     }
-    fn dlpack_data_bytes(&self) -> Option<usize> {
-        Some(self.bytes)
+    fn __dlbind_storage(&self) -> Option<(crate::Extent, Device)> {
+        Some((crate::Extent::from_start(self.bytes), Device::CPU))
     }
 }
 

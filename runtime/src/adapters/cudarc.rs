@@ -114,11 +114,19 @@ impl CudaTensor {
             Some(s) => s.to_vec(),
             None => c_strides(shape),
         };
-        check_data_span(shape, &strides, dtype, Some(bytes))?;
+        check_data_span(shape, &strides, dtype, Some(crate::Extent::from_start(bytes)))?;
         // SAFETY: caller contract: `owner` keeps the memory allocated; `Buffer` only hands out
         // the address (device memory is never read on the host).
         let buffer =
-            unsafe { Buffer::from_owner(owner, ptr as usize as *mut c_void, device, false) };
+            unsafe {
+            Buffer::from_owner(
+                owner,
+                ptr as usize as *mut c_void,
+                crate::Extent::from_start(bytes),
+                device,
+                false,
+            )
+        };
         Ok(CudaTensor {
             buffer,
             bytes,
@@ -292,8 +300,8 @@ unsafe impl DLPackSource for CudaTensor {
     fn dlpack_stream(&self) -> Option<StreamHandle> {
         self.stream
     }
-    fn dlpack_data_bytes(&self) -> Option<usize> {
-        Some(self.bytes)
+    fn __dlbind_storage(&self) -> Option<(crate::Extent, Device)> {
+        Some((crate::Extent::from_start(self.bytes), self.device))
     }
 }
 

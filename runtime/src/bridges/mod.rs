@@ -43,7 +43,7 @@ use crate::copy::is_c_contiguous;
 use crate::device::Device;
 use crate::error::DlpackError;
 use crate::export::DLPackSource;
-use crate::layout::{c_strides_into, check_data_span};
+use crate::layout::c_strides_into;
 use crate::spec::errors::FailureKind;
 use crate::ffi::DLDataType;
 use crate::export::access::SourceAccess;
@@ -77,7 +77,7 @@ pub(crate) struct Snapshot {
 }
 
 impl Snapshot {
-    /// What `src` says, after the export-side span check ([`check_data_span`]).
+    /// What `src` says, after the export-side checks (`export::check_source`).
     pub(crate) fn of<S: DLPackSource + ?Sized>(src: &S) -> Result<Snapshot, DlpackError> {
         let n = src.dlpack_ndim();
         let mut shape = vec![0i64; n];
@@ -87,7 +87,7 @@ impl Snapshot {
             c_strides_into(&shape, &mut strides);
         }
         let dtype = src.dlpack_dtype();
-        check_data_span(&shape, &strides, dtype, src.dlpack_data_bytes())?;
+        crate::export::check_source(src, &shape, &strides, dtype)?;
         Ok(Snapshot {
             data: src.dlpack_data_ptr(),
             dtype,

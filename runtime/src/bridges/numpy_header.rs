@@ -296,6 +296,19 @@ pub struct PythonView<'a, 'py> {
     pub readonly: bool,
 }
 
+impl PythonView<'_, '_> {
+    /// The bytes the view's validated description addresses around element 0: what a
+    /// [`crate::Buffer`] viewing it may vouch for ([`crate::Buffer::view`]). `EMPTY` for a
+    /// dtype without a width (never validated as such).
+    #[inline]
+    pub fn extent(&self) -> crate::Extent {
+        crate::dtype::valid_elem_size(self.dtype)
+            .and_then(|e| crate::extent::reach(self.shape, Some(self.strides), e).ok())
+            .and_then(crate::Extent::of_reach)
+            .unwrap_or(crate::Extent::EMPTY)
+    }
+}
+
 /// Reads `obj`'s numpy header when it is exactly a `numpy.ndarray` that numpy's `__dlpack__`
 /// would export (see the module docs) and passes the view to `f`; `None` otherwise (nothing
 /// was done). Errors of the layout check (arrays made with `as_strided` can describe anything)

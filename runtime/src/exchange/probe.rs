@@ -131,36 +131,24 @@ impl<X> NoDims<X> for Probe<X> {
     }
 }
 
-/// Level 1: `T: UncheckedExtent`: no extent reported, so exports skip the span check.
+/// Level 1: `T: UncheckedExtent`: exports skip the dtype and span checks.
 pub trait ExtentTrusted {
-    /// `None`.
-    fn dlbind_extent(&self, of_data: impl FnOnce() -> Option<usize>) -> Option<usize>;
     /// `true`: the type vouches for its layout.
     fn dlbind_trusted(&self) -> bool;
 }
 impl<T: UncheckedExtent> ExtentTrusted for &&Probe<T> {
-    #[inline(always)]
-    fn dlbind_extent(&self, _of_data: impl FnOnce() -> Option<usize>) -> Option<usize> {
-        None
-    }
     #[inline(always)]
     fn dlbind_trusted(&self) -> bool {
         true
     }
 }
 
-/// Fallback: the data field's extent.
+/// Fallback: exports check the layout against the data field's extent.
 pub trait ExtentOfData {
-    /// `of_data()`.
-    fn dlbind_extent(&self, of_data: impl FnOnce() -> Option<usize>) -> Option<usize>;
     /// `false`: exports check the layout.
     fn dlbind_trusted(&self) -> bool;
 }
 impl<T> ExtentOfData for Probe<T> {
-    #[inline(always)]
-    fn dlbind_extent(&self, of_data: impl FnOnce() -> Option<usize>) -> Option<usize> {
-        of_data()
-    }
     #[inline(always)]
     fn dlbind_trusted(&self) -> bool {
         false
@@ -297,14 +285,8 @@ mod tests {
         struct Vouched;
         // SAFETY: test type, never exported.
         unsafe impl UncheckedExtent for Vouched {}
-        assert_eq!(
-            (&&&Probe::<Checked>::new()).dlbind_extent(|| Some(16)),
-            Some(16)
-        );
-        assert_eq!(
-            (&&&Probe::<Vouched>::new()).dlbind_extent(|| Some(16)),
-            None
-        );
+        assert!(!(&&&Probe::<Checked>::new()).dlbind_trusted());
+        assert!((&&&Probe::<Vouched>::new()).dlbind_trusted());
     }
 
     #[test]

@@ -24,7 +24,6 @@ use crate::export::request::EXPORT_VERSION;
 use crate::export::{export_versioned_managed, export_versioned_managed_kept};
 use crate::ffi::{DLDeviceType, DLManagedTensorVersioned, DLTensor};
 use crate::import::ImportedTensor;
-use crate::layout::check_data_span;
 use crate::spec::errors::FailureKind;
 use crate::spec::streams::consumer_default_stream;
 
@@ -202,9 +201,7 @@ where
                         format!("{WHAT}: inconsistent dims"),
                     ));
                 }
-                if !src.dlpack_layout_trusted() {
-                    check_data_span(shape, strides, src.dlpack_dtype(), src.dlpack_data_bytes())?;
-                }
+                crate::export::check_source(src, shape, strides, src.dlpack_dtype())?;
                 let (sp, st) = if ndim == 0 {
                     (ptr::null_mut(), ptr::null_mut())
                 } else {

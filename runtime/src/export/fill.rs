@@ -7,7 +7,7 @@ use std::ptr::{self, NonNull};
 use super::DLPackSource;
 use super::borrow::{BorrowSlot, Keep};
 use super::request::ExportPlan;
-use crate::layout::{c_strides_into, check_data_span};
+use crate::layout::c_strides_into;
 use std::sync::Arc;
 
 use super::block::*;
@@ -81,9 +81,7 @@ pub(crate) unsafe fn build_managed<M: ManagedKind, S: DLPackSource + ?Sized, K: 
     if !src.dlpack_fill_strides(strides) {
         c_strides_into(shape, strides);
     }
-    if !src.dlpack_layout_trusted()
-        && let Err(e) = check_data_span(shape, strides, dtype, src.dlpack_data_bytes())
-    {
+    if let Err(e) = super::check_source(src, shape, strides, dtype) {
         // SAFETY: `raw` was taken above (GIL held) and nothing else refers to it.
         unsafe { give_block::<M>(raw.cast::<c_void>(), ndim) };
         return Err(e);

@@ -43,7 +43,9 @@ pub use request::ExportRequest;
 pub use request::{ExportPlan, SourceInfo, plan_export};
 
 use crate::device::Device;
+use crate::extent::Extent;
 use crate::ffi::DLDataType;
+use crate::writability::Writability;
 use crate::spec::elements::DLPackElement;
 
 /// A type that can describe itself as one DLPack tensor. `#[derive(DLPackExport)]` implements
@@ -116,30 +118,72 @@ pub unsafe trait DLPackSource {
     fn dlpack_stream(&self) -> Option<crate::gpu::StreamHandle> {
         None
     }
-    /// How many bytes the memory holds from `dlpack_data_ptr()` on, with nothing before it, when
-    /// the source knows (the derive returns its data field's [`DataSource::bytes_from_start`]).
-    /// Every export then checks that the shape and strides stay inside it
-    /// (`check_data_span`: a MalformedTensor error instead of handing out memory that is not
-    /// there). `None` (the default): the shape and strides are trusted, as the safety contract
-    /// above requires.
-    fn dlpack_data_bytes(&self) -> Option<usize> {
+    /// What the storage behind [`Self::dlpack_data_ptr`] vouches for: the bytes around element 0
+    /// that may be addressed ([`Extent`]) and the device the memory is on. Every export checks
+    /// the shape and strides it fills in against the extent (a MalformedTensor error instead of
+    /// describing memory that is not there) and refuses a [`Self::dlpack_device`] that differs
+    /// from the storage's. `#[derive(DLPackExport)]` reports its data field's
+    /// [`DataSource::extent`] and [`DataSource::device`]; `None` (the default, for a hand-written
+    /// impl) checks nothing, the impl vouching by its safety contract.
+    #[doc(hidden)]
+    #[inline(always)]
+    fn __dlbind_storage(&self) -> Option<(Extent, Device)> {
         None
     }
     /// Whether the type vouches for every value's layout — a dtype dlbind can describe, and
-    /// shape and strides inside its data — so that exports skip both checks. The derive returns
-    /// `true` for a type that implements [`UncheckedExtent`] (whose safety contract says so);
-    /// the default is `false`: every export checks the dtype (and the span, with
-    /// [`Self::dlpack_data_bytes`]).
+    /// shape and strides inside its data — so that exports skip both checks (not the device
+    /// check). The derive returns `true` for a type that implements [`UncheckedExtent`] (whose
+    /// safety contract says so) and for an ndarray data field (consistent by construction);
+    /// the default is `false`: every export checks the dtype (and the span, against the
+    /// storage's extent).
     fn dlpack_layout_trusted(&self) -> bool {
         false
     }
 }
 
+/// What every export path checks before it describes `src`'s memory (`__dlpack__`, legacy and
+/// versioned, the C exchange table, the buffer protocol, the array interfaces, SYCL), with the
+/// shape and strides it filled in: the device is the storage's, and (unless the type vouches
+/// for its layout) the dtype is one dlbind can describe and the elements lie inside the
+/// storage's extent. Writability needs no check here: a derived type's
+/// [`DLPackSource::dlpack_writability`] already folds the storage's in.
+#[inline(always)]
+pub(crate) fn check_source<S: DLPackSource + ?Sized>(
+    src: &S,
+    shape: &[i64],
+    strides: &[i64],
+    dtype: DLDataType,
+) -> Result<(), crate::error::DlpackError> {
+    let storage = src.__dlbind_storage();
+    if let Some((_, on)) = storage {
+        let said = src.dlpack_device();
+        if said != on {
+            return Err(device_mismatch(said, on));
+        }
+    }
+    if src.dlpack_layout_trusted() {
+        return Ok(());
+    }
+    crate::layout::check_data_span(shape, strides, dtype, storage.map(|(e, _)| e))
+}
+
+#[cold]
+#[inline(never)]
+fn device_mismatch(said: Device, on: Device) -> crate::error::DlpackError {
+    crate::error::DlpackError::new(
+        crate::spec::errors::FailureKind::MalformedTensor,
+        format!(
+            "the array says its data is on {said}, but its storage holds memory on {on}: \
+             fix the array's device field (it may not differ from its data's)"
+        ),
+    )
+}
+
 /// Opt-out of the export-side layout checks for a derived type whose constructors already keep
 /// every value's dtype valid and its shape and strides inside its data: `#[derive(DLPackExport)]`
-/// then reports no data extent ([`DLPackSource::dlpack_data_bytes`] = `None`) and a trusted
-/// layout ([`DLPackSource::dlpack_layout_trusted`]), and exports skip the per-call dtype and
-/// span checks (~40 instructions of a ~700-instruction `__dlpack__`).
+/// then reports a trusted layout ([`DLPackSource::dlpack_layout_trusted`]), and exports skip the
+/// per-call dtype and span checks. The storage's device and writability are still applied: a
+/// field may narrow them, never widen them. The only way to skip the span check.
 ///
 /// # Safety
 /// For every value of the type that safe code can build: its dtype is one dlbind can describe
@@ -149,23 +193,38 @@ pub unsafe trait DLPackSource {
 /// value lives. Without this impl the derive checks both on every export.
 pub unsafe trait UncheckedExtent {}
 
-/// Storage that can back a `#[dlpack(data)]` field.
+/// Storage that can back a `#[dlpack(data)]` field. The storage vouches for the memory it
+/// holds: which bytes around its data pointer may be addressed ([`Self::extent`]), whether
+/// consumers may write them ([`Self::writability`]) and where they are ([`Self::device`]). A
+/// derived export checks the type's shape and strides against the extent, exports read-only
+/// whatever the storage calls read-only, and refuses a device field that differs from the
+/// storage's: the type's own fields can narrow what is exported, never widen it.
 ///
 /// # Safety
 /// `data_ptr()` points to the first element of the storage and stays valid while `self` is
 /// alive and not mutated; `element_dtype()`, when `Some`, is the dtype of the stored elements;
-/// `bytes_from_start()`, when `Some`, does not exceed the bytes readable from `data_ptr()` on
-/// (exports trust it to bound the shape and strides).
+/// every byte of `extent()` around `data_ptr()` is valid memory on `device()` while `self`
+/// lives unmodified; and when `writability()` is `Writable`, a consumer may write those bytes
+/// while `self` is only shared: no safe code reads them through a Rust reference (`&[T]`,
+/// `&T`) derived from `&self`, so writes are not undefined behaviour. Memory Rust lends
+/// through `&` (`Vec`, `Box<[T]>`, `Arc<[T]>`) is never `Writable`.
 pub unsafe trait DataSource {
     /// Address of the first element (non-null; dangling-but-aligned when empty).
     fn data_ptr(&self) -> *mut c_void;
     /// The element dtype, or `None` for untyped bytes (the dtype comes from elsewhere).
     fn element_dtype(&self) -> Option<DLDataType>;
-    /// How many bytes the storage holds from `data_ptr()` on (nothing before it), or `None`
-    /// when it does not know (a view whose extent was checked where it was made). Exports check
-    /// shape and strides against it ([`DLPackSource::dlpack_data_bytes`]).
-    fn bytes_from_start(&self) -> Option<usize> {
-        None
+    /// The bytes around [`Self::data_ptr`] that may be addressed: exports check the type's
+    /// shape and strides against it.
+    fn extent(&self) -> Extent;
+    /// Whether consumers may write the memory. The default: read-only.
+    #[inline(always)]
+    fn writability(&self) -> Writability {
+        Writability::ReadOnly
+    }
+    /// Where the memory is. The default: the CPU.
+    #[inline(always)]
+    fn device(&self) -> Device {
+        Device::CPU
     }
     /// Visits each Python object this storage holds a strong reference to, exactly once, for
     /// the garbage collector (the `__traverse__` that `#[derive(DLPackExport)]` emits calls it
@@ -190,7 +249,8 @@ pub unsafe trait DataSource {
     }
 }
 
-/// `DataSource` for owned slices of elements: the slice's pointer, `T::DTYPE`, its byte size.
+/// `DataSource` for owned slices of elements: the slice's pointer, `T::DTYPE`, its byte size,
+/// read-only (decision 0016), on the CPU.
 macro_rules! slice_data_source {
     ($($(#[doc = $why:literal])* $ty:ty;)*) => {$(
         $(#[doc = $why])*
@@ -207,8 +267,14 @@ macro_rules! slice_data_source {
                 Some(T::DTYPE)
             }
             #[inline]
-            fn bytes_from_start(&self) -> Option<usize> {
-                Some(std::mem::size_of_val::<[T]>(self))
+            fn extent(&self) -> Extent {
+                Extent::from_start(std::mem::size_of_val::<[T]>(self))
+            }
+            /// Read-only: the slice is reached through `&self` (Rust's aliasing rules forbid
+            /// writes through it while `&self` code may read it).
+            #[inline(always)]
+            fn writability(&self) -> Writability {
+                Writability::ReadOnly
             }
             /// Elements only: no Python reference to report.
             #[inline]

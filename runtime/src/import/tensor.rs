@@ -23,6 +23,7 @@ use crate::dtype::{describe, validate_dtype};
 use crate::spec::dtypes::{DTypeInfo, dtype_by_dl};
 use crate::spec::elements::DLPackElement;
 use crate::error::DlpackError;
+use crate::extent::{Extent, reach};
 use crate::layout::c_strides_into;
 use crate::spec::errors::FailureKind;
 use crate::ffi::{
@@ -71,6 +72,9 @@ pub struct ImportedTensor {
     pub(super) readonly: bool,
     pub(super) flags: u64,
     pub(super) version: Option<DLPackVersion>,
+    /// The bytes around element 0 the description addresses (validated when the handle was
+    /// made, computed once then): what a `Buffer` holding the handle vouches for on export.
+    pub(super) extent: Extent,
 }
 
 // SAFETY: the handle owns its tensor; DLPack requires producers' deleters to be callable from
@@ -160,7 +164,7 @@ impl ImportedTensor {
         } else {
             (t.shape.cast_const(), t.strides.cast_const(), None)
         };
-        ImportedTensor {
+        let mut this = ImportedTensor {
             owner,
             data,
             byte_offset: t.byte_offset,
@@ -173,7 +177,27 @@ impl ImportedTensor {
             readonly,
             flags,
             version,
-        }
+            extent: Extent::EMPTY,
+        };
+        this.extent = this.own_extent();
+        this
+    }
+
+    /// The bytes this handle's own shape, strides and dtype address around element 0 (a
+    /// validated description: its reach fits; `EMPTY` otherwise, which lets nothing out).
+    #[inline]
+    fn own_extent(&self) -> Extent {
+        crate::dtype::valid_elem_size(self.dtype)
+            .and_then(|e| reach(self.shape(), Some(self.strides()), e).ok())
+            .and_then(Extent::of_reach)
+            .unwrap_or(Extent::EMPTY)
+    }
+
+    /// The bytes around [`Self::data_ptr`] that this tensor's description addresses, and so
+    /// the most that an export of a [`crate::Buffer`] holding it may describe.
+    #[inline]
+    pub fn extent(&self) -> Extent {
+        self.extent
     }
 
     /// Stores an owned copy of `shape` and `strides` (C-contiguous when `None`) and points the
@@ -427,8 +451,10 @@ impl ImportedTensor {
                 0
             },
             version: None,
+            extent: Extent::EMPTY,
         };
         this.set_owned_meta(view.shape, Some(view.strides));
+        this.extent = this.own_extent();
         this
     }
 
@@ -470,6 +496,7 @@ impl ImportedTensor {
         dtype: DLDataType,
     ) -> ImportedTensor {
         let buf = buf.into();
+        let len = buf.len();
         let data = buf.as_mut_ptr().cast::<c_void>();
         let mut this = ImportedTensor {
             owner: Owner::Copied(buf),
@@ -484,8 +511,13 @@ impl ImportedTensor {
             readonly: false,
             flags: DLPACK_FLAG_BITMASK_IS_COPIED,
             version: None,
+            extent: Extent::EMPTY,
         };
         this.set_owned_meta(shape, None);
+        // Never more than the buffer holds (exports of a `Buffer` holding this are checked
+        // against it).
+        let own = this.own_extent();
+        this.extent = if own.below == 0 && own.above <= len { own } else { Extent::EMPTY };
         this
     }
 

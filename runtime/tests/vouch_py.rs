@@ -1,0 +1,407 @@
+//! Issue 41: the storage vouches for what an export describes. Each scenario here exported more
+//! memory, or more writable memory, than Rust lends before the storage's extent, writability and
+//! device were applied (decision 0016): a derived type's own fields may narrow them, never
+//! widen them, on every export path.
+
+mod common;
+
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use dlbind::exchange::lookup_exchange_api;
+use dlbind::prelude::*;
+use dlbind::spec::types::{DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_READ_ONLY};
+use dlbind::stats::live_exports;
+use pyo3::types::{IntoPyDict, PyDict};
+
+/// The README's `Frame`, verbatim.
+#[pyclass(frozen)]
+#[derive(DLPackExport, FromDLPack)]
+struct Frame {
+    #[dlpack(data)]
+    buf: Buffer,
+    #[dlpack(dtype)]
+    dtype: DLDataType,
+    #[dlpack(shape)]
+    shape: Dims,
+    #[dlpack(strides)]
+    strides: Dims,
+    #[dlpack(device)]
+    device: Device,
+    #[dlpack(readonly)]
+    readonly: bool,
+}
+
+/// A plain class whose shape Python may set (`#[pyo3(get, set)]`), over a `Vec`.
+#[pyclass]
+#[derive(DLPackExport)]
+struct Settable {
+    #[dlpack(data)]
+    values: Vec<f32>,
+    #[pyo3(get, set)]
+    #[dlpack(shape)]
+    shape: Vec<i64>,
+}
+
+/// The same over writable storage: the span check is what stops Python.
+#[pyclass]
+#[derive(DLPackExport)]
+#[dlpack(dtype = "float32")]
+struct SettableBuf {
+    #[dlpack(data)]
+    values: Buffer,
+    #[pyo3(get, set)]
+    #[dlpack(shape)]
+    shape: Vec<i64>,
+}
+
+/// A frozen class over a shared `Arc<[f32]>`.
+#[pyclass(frozen)]
+#[derive(DLPackExport)]
+struct Shared {
+    #[dlpack(data)]
+    values: Arc<[f32]>,
+    #[dlpack(shape)]
+    shape: [usize; 1],
+}
+
+/// Any storage, no device and no readonly field.
+#[pyclass(frozen)]
+#[derive(DLPackExport)]
+#[dlpack(dtype = "float32")]
+struct Bare {
+    #[dlpack(data)]
+    buf: Buffer,
+    #[dlpack(shape)]
+    shape: [usize; 1],
+}
+
+/// An ndarray field: lent through `&`, so read-only.
+#[pyclass(frozen)]
+#[derive(DLPackExport)]
+struct Nd {
+    #[dlpack(array)]
+    a: ndarray::Array2<f64>,
+}
+
+fn run(py: Python<'_>, code: &str, locals: &Bound<'_, PyDict>) -> PyResult<()> {
+    let code = std::ffi::CString::new(code).unwrap();
+    py.run(&code, None, Some(locals))
+}
+
+fn is_malformed(e: &PyErr) -> bool {
+    e.to_string().contains("BufferError") && e.to_string().contains("addresses memory outside")
+}
+
+/// The outcome of every export path of `x`: `__dlpack__` legacy and versioned, memoryview,
+/// `__array_interface__`, and the exchange table's owning export; the versioned capsule's
+/// READ_ONLY flag when it succeeded.
+fn export_all(py: Python<'_>, x: &Bound<'_, PyAny>) -> (Vec<PyResult<()>>, Option<bool>) {
+    let kw = [("max_version", (1, 3))].into_py_dict(py).unwrap();
+    let versioned = x.call_method("__dlpack__", (), Some(&kw));
+    let ro = versioned.as_ref().ok().map(|cap| {
+        let t = dlbind::ImportedTensor::from_capsule(cap).unwrap();
+        t.flags() & DLPACK_FLAG_BITMASK_READ_ONLY != 0
+    });
+    let mut out = vec![
+        x.call_method0("__dlpack__").map(drop),
+        versioned.map(drop),
+        py.eval(c"memoryview", None, None)
+            .unwrap()
+            .call1((x,))
+            .map(drop),
+        x.getattr("__array_interface__").map(drop),
+    ];
+    // SAFETY: GIL held, `x` live; the table is process-lifetime; an owning export that
+    // succeeds is deleted at once.
+    unsafe {
+        let t = lookup_exchange_api(py, x.as_ptr());
+        assert!(!t.is_null());
+        let mut m: *mut DLManagedTensorVersioned = std::ptr::null_mut();
+        out.push(
+            if ((*t).managed_tensor_from_py_object_no_sync.unwrap())(
+                x.as_ptr().cast::<c_void>(),
+                &mut m,
+            ) == 0
+            {
+                ((*m).deleter.unwrap())(m);
+                Ok(())
+            } else {
+                Err(PyErr::fetch(py))
+            },
+        );
+    }
+    (out, ro)
+}
+
+/// A 16-byte read-only numpy array imported into a `Buffer` (`Buffer::from(t)`, as the adapters
+/// manual recommends).
+fn readonly_import(py: Python<'_>) -> Option<Buffer> {
+    let np = common::numpy(py)?;
+    let a = np
+        .call_method1("arange", (4,))
+        .unwrap()
+        .call_method1("astype", ("float32",))
+        .unwrap();
+    a.getattr("flags")
+        .unwrap()
+        .setattr("writeable", false)
+        .unwrap();
+    let t = dlbind::from_dlpack(&a, None, None).unwrap();
+    assert!(t.readonly());
+    assert_eq!(t.extent(), dlbind::Extent::from_start(16));
+    Some(Buffer::from(t))
+}
+
+#[test]
+fn frame_over_a_small_readonly_import_exports_neither_more_nor_writable() {
+    let _s = common::serial();
+    Python::attach(|py| {
+        let Some(buf) = readonly_import(py) else {
+            eprintln!("skipped: numpy is not importable (run scripts/test.sh to create .venv)");
+            return;
+        };
+        let base = live_exports();
+        let f32_ = <f32 as DLPackElement>::DTYPE;
+        // The issue's case: 2^20 elements claimed over 16 bytes, claimed writable.
+        let wide = Bound::new(
+            py,
+            Frame {
+                buf,
+                dtype: f32_,
+                shape: Dims::from(&[1i64 << 20][..]),
+                strides: Dims::from(&[1i64][..]),
+                device: Device::CPU,
+                readonly: false,
+            },
+        )
+        .unwrap();
+        let (res, _) = export_all(py, wide.as_any());
+        for (i, r) in res.into_iter().enumerate() {
+            let e = r.expect_err(&format!("path {i} exported 4 MiB over 16 bytes"));
+            assert!(
+                is_malformed(&e) || (i == 0 && e.to_string().contains("read-only")),
+                "path {i}: {e}"
+            );
+        }
+        // The same storage with a shape that fits: exported, but read-only whatever the field.
+        let buf = readonly_import(py).unwrap();
+        let fits = Bound::new(
+            py,
+            Frame {
+                buf,
+                dtype: f32_,
+                shape: Dims::from(&[4i64][..]),
+                strides: Dims::from(&[1i64][..]),
+                device: Device::CPU,
+                readonly: false,
+            },
+        )
+        .unwrap();
+        let (res, ro) = export_all(py, fits.as_any());
+        assert_eq!(ro, Some(true), "the versioned capsule says READ_ONLY");
+        let e = res[0].as_ref().expect_err("known read-only refuses the legacy capsule");
+        assert!(e.to_string().contains("read-only"), "{e}");
+        for (i, r) in res.iter().enumerate().skip(1) {
+            r.as_ref().unwrap_or_else(|e| panic!("path {i}: {e}"));
+        }
+        let locals = [("f", fits.as_any())].into_py_dict(py).unwrap();
+        run(
+            py,
+            "assert memoryview(f).readonly\nimport numpy as np\na = np.from_dlpack(f)\nassert not a.flags.writeable\nassert a.tolist() == [0.0, 1.0, 2.0, 3.0]\ndel a",
+            &locals,
+        )
+        .unwrap();
+        // A negative stride that reaches before the import's element 0 is refused too.
+        let buf = readonly_import(py).unwrap();
+        let back = Frame {
+            buf,
+            dtype: f32_,
+            shape: Dims::from(&[2i64][..]),
+            strides: Dims::from(&[-1i64][..]),
+            device: Device::CPU,
+            readonly: true,
+        };
+        let (res, _) = export_all(py, Bound::new(py, back).unwrap().as_any());
+        assert!(res[1].as_ref().is_err_and(is_malformed));
+        assert_eq!(live_exports(), base, "refusals leak nothing");
+    });
+}
+
+#[test]
+fn python_setting_a_shape_cannot_widen_the_export() {
+    let _s = common::serial();
+    Python::attach(|py| {
+        if common::numpy(py).is_none() {
+            eprintln!("skipped: numpy is not importable (run scripts/test.sh to create .venv)");
+            return;
+        }
+        let base = live_exports();
+        let a = Bound::new(
+            py,
+            Settable {
+                values: vec![1.0; 4],
+                shape: vec![4],
+            },
+        )
+        .unwrap();
+        let b = Bound::new(
+            py,
+            SettableBuf {
+                values: Buffer::from_vec(vec![1.0f32; 4]),
+                shape: vec![4],
+            },
+        )
+        .unwrap();
+        let locals = [("a", a.as_any()), ("b", b.as_any())]
+            .into_py_dict(py)
+            .unwrap();
+        run(
+            py,
+            r#"
+import numpy as np
+for x in (a, b):
+    assert np.from_dlpack(x).sum() == 4.0
+    x.shape = [1 << 30]
+    try:
+        np.from_dlpack(x).sum()
+    except BufferError as e:
+        assert "addresses memory outside" in str(e), e
+    else:
+        raise AssertionError("read 4 GiB over 16 bytes")
+    x.shape = [4]
+# A Vec field is lent through `&`: read-only; writable storage stays writable.
+assert not np.from_dlpack(a).flags.writeable
+w = np.from_dlpack(b)
+assert w.flags.writeable
+w[0] = 7.0
+del w
+assert np.from_dlpack(b)[0] == 7.0
+"#,
+            &locals,
+        )
+        .unwrap();
+        assert_eq!(live_exports(), base);
+    });
+}
+
+#[test]
+fn memory_lent_through_a_shared_reference_is_never_exported_writable() {
+    let _s = common::serial();
+    Python::attach(|py| {
+        let values: Arc<[f32]> = Arc::from(vec![1.0f32, 2.0, 3.0]);
+        let second_owner = Arc::clone(&values);
+        assert_eq!(Arc::strong_count(&values), 2);
+        let s = Bound::new(py, Shared { values, shape: [3] }).unwrap();
+        let (res, ro) = export_all(py, s.as_any());
+        assert_eq!(ro, Some(true), "Arc<[T]>: READ_ONLY");
+        assert!(res[0].as_ref().is_err(), "and no legacy capsule");
+        let locals = [("s", s.as_any())].into_py_dict(py).unwrap();
+        run(py, "assert memoryview(s).readonly", &locals).unwrap();
+        assert_eq!(&second_owner[..], &[1.0, 2.0, 3.0]);
+
+        let n = Bound::new(
+            py,
+            Nd {
+                a: ndarray::Array2::zeros((2, 3)),
+            },
+        )
+        .unwrap();
+        let (res, ro) = export_all(py, n.as_any());
+        assert_eq!(ro, Some(true), "ndarray field: READ_ONLY");
+        for (i, r) in res.iter().enumerate().skip(1) {
+            r.as_ref().unwrap_or_else(|e| panic!("ndarray path {i}: {e}"));
+        }
+    });
+}
+
+#[test]
+fn a_device_field_may_not_differ_from_the_storage() {
+    let _s = common::serial();
+    Python::attach(|py| {
+        let base = live_exports();
+        let f32_ = <f32 as DLPackElement>::DTYPE;
+        // Host memory described as CUDA memory.
+        let lie = Frame {
+            buf: Buffer::from_vec(vec![0.0f32; 4]),
+            dtype: f32_,
+            shape: Dims::from(&[4i64][..]),
+            strides: Dims::from(&[1i64][..]),
+            device: Device::cuda(0),
+            readonly: false,
+        };
+        let lie = Bound::new(py, lie).unwrap();
+        let kw = [("max_version", (1, 3))].into_py_dict(py).unwrap();
+        let e = lie
+            .call_method("__dlpack__", (), Some(&kw))
+            .expect_err("host memory exported as cuda:0");
+        assert!(e.to_string().contains("storage holds memory on"), "{e}");
+        // "Device" memory (as a GPU allocation would be kept) in a type without a device
+        // field, which says CPU: refused, never read as host memory.
+        let mut fake = vec![0u8; 16];
+        let ptr = fake.as_mut_ptr().cast::<c_void>();
+        // SAFETY: `fake` is kept alive by the buffer (moved in as its owner).
+        let gpu = unsafe {
+            Buffer::from_owner(
+                fake,
+                ptr,
+                dlbind::Extent::from_start(16),
+                Device::cuda(0),
+                false,
+            )
+        };
+        let b = Bound::new(py, Bare { buf: gpu, shape: [4] }).unwrap();
+        let (res, _) = export_all(py, b.as_any());
+        for (i, r) in res.into_iter().enumerate() {
+            let e = r.expect_err(&format!("path {i}: cuda memory exported as host memory"));
+            assert!(e.to_string().contains("storage holds memory on"), "path {i}: {e}");
+        }
+        assert_eq!(live_exports(), base);
+    });
+}
+
+#[test]
+fn imports_and_views_know_their_extent() {
+    let _s = common::serial();
+    Python::attach(|py| {
+        let Some(np) = common::numpy(py) else {
+            eprintln!("skipped: numpy is not importable (run scripts/test.sh to create .venv)");
+            return;
+        };
+        // A reversed view: element 0 is the last of 6 float64s, all 40 bytes before it.
+        let a = np.call_method1("arange", (6.0,)).unwrap();
+        let rev = a.get_item(pyo3::types::PySlice::full(py)).unwrap();
+        let locals = [("a", &a)].into_py_dict(py).unwrap();
+        run(py, "r = a[::-1]", &locals).unwrap();
+        let r = locals.get_item("r").unwrap().unwrap();
+        let t = dlbind::from_dlpack(&r, None, None).unwrap();
+        assert_eq!(t.extent(), dlbind::Extent::new(40, 8));
+        let t = dlbind::from_dlpack(&rev, None, None).unwrap();
+        assert_eq!(t.extent(), dlbind::Extent::from_start(48));
+        // A view of the same type keeps the extent seen from its own element 0.
+        let f = Bound::new(
+            py,
+            Frame {
+                buf: Buffer::from(dlbind::from_dlpack(&r, None, None).unwrap()),
+                dtype: <f64 as DLPackElement>::DTYPE,
+                shape: Dims::from(&[6i64][..]),
+                strides: Dims::from(&[-1i64][..]),
+                device: Device::CPU,
+                readonly: false,
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            f.get().buf.extent(),
+            dlbind::Extent::new(40, 8),
+            "the Buffer reports its import's extent"
+        );
+        let locals = [("f", f.as_any())].into_py_dict(py).unwrap();
+        run(
+            py,
+            "import numpy as np\nassert np.from_dlpack(f).tolist() == [5.0, 4.0, 3.0, 2.0, 1.0, 0.0]",
+            &locals,
+        )
+        .unwrap();
+    });
+}
