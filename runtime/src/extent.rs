@@ -3,10 +3,10 @@
 //! producer's description, the array interfaces), exports (every path checks the user's shape
 //! and strides against its storage), adapters and copies all measure with [`reach`].
 //!
-//! Strides are in elements, any sign. Element positions are `i64` with checked steps (a
-//! description whose reach does not fit in `i64` elements is refused: no such memory exists);
-//! bytes are `u64`, rounded out for sub-byte elements (packed: element `k` of `bits` bits
-//! occupies bits `k * bits .. (k + 1) * bits` from element 0's first bit).
+//! Strides are in elements, any sign. Element positions are `i128` (capped: a reach past 2^67
+//! elements is refused, no such memory exists); bytes are `u64`, rounded out for sub-byte
+//! elements (packed: element `k` of `bits` bits occupies bits `k * bits .. (k + 1) * bits` from
+//! element 0's first bit).
 
 use crate::copy::ElemSize;
 
@@ -112,8 +112,11 @@ pub enum ReachError {
 /// nothing (its strides are not looked at); a dimension of 1 adds nothing whatever its stride.
 #[inline(always)]
 pub fn reach(shape: &[i64], strides: Option<&[i64]>, elem: ElemSize) -> Result<Reach, ReachError> {
-    // Element positions: `lo <= 0 <= hi`, the lowest and highest element addressed.
-    let (mut lo, mut hi) = (0i64, 0i64);
+    // Element positions: `lo <= 0 <= hi`, the lowest and highest element addressed. One
+    // dimension's reach fits in i128 (|(d - 1) * s| < 2^126), and the sums are capped at
+    // `LIMIT` elements, past which no element width (>= 1 bit) gives a byte count in u64.
+    const LIMIT: i128 = 1 << 67;
+    let (mut lo, mut hi) = (0i128, 0i128);
     let (mut empty, mut negative, mut overflow) = (false, false, false);
     match strides {
         Some(strides) => {
@@ -123,27 +126,24 @@ pub fn reach(shape: &[i64], strides: Option<&[i64]>, elem: ElemSize) -> Result<R
                     negative |= d < 0;
                     continue;
                 }
-                match (d - 1).checked_mul(s) {
-                    Some(r) if r < 0 => match lo.checked_add(r) {
-                        Some(v) => lo = v,
-                        None => overflow = true,
-                    },
-                    Some(r) => match hi.checked_add(r) {
-                        Some(v) => hi = v,
-                        None => overflow = true,
-                    },
-                    None => overflow = true,
+                let r = i128::from(d - 1) * i128::from(s);
+                if r < 0 {
+                    lo += r;
+                } else {
+                    hi += r;
                 }
+                overflow |= lo < -LIMIT || hi > LIMIT;
             }
         }
         None => {
-            let mut n: i64 = 1;
+            let mut n: i128 = 1;
             for &d in shape {
                 empty |= d == 0;
                 negative |= d < 0;
-                match n.checked_mul(d.max(1)) {
-                    Some(v) => n = v,
-                    None => overflow = true,
+                n *= i128::from(d.max(1));
+                if n > LIMIT {
+                    overflow = true;
+                    n = 1;
                 }
             }
             hi = n - 1;
@@ -158,17 +158,13 @@ pub fn reach(shape: &[i64], strides: Option<&[i64]>, elem: ElemSize) -> Result<R
     if overflow {
         return Err(ReachError::Overflow);
     }
-    // `lo <= 0 <= hi` and both fit in i64, so the products fit in u128 without overflow.
-    let (below, above) = match elem {
-        ElemSize::Bytes(b) => (
-            u128::from(lo.unsigned_abs()) * b as u128,
-            (hi as u128 + 1) * b as u128,
-        ),
-        ElemSize::SubByte { bits } => (
-            (u128::from(lo.unsigned_abs()) * u128::from(bits)).div_ceil(8),
-            ((hi as u128 + 1) * u128::from(bits)).div_ceil(8),
-        ),
+    // `-LIMIT <= lo <= 0 <= hi <= LIMIT`, so the products fit in u128.
+    let bits = match elem {
+        ElemSize::Bytes(b) => 8 * b as u128,
+        ElemSize::SubByte { bits } => u128::from(bits),
     };
+    let below = (lo.unsigned_abs() * bits).div_ceil(8);
+    let above = ((hi as u128 + 1) * bits).div_ceil(8);
     match (u64::try_from(below), u64::try_from(above)) {
         (Ok(below), Ok(above)) => Ok(Reach { below, above }),
         _ => Err(ReachError::Overflow),
@@ -208,11 +204,13 @@ mod tests {
         assert_eq!(r(&[0, -1], &[1, 1], F32), Err(ReachError::NegativeDim));
         assert_eq!(reach(&[-1], None, F32), Err(ReachError::NegativeDim));
         assert_eq!(r(&[1 << 62, 4], &[1 << 62, 1], F32), Err(ReachError::Overflow));
+        assert_eq!(r(&[3; 40], &[i64::MAX; 40], FP4), Err(ReachError::Overflow), "capped sums");
         assert_eq!(reach(&[1 << 40, 1 << 40], None, F32), Err(ReachError::Overflow));
         assert_eq!(r(&[1, 7], &[i64::MIN, 1], F32), Ok(Reach { below: 0, above: 28 }), "dim 1");
         assert_eq!(r(&[5], &[1], FP4), Ok(Reach { below: 0, above: 3 }), "packed");
-        // i64 elements of 8 bytes do not fit u64 bytes.
+        // i64::MAX elements of 8 bytes do not fit u64 bytes; of 4 bits they do.
         assert_eq!(r(&[i64::MAX], &[1], ElemSize::Bytes(8)), Err(ReachError::Overflow));
+        assert!(r(&[3, 2], &[i64::MAX / 2 + 1, -4], FP4).is_ok(), "past i64 elements, in u64 bytes");
     }
 
     #[test]

@@ -162,24 +162,23 @@ pub(crate) fn check_inside(
     offset: i64,
     len: usize,
 ) -> Result<(), DlpackError> {
-    if shape.contains(&0) {
-        return Ok(());
-    }
-    let (mut lo, mut hi) = (i128::from(offset), i128::from(offset));
-    for (&n, &s) in shape.iter().zip(strides) {
-        let reach = i128::from(n - 1) * i128::from(s);
-        if reach < 0 {
-            lo += reach;
-        } else {
-            hi += reach;
+    // One element per unit: the reach is in elements, and `offset` elements of storage lie
+    // below element 0.
+    let fits = match crate::extent::reach(shape, Some(strides), crate::copy::ElemSize::Bytes(1)) {
+        Ok(r) => {
+            let below = u64::try_from(offset).ok();
+            let above = (len as u64).checked_sub(offset.max(0) as u64);
+            r == crate::extent::Reach::NOTHING && offset >= 0
+                || matches!((below, above), (Some(b), Some(a)) if r.below <= b && r.above <= a)
         }
-    }
-    if shape.iter().any(|&n| n < 0) || lo < 0 || hi >= len as i128 {
+        Err(_) => false,
+    };
+    if !fits {
         return Err(DlpackError::new(
             FailureKind::UnsupportedLayout,
             format!(
                 "{what}: shape {shape:?} with strides {strides:?} from element {offset} reaches \
-                 elements {lo}..={hi}, outside the {len} elements the storage holds"
+                 outside the {len} elements the storage holds"
             ),
         ));
     }

@@ -162,18 +162,10 @@ where
 }
 
 /// The bytes an array reaches: how far below element 0 it starts and how many bytes it spans
-/// from there (`(0, 0)` when empty). `None` on overflow.
+/// from there (`(0, 0)` when empty), from [`crate::extent::reach`]. `None` on overflow.
 fn reach(shape: &[i64], strides: &[i64], item: usize) -> Option<(usize, usize)> {
-    if shape.contains(&0) {
-        return Some((0, 0));
-    }
-    let item = i128::try_from(item).ok()?;
-    let (mut lo, mut hi) = (0i128, item);
-    for (&n, &st) in shape.iter().zip(strides) {
-        let span = (i128::from(n) - 1) * i128::from(st) * item;
-        if span < 0 { lo += span } else { hi += span }
-    }
-    Some((usize::try_from(-lo).ok()?, usize::try_from(hi - lo).ok()?))
+    let r = crate::extent::reach(shape, Some(strides), crate::copy::ElemSize::Bytes(item)).ok()?;
+    Some((usize::try_from(r.below).ok()?, usize::try_from(r.span()?).ok()?))
 }
 
 /// The version-3 dict shared by `__array_interface__` and `__cuda_array_interface__`:

@@ -464,15 +464,11 @@ fn check_extent(
         )
         .into());
     }
-    if shape.contains(&0) {
-        return Ok(());
-    }
-    let (mut lo, mut hi) = (offset as i128, offset as i128 + item as i128);
-    for (&n, &s) in shape.iter().zip(strides) {
-        let span = (n as i128 - 1) * s as i128 * item as i128;
-        if span < 0 { lo += span } else { hi += span }
-    }
-    if lo < 0 || hi > len as i128 {
+    // The buffer vouches for `offset` bytes below element 0 and `len - offset` from it on.
+    let extent = crate::Extent::new(offset as usize, len - offset as usize);
+    let fits = crate::extent::reach(shape, Some(strides), crate::copy::ElemSize::Bytes(item))
+        .is_ok_and(|r| extent.covers(r));
+    if !fits {
         return Err(DlpackError::new(
             FailureKind::UnsupportedLayout,
             format!("__array_interface__: shape {shape:?} at offset {offset} reaches outside the {len}-byte data buffer"),

@@ -65,8 +65,14 @@ pub(super) fn normalize(shape: &[i64], strides: &[i64], elem: usize) -> Result<N
     if nbytes == 0 {
         return Ok(norm);
     }
+    // Every byte offset reachable from element 0, both ways, fits in `isize` (the one extent
+    // computation, `extent::reach`); the per-dimension byte strides below then do too.
+    let r = crate::extent::reach(shape, Some(strides), super::ElemSize::Bytes(elem))
+        .map_err(|_| CopyError::Overflow)?;
+    if r.below > isize::MIN.unsigned_abs() as u64 || r.above > isize::MAX as u64 {
+        return Err(CopyError::Overflow);
+    }
     let elem_i = isize::try_from(elem).map_err(|_| CopyError::Overflow)?;
-    let (mut pos, mut neg) = (0isize, 0isize);
     for (&d, &s) in shape.iter().zip(strides) {
         if d == 1 {
             continue;
@@ -76,12 +82,6 @@ pub(super) fn normalize(shape: &[i64], strides: &[i64], elem: usize) -> Result<N
             .ok()
             .and_then(|s| s.checked_mul(elem_i))
             .ok_or(CopyError::Overflow)?;
-        let ext = sb.checked_mul(n as isize - 1).ok_or(CopyError::Overflow)?;
-        if ext >= 0 {
-            pos = pos.checked_add(ext).ok_or(CopyError::Overflow)?;
-        } else {
-            neg = neg.checked_add(ext).ok_or(CopyError::Overflow)?;
-        }
         // Merge with the previous dim when it steps exactly over this one.
         if let (Some(&pd), Some(&ps)) = (norm.dims.last(), norm.strides.last())
             && sb.checked_mul(n as isize) == Some(ps)
@@ -94,7 +94,6 @@ pub(super) fn normalize(shape: &[i64], strides: &[i64], elem: usize) -> Result<N
         norm.dims.push(n);
         norm.strides.push(sb);
     }
-    pos.checked_add(elem_i).ok_or(CopyError::Overflow)?;
     Ok(norm)
 }
 

@@ -4,6 +4,7 @@
 use crate::copy::ElemSize;
 use crate::dtype::validate_dtype;
 use crate::error::DlpackError;
+use crate::extent::reach;
 use crate::spec::errors::FailureKind;
 use crate::ffi::DLTensor;
 
@@ -100,10 +101,6 @@ pub unsafe fn validate_layout(t: &DLTensor, elem: ElemSize) -> Result<(), Dlpack
 /// As for [`validate_dltensor`].
 #[inline]
 unsafe fn layout_is_valid_fast(t: &DLTensor, elem: ElemSize) -> bool {
-    let bits = match elem {
-        ElemSize::Bytes(b) => 8 * b as u64,
-        ElemSize::SubByte { bits } => bits as u64,
-    };
     if !(0..=MAX_NDIM).contains(&t.ndim) || (t.ndim > 0 && t.shape.is_null()) {
         return false;
     }
@@ -127,21 +124,16 @@ unsafe fn layout_is_valid_fast(t: &DLTensor, elem: ElemSize) -> bool {
         return true;
     }
     // SAFETY: as above; strides, when non-NULL, holds ndim values.
-    !t.data.is_null() && unsafe { extent_fits_u64(t, shape, numel, bits) } == Some(true)
+    !t.data.is_null() && unsafe { extent_fits_u64(t, shape, elem) } == Some(true)
 }
 
-/// [`validate_layout`] computed exactly (i128 where 64 bits overflow), naming the field of the
-/// first problem.
+/// [`validate_layout`] computed exactly, naming the field of the first problem.
 ///
 /// # Safety
 /// As for [`validate_dltensor`].
 #[cold]
 #[inline(never)]
 unsafe fn validate_layout_exact(t: &DLTensor, elem: ElemSize) -> Result<(), DlpackError> {
-    let bits: i128 = match elem {
-        ElemSize::Bytes(b) => 8 * b as i128,
-        ElemSize::SubByte { bits } => bits as i128,
-    };
     if !(0..=MAX_NDIM).contains(&t.ndim) {
         return Err(malformed(format!(
             "DLTensor.ndim: {} is outside 0..={MAX_NDIM}",
@@ -190,44 +182,28 @@ unsafe fn validate_layout_exact(t: &DLTensor, elem: ElemSize) -> Result<(), Dlpa
             t.data, t.byte_offset
         )));
     }
-    // Lowest and highest element offsets, in elements. One dim's reach fits in i128
-    // (|(d - 1) * s| < 2^126); the sums are capped: past `LIMIT` elements the span exceeds
-    // isize::MAX bytes whatever the element size (>= 1 bit), so the arithmetic below stays small.
-    const LIMIT: i128 = 8 * isize::MAX as i128 + 8;
     let too_big = |field: &str| {
         malformed(format!(
             "DLTensor.{field}: the tensor spans more than isize::MAX bytes"
         ))
     };
-    let (mut lo, mut hi) = (0i128, 0i128);
-    let field = if t.strides.is_null() {
-        hi = numel as i128 - 1;
-        "shape"
+    let (field, strides) = if t.strides.is_null() {
+        ("shape", None)
     } else {
         // SAFETY: ndim is in range and strides is non-NULL (caller contract).
-        let strides = unsafe { dims(t.strides, ndim) };
-        for (&d, &s) in shape.iter().zip(strides) {
-            let reach = (d as i128 - 1) * s as i128;
-            if reach < 0 {
-                lo += reach
-            } else {
-                hi += reach
-            }
-            if hi > LIMIT || lo < -LIMIT {
-                return Err(too_big("strides"));
-            }
-        }
-        "strides"
+        ("strides", Some(unsafe { dims(t.strides, ndim) }))
     };
-    // `>> 3` is floor division by 8 (arithmetic shift), without i128 division calls.
-    let span = ((hi - lo + 1) * bits + 7) >> 3;
-    if span > isize::MAX as i128 {
+    // The one extent computation; an overflow of its i64 element positions or u64 bytes is a
+    // span past isize::MAX bytes whatever the element size.
+    let r = reach(shape, strides, elem).map_err(|_| too_big(field))?;
+    let span = r.span().ok_or_else(|| too_big(field))?;
+    if span > isize::MAX as u64 {
         return Err(malformed(format!(
             "DLTensor.{field}: the tensor spans {span} bytes (more than isize::MAX)"
         )));
     }
-    let low = base + ((lo * bits) >> 3);
-    let high = base + (((hi + 1) * bits + 7) >> 3) - 1;
+    let low = base - i128::from(r.below);
+    let high = base + i128::from(r.above) - 1;
     if low < 0 || high > usize::MAX as i128 {
         return Err(malformed(format!(
             "DLTensor.{field}: the elements' addresses wrap the address space (data {:p}, byte_offset {})",
@@ -238,43 +214,25 @@ unsafe fn validate_layout_exact(t: &DLTensor, elem: ElemSize) -> Result<(), Dlpa
 }
 
 /// The fast path of [`validate_dltensor`]'s extent check: `Some(true)` when the elements of a
-/// tensor with `numel > 0` elements of `bits` bits, at `data + byte_offset` (known not to wrap),
-/// span at most `isize::MAX` bytes and stay inside the address space; `None` when a 64-bit
-/// intermediate overflows or the range does not fit (the caller then decides exactly).
+/// non-empty tensor at `data + byte_offset` span at most `isize::MAX` bytes and stay inside the
+/// address space ([`reach`], the one extent computation); `None` when they might not (the
+/// caller then decides exactly and names the field).
 ///
 /// # Safety
 /// As for [`validate_dltensor`], with `ndim` already checked.
 #[inline]
-unsafe fn extent_fits_u64(t: &DLTensor, shape: &[i64], numel: i64, bits: u64) -> Option<bool> {
-    let (mut lo, mut hi) = (0i64, 0i64);
-    if t.strides.is_null() {
-        hi = numel - 1;
+unsafe fn extent_fits_u64(t: &DLTensor, shape: &[i64], elem: ElemSize) -> Option<bool> {
+    let strides = if t.strides.is_null() {
+        None
     } else {
         // SAFETY: caller contract (ndim in range, strides non-NULL).
-        let strides = unsafe { dims(t.strides, shape.len()) };
-        for (&d, &s) in shape.iter().zip(strides) {
-            let reach = (d - 1).checked_mul(s)?;
-            if reach < 0 {
-                lo = lo.checked_add(reach)?
-            } else {
-                hi = hi.checked_add(reach)?
-            }
-        }
-    }
-    let bits = bits as i64;
-    // Bytes from the lowest to the highest element (ceil), and the two end addresses.
-    let span = hi
-        .checked_sub(lo)?
-        .checked_add(1)?
-        .checked_mul(bits)?
-        .checked_add(7)?
-        >> 3;
-    let below = (lo.checked_mul(bits)? >> 3).unsigned_abs(); // floor(lo * bits / 8) <= 0
-    let above = ((hi.checked_add(1)?.checked_mul(bits)?.checked_add(7)? >> 3) - 1) as u64;
+        Some(unsafe { dims(t.strides, shape.len()) })
+    };
+    let r = reach(shape, strides, elem).ok()?;
     let base = (t.data as u64).checked_add(t.byte_offset)?;
-    let fits = span <= isize::MAX as i64
-        && base.checked_sub(below).is_some()
-        && base.checked_add(above).is_some();
+    let fits = r.span()? <= isize::MAX as u64
+        && base.checked_sub(r.below).is_some()
+        && base.checked_add(r.above.checked_sub(1)?).is_some();
     fits.then_some(true)
 }
 
