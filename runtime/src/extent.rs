@@ -184,16 +184,44 @@ mod tests {
 
     #[test]
     fn contiguous_and_strided_agree() {
-        assert_eq!(r(&[3, 4], &[4, 1], F32), Ok(Reach { below: 0, above: 48 }));
-        assert_eq!(reach(&[3, 4], None, F32), Ok(Reach { below: 0, above: 48 }));
-        assert_eq!(r(&[4, 3], &[1, 4], F32), Ok(Reach { below: 0, above: 48 }));
-        assert_eq!(reach(&[], None, F32), Ok(Reach { below: 0, above: 4 }), "0-d: one element");
+        assert_eq!(
+            r(&[3, 4], &[4, 1], F32),
+            Ok(Reach {
+                below: 0,
+                above: 48
+            })
+        );
+        assert_eq!(
+            reach(&[3, 4], None, F32),
+            Ok(Reach {
+                below: 0,
+                above: 48
+            })
+        );
+        assert_eq!(
+            r(&[4, 3], &[1, 4], F32),
+            Ok(Reach {
+                below: 0,
+                above: 48
+            })
+        );
+        assert_eq!(
+            reach(&[], None, F32),
+            Ok(Reach { below: 0, above: 4 }),
+            "0-d: one element"
+        );
     }
 
     #[test]
     fn negative_strides_reach_below() {
         assert_eq!(r(&[3], &[-1], F32), Ok(Reach { below: 8, above: 4 }));
-        assert_eq!(r(&[2, 3], &[-3, 1], F32), Ok(Reach { below: 12, above: 12 }));
+        assert_eq!(
+            r(&[2, 3], &[-3, 1], F32),
+            Ok(Reach {
+                below: 12,
+                above: 12
+            })
+        );
         assert_eq!(r(&[5], &[-1], FP4), Ok(Reach { below: 2, above: 1 }));
     }
 
@@ -203,21 +231,54 @@ mod tests {
         assert_eq!(reach(&[0, i64::MAX, 4], None, F32), Ok(Reach::NOTHING));
         assert_eq!(r(&[0, -1], &[1, 1], F32), Err(ReachError::NegativeDim));
         assert_eq!(reach(&[-1], None, F32), Err(ReachError::NegativeDim));
-        assert_eq!(r(&[1 << 62, 4], &[1 << 62, 1], F32), Err(ReachError::Overflow));
-        assert_eq!(r(&[3; 40], &[i64::MAX; 40], FP4), Err(ReachError::Overflow), "capped sums");
-        assert_eq!(reach(&[1 << 40, 1 << 40], None, F32), Err(ReachError::Overflow));
-        assert_eq!(r(&[1, 7], &[i64::MIN, 1], F32), Ok(Reach { below: 0, above: 28 }), "dim 1");
-        assert_eq!(r(&[5], &[1], FP4), Ok(Reach { below: 0, above: 3 }), "packed");
+        assert_eq!(
+            r(&[1 << 62, 4], &[1 << 62, 1], F32),
+            Err(ReachError::Overflow)
+        );
+        assert_eq!(
+            r(&[3; 40], &[i64::MAX; 40], FP4),
+            Err(ReachError::Overflow),
+            "capped sums"
+        );
+        assert_eq!(
+            reach(&[1 << 40, 1 << 40], None, F32),
+            Err(ReachError::Overflow)
+        );
+        assert_eq!(
+            r(&[1, 7], &[i64::MIN, 1], F32),
+            Ok(Reach {
+                below: 0,
+                above: 28
+            }),
+            "dim 1"
+        );
+        assert_eq!(
+            r(&[5], &[1], FP4),
+            Ok(Reach { below: 0, above: 3 }),
+            "packed"
+        );
         // i64::MAX elements of 8 bytes do not fit u64 bytes; of 4 bits they do.
-        assert_eq!(r(&[i64::MAX], &[1], ElemSize::Bytes(8)), Err(ReachError::Overflow));
-        assert!(r(&[3, 2], &[i64::MAX / 2 + 1, -4], FP4).is_ok(), "past i64 elements, in u64 bytes");
+        assert_eq!(
+            r(&[i64::MAX], &[1], ElemSize::Bytes(8)),
+            Err(ReachError::Overflow)
+        );
+        assert!(
+            r(&[3, 2], &[i64::MAX / 2 + 1, -4], FP4).is_ok(),
+            "past i64 elements, in u64 bytes"
+        );
     }
 
     #[test]
     fn extents_cover_and_shift() {
         let e = Extent::from_start(48);
-        assert!(e.covers(Reach { below: 0, above: 48 }));
-        assert!(!e.covers(Reach { below: 0, above: 49 }));
+        assert!(e.covers(Reach {
+            below: 0,
+            above: 48
+        }));
+        assert!(!e.covers(Reach {
+            below: 0,
+            above: 49
+        }));
         assert!(!e.covers(Reach { below: 1, above: 4 }));
         assert!(e.covers(Reach::NOTHING));
         assert!(Extent::EMPTY.covers(Reach::NOTHING));

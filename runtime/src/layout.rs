@@ -171,7 +171,8 @@ mod tests {
             DLDataType { code: 200, ..F32 },
             DLDataType { bits: 8, ..FP4 },
         ] {
-            let e = check_data_span(&[4], &[1], bad, Some(Extent::from_start(1 << 20))).unwrap_err();
+            let e =
+                check_data_span(&[4], &[1], bad, Some(Extent::from_start(1 << 20))).unwrap_err();
             assert_eq!(e.kind(), FailureKind::UnsupportedDtype, "{bad:?}");
             let e = check_data_span(&[4], &[1], bad, None).unwrap_err();
             assert_eq!(

@@ -485,7 +485,12 @@ fn consumer_uses_the_table_and_walks_prev_api() {
         assert_eq!(exchange_imports(), n + 1);
         assert_eq!(
             t.data_ptr().cast_const(),
-            p.cast::<Plain>().unwrap().get().data.data_ptr().cast_const()
+            p.cast::<Plain>()
+                .unwrap()
+                .get()
+                .data
+                .data_ptr()
+                .cast_const()
         );
         drop(t);
 
@@ -899,7 +904,13 @@ fn non_frozen_traverse_runs_under_export_borrows() {
         // SAFETY: `data` is 16 bytes `h` keeps alive (its `mem` attribute is never replaced);
         // the view keeps `h` alive.
         let buf = unsafe {
-            Buffer::view(h.clone().unbind(), data, dlbind::Extent::from_start(16), Device::CPU, false)
+            Buffer::view(
+                h.clone().unbind(),
+                data,
+                dlbind::Extent::from_start(16),
+                Device::CPU,
+                false,
+            )
         };
         let g = Bound::new(
             py,

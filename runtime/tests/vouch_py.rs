@@ -200,7 +200,9 @@ fn frame_over_a_small_readonly_import_exports_neither_more_nor_writable() {
         .unwrap();
         let (res, ro) = export_all(py, fits.as_any());
         assert_eq!(ro, Some(true), "the versioned capsule says READ_ONLY");
-        let e = res[0].as_ref().expect_err("known read-only refuses the legacy capsule");
+        let e = res[0]
+            .as_ref()
+            .expect_err("known read-only refuses the legacy capsule");
         assert!(e.to_string().contains("read-only"), "{e}");
         for (i, r) in res.iter().enumerate().skip(1) {
             r.as_ref().unwrap_or_else(|e| panic!("path {i}: {e}"));
@@ -310,7 +312,8 @@ fn memory_lent_through_a_shared_reference_is_never_exported_writable() {
         let (res, ro) = export_all(py, n.as_any());
         assert_eq!(ro, Some(true), "ndarray field: READ_ONLY");
         for (i, r) in res.iter().enumerate().skip(1) {
-            r.as_ref().unwrap_or_else(|e| panic!("ndarray path {i}: {e}"));
+            r.as_ref()
+                .unwrap_or_else(|e| panic!("ndarray path {i}: {e}"));
         }
     });
 }
@@ -350,11 +353,21 @@ fn a_device_field_may_not_differ_from_the_storage() {
                 false,
             )
         };
-        let b = Bound::new(py, Bare { buf: gpu, shape: [4] }).unwrap();
+        let b = Bound::new(
+            py,
+            Bare {
+                buf: gpu,
+                shape: [4],
+            },
+        )
+        .unwrap();
         let (res, _) = export_all(py, b.as_any());
         for (i, r) in res.into_iter().enumerate() {
             let e = r.expect_err(&format!("path {i}: cuda memory exported as host memory"));
-            assert!(e.to_string().contains("storage holds memory on"), "path {i}: {e}");
+            assert!(
+                e.to_string().contains("storage holds memory on"),
+                "path {i}: {e}"
+            );
         }
         assert_eq!(live_exports(), base);
     });

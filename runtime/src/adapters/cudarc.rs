@@ -114,11 +114,15 @@ impl CudaTensor {
             Some(s) => s.to_vec(),
             None => c_strides(shape),
         };
-        check_data_span(shape, &strides, dtype, Some(crate::Extent::from_start(bytes)))?;
+        check_data_span(
+            shape,
+            &strides,
+            dtype,
+            Some(crate::Extent::from_start(bytes)),
+        )?;
         // SAFETY: caller contract: `owner` keeps the memory allocated; `Buffer` only hands out
         // the address (device memory is never read on the host).
-        let buffer =
-            unsafe {
+        let buffer = unsafe {
             Buffer::from_owner(
                 owner,
                 ptr as usize as *mut c_void,

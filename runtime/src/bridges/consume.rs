@@ -37,12 +37,12 @@ use super::typestr::{dtype_from_buffer_format, dtype_from_typestr};
 use crate::device::Device;
 use crate::dtype::{describe, itemsize};
 use crate::error::DlpackError;
-use crate::spec::errors::FailureKind;
 use crate::ffi::{
     DLDataType, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION,
     DLPACK_MINOR_VERSION, DLPackVersion, DLTensor,
 };
 use crate::import::ImportedTensor;
+use crate::spec::errors::FailureKind;
 use crate::spec::protocol;
 
 /// Every protocol `from_dlpack` tries, in order (named in the error when none applies).
@@ -375,7 +375,13 @@ pub fn import_interface_dict(
             let (keeper, base, len, ro) = hold_bytes(&src)?;
             check_extent(&shape, &strides, item, offset, len)?;
             // `check_extent` put `offset` within the buffer's `len` bytes.
-            (base.cast::<u8>().wrapping_add(offset as usize).cast::<c_void>(), ro, keeper)
+            (
+                base.cast::<u8>()
+                    .wrapping_add(offset as usize)
+                    .cast::<c_void>(),
+                ro,
+                keeper,
+            )
         }
     };
     let device = match kind {
@@ -430,7 +436,12 @@ fn hold_bytes(src: &Bound<'_, PyAny>) -> PyResult<(Keeper, *mut c_void, usize, b
 /// `ptr` moved by `offset` elements of `item` bytes (the SYCL USM interface's `offset`),
 /// computed exactly: a result outside the address space is a malformed tensor (BufferError),
 /// never a pointer that wrapped around.
-fn offset_pointer(kind: InterfaceKind, ptr: *mut c_void, offset: i64, item: usize) -> PyResult<*mut c_void> {
+fn offset_pointer(
+    kind: InterfaceKind,
+    ptr: *mut c_void,
+    offset: i64,
+    item: usize,
+) -> PyResult<*mut c_void> {
     let addr = ptr as usize as i128 + offset as i128 * item as i128;
     if !(0..=usize::MAX as i128).contains(&addr) {
         return Err(DlpackError::new(
@@ -444,7 +455,10 @@ fn offset_pointer(kind: InterfaceKind, ptr: *mut c_void, offset: i64, item: usiz
         .into());
     }
     // `addr` is in range, so adding the difference modulo 2^64 lands exactly on it.
-    Ok(ptr.cast::<u8>().wrapping_add((addr - ptr as usize as i128) as usize).cast::<c_void>())
+    Ok(ptr
+        .cast::<u8>()
+        .wrapping_add((addr - ptr as usize as i128) as usize)
+        .cast::<c_void>())
 }
 
 /// Every element addressed by `shape` / `strides` (elements) from byte `offset` lies within

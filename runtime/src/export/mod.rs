@@ -45,8 +45,8 @@ pub use request::{ExportPlan, SourceInfo, plan_export};
 use crate::device::Device;
 use crate::extent::Extent;
 use crate::ffi::DLDataType;
-use crate::writability::Writability;
 use crate::spec::elements::DLPackElement;
+use crate::writability::Writability;
 
 /// A type that can describe itself as one DLPack tensor. `#[derive(DLPackExport)]` implements
 /// it; a hand-written impl is fine too.
@@ -296,4 +296,3 @@ slice_data_source! {
     /// An `Arc`'d slice never moves while any `Arc` to it lives (this one included).
     Arc<[T]>;
 }
-

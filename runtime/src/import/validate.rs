@@ -5,8 +5,8 @@ use crate::copy::ElemSize;
 use crate::dtype::validate_dtype;
 use crate::error::DlpackError;
 use crate::extent::reach;
-use crate::spec::errors::FailureKind;
 use crate::ffi::DLTensor;
+use crate::spec::errors::FailureKind;
 
 /// The most dimensions an imported tensor may have (numpy 2's `NPY_MAXDIMS`). DLPack itself sets
 /// no limit; this is dlbind's guard against garbage `ndim` values.
