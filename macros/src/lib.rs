@@ -27,7 +27,7 @@
 //! | `dtype` | field | `dlbind::spec::types::DLDataType` | dynamic dtype |
 //! | `dtype = "bfloat16"` | struct | — | a dtype name from the spec's table (raw storage) |
 //! | `device` | field | `dlbind::Device` | default CPU |
-//! | `readonly` | field (`bool`, or `dlbind::Writability` for data of unknown writability) or struct | — | default writable |
+//! | `readonly` | field (`bool`, or `dlbind::Writability` for data of unknown writability) or struct | — | narrows the storage's writability (`Vec`/`Box`/`Arc`/ndarray: read-only; `Buffer`: its own) |
 //! | `stream` | field | `Option<u64>` | CUDA/ROCm stream with pending work on the data (default: the device's default stream) |
 //! | `custom_traverse` | struct | — | the type writes `__traverse__` itself (see below) |
 //!
@@ -53,10 +53,11 @@
 //!   consumers keep only the object), so consumers use `__dlpack__`. Each export costs one small
 //!   guard object more than for a frozen class.
 //!
-//! Every export checks the dtype and that the shape and strides stay inside the data field
-//! (`DLPackSource::dlpack_data_bytes`, emitted from the field's length); a type whose
-//! constructors guarantee that may `unsafe impl dlbind::UncheckedExtent` to skip the
-//! span check (detected like `FromDLPack`, by autoref specialization).
+//! Every export checks the dtype, that the shape and strides stay inside the extent the data
+//! field's storage vouches for (`DataSource::extent`) and that a device field is the storage's
+//! device; a type whose constructors guarantee the layout may `unsafe impl
+//! dlbind::UncheckedExtent` to skip the span check (detected like `FromDLPack`, by autoref
+//! specialization).
 //!
 //! Misuse is a compile error pointing at the offending span; see `tests/ui/cases/`.
 //! The emitted `__dlpack__` takes its method and keyword names from the generated table, so
