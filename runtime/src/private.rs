@@ -8,7 +8,6 @@ pub use core::ffi::c_void;
 pub use pyo3;
 
 pub use crate::device::Device;
-pub use crate::extent::Extent;
 pub use crate::exchange::probe;
 pub use crate::exchange::{Constructor, ExchangeSource, exchange_api_capsule};
 pub use crate::export::access::SourceAccess;
@@ -17,6 +16,7 @@ pub use crate::export::method::{
     dlpack_method, install_fast_dlpack,
 };
 pub use crate::export::{DLPackSource, DataSource};
+pub use crate::extent::Extent;
 pub use crate::ffi::{DLDataType, DLDeviceType};
 pub use crate::gpu::StreamHandle;
 pub use crate::spec::elements::DLPackElement;

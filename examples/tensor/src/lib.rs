@@ -270,7 +270,13 @@ impl Tensor {
         // SAFETY: the allocation holds `nbytes` (packed C-contiguous) bytes and lives as long
         // as the buffer that owns it.
         let buf = unsafe {
-            Buffer::from_owner(alloc, data, dlbind::Extent::from_start(nbytes), dl_device, false)
+            Buffer::from_owner(
+                alloc,
+                data,
+                dlbind::Extent::from_start(nbytes),
+                dl_device,
+                false,
+            )
         };
         Ok(Tensor {
             buf,
