@@ -135,8 +135,8 @@ ROWS = [
     ("import_tvm_tensor", "import tvm-ffi Tensor", "m.from_dlpack(v)", "np.from_dlpack(a)", ("m", "v"), False),
     ("import_pyarrow", "import pyarrow Array", "m.from_dlpack(p)", "np.from_dlpack(p)", ("m", "p"), False),
     # a plain (non-frozen) #[pyclass] (issue 33): `g` is the module's `Growable` (reshaped to
-    # 4x4) or `Samples` (16 float64), whichever it has; its exports hold a shared borrow
-    ("plain_export_legacy", "plain class: legacy export", "g.__dlpack__()", "a.__dlpack__()", ("g",), False),
+    # 4x4) or `Samples` (16 float64), whichever it has; its exports hold a shared borrow. (No
+    # legacy row: a `Vec` is exported read-only, which a legacy capsule refuses; decision 0016.)
     ("plain_export_versioned", "plain class: versioned export", "g.__dlpack__(max_version=(1, 0))", "a.__dlpack__(max_version=(1, 0))", ("g",), False),
     ("plain_device", "plain class: device", "g.__dlpack_device__()", "a.__dlpack_device__()", ("g",), False),
     ("plain_np_from_ours", "plain class: np.from_dlpack", "np.from_dlpack(g)", "np.from_dlpack(a)", ("g",), False),
@@ -168,7 +168,6 @@ TARGETS = {
 # Issue 33's targets for a plain (non-frozen) class's exports: ahead of every peer on every
 # export row, as for the frozen type. Information, like TARGETS (not in `--summarize`).
 PLAIN_TARGETS = {
-    "plain_export_legacy": 0.80,
     "plain_export_versioned": 0.62,
     "plain_device": 0.31,
     "plain_np_from_ours": 0.96,

@@ -31,5 +31,5 @@ so="$(ls "$WORK"/site/my_arrays/my_arrays*.so)"
 ln -sf "$so" "$WORK/site/frames$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"
 cd "$ROOT"
 PYTHONPATH="$WORK/site" JAX_PLATFORMS=cpu "$PY" bench/bench_instructions.py --module frames --module my_arrays \
-  --rows export_legacy,export_versioned,device,np_from_ours,import_numpy,import_own,import_foreign_table,plain_export_legacy,plain_export_versioned,plain_device,plain_np_from_ours \
+  --rows export_legacy,export_versioned,device,np_from_ours,import_numpy,import_own,import_foreign_table,plain_export_versioned,plain_device,plain_np_from_ours \
   --per-interpreter bench/results-readme-types.md

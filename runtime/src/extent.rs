@@ -112,6 +112,61 @@ pub enum ReachError {
 /// nothing (its strides are not looked at); a dimension of 1 adds nothing whatever its stride.
 #[inline(always)]
 pub fn reach(shape: &[i64], strides: Option<&[i64]>, elem: ElemSize) -> Result<Reach, ReachError> {
+    match reach_fast(shape, strides, elem) {
+        Some(r) => Ok(r),
+        None => reach_exact(shape, strides, elem),
+    }
+}
+
+/// [`reach`] for the common case, in registers: whole-byte elements, every dimension at least
+/// 1, and positions and bytes that fit 64 bits; `None` sends anything else (empty tensors,
+/// negative dimensions, sub-byte elements, overflow) to [`reach_exact`], which decides.
+#[inline(always)]
+fn reach_fast(shape: &[i64], strides: Option<&[i64]>, elem: ElemSize) -> Option<Reach> {
+    let ElemSize::Bytes(b) = elem else {
+        return None;
+    };
+    let (mut lo, mut hi) = (0i64, 0i64);
+    match strides {
+        Some(strides) => {
+            for (&d, &s) in shape.iter().zip(strides) {
+                if d <= 1 {
+                    if d < 1 {
+                        return None;
+                    }
+                    continue;
+                }
+                let r = (d - 1).checked_mul(s)?;
+                if r < 0 {
+                    lo = lo.checked_add(r)?;
+                } else {
+                    hi = hi.checked_add(r)?;
+                }
+            }
+        }
+        None => {
+            let mut n: i64 = 1;
+            for &d in shape {
+                if d < 1 {
+                    return None;
+                }
+                n = n.checked_mul(d)?;
+            }
+            hi = n - 1;
+        }
+    }
+    let b = b as u64;
+    Some(Reach {
+        below: lo.unsigned_abs().checked_mul(b)?,
+        // `hi < i64::MAX`, so `hi + 1` fits u64.
+        above: (hi as u64 + 1).checked_mul(b)?,
+    })
+}
+
+/// [`reach`] decided exactly, for what [`reach_fast`] leaves.
+#[cold]
+#[inline(never)]
+fn reach_exact(shape: &[i64], strides: Option<&[i64]>, elem: ElemSize) -> Result<Reach, ReachError> {
     // Element positions: `lo <= 0 <= hi`, the lowest and highest element addressed. One
     // dimension's reach fits in i128 (|(d - 1) * s| < 2^126), and the sums are capped at
     // `LIMIT` elements, past which no element width (>= 1 bit) gives a byte count in u64.
@@ -266,6 +321,35 @@ mod tests {
             r(&[3, 2], &[i64::MAX / 2 + 1, -4], FP4).is_ok(),
             "past i64 elements, in u64 bytes"
         );
+    }
+
+    #[test]
+    fn the_fast_path_agrees_with_the_exact_one() {
+        let dims = [-1i64, 0, 1, 2, 3, 1 << 31, i64::MAX];
+        let strides = [i64::MIN, -(1 << 40), -3, -1, 0, 1, 2, 1 << 40, i64::MAX];
+        let elems = [ElemSize::Bytes(1), ElemSize::Bytes(8), ElemSize::Bytes(1 << 20)];
+        let mut fast = 0;
+        for &d0 in &dims {
+            for &d1 in &dims {
+                for &s0 in &strides {
+                    for &s1 in &strides {
+                        for e in elems {
+                            let (sh, st) = ([d0, d1], [s0, s1]);
+                            let exact = reach_exact(&sh, Some(&st), e);
+                            if let Some(r) = reach_fast(&sh, Some(&st), e) {
+                                assert_eq!(Ok(r), exact, "{sh:?} {st:?} {e:?}");
+                                fast += 1;
+                            }
+                            assert_eq!(reach(&sh, Some(&st), e), exact);
+                            if let Some(r) = reach_fast(&sh, None, e) {
+                                assert_eq!(Ok(r), reach_exact(&sh, None, e), "{sh:?} {e:?}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(fast > 1000, "the fast path decides the common cases ({fast})");
     }
 
     #[test]

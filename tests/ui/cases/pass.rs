@@ -156,7 +156,7 @@ fn main() {
     assert_eq!((img.dlpack_ndim(), shape, strides), (2, [2, 3], [3, 1]));
     assert_eq!(img.dlpack_dtype(), <u8 as DLPackElement>::DTYPE);
     assert_eq!(img.dlpack_data_ptr() as *const u8, img.pixels.as_ptr());
-    assert!(!img.dlpack_readonly());
+    assert!(img.dlpack_readonly(), "a Vec is lent through &: exported read-only");
     let _ = img.width();
 
     let raw = Raw { bytes: Arc::from(vec![0u8; 4]), len: [4] };
@@ -175,7 +175,8 @@ fn main() {
     let bc = BComplex { values: vec![zero_one; 3], len: [3] };
     let code = dlbind::spec::types::DLDataTypeCode::kDLBcomplex.0;
     assert_eq!(bc.dlpack_dtype(), DLDataType { code, bits: 32, lanes: 1 });
-    assert_eq!(bc.dlpack_data_bytes(), Some(12));
+    assert_eq!(bc.__dlbind_storage(), Some((dlbind::Extent::from_start(12), Device::CPU)));
+    assert!(!bc.dlpack_writability().is_writable(), "a Vec is lent through &: read-only");
 
     let inline = Inline { values: vec![0.0; 3], shape: Dims4([3, 0, 0, 0], 1) };
     assert_eq!(inline.dlpack_ndim(), 1);
