@@ -245,7 +245,7 @@ pub fn expand(input: &DeriveInput, model: &Model) -> syn::Result<TokenStream> {
             #d::Buffer::view(
                 ::dlbind::__private::pyo3::Bound::clone(__v.owner).unbind(),
                 __v.data,
-                __v.extent(),
+                __v.extent,
                 __v.device,
                 __v.readonly,
             )

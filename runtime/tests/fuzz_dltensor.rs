@@ -552,7 +552,7 @@ fn check(c: &Case, counts: &mut Counts) -> Result<(), String> {
     // `data` is never dereferenced by the contract.
     let got = unsafe { validate_dltensor(&built.tensor) };
     match got {
-        Ok(()) => {
+        Ok(_extent) => {
             if !broken.is_empty() {
                 return Err(format!(
                     "validate_dltensor = Ok, but the oracle says broken: {broken:?}"

@@ -294,19 +294,9 @@ pub struct PythonView<'a, 'py> {
     pub device: Device,
     /// The memory must not be written (the array is not writeable).
     pub readonly: bool,
-}
-
-impl PythonView<'_, '_> {
-    /// The bytes the view's validated description addresses around element 0: what a
-    /// [`crate::Buffer`] viewing it may vouch for ([`crate::Buffer::view`]). `EMPTY` for a
-    /// dtype without a width (never validated as such).
-    #[inline]
-    pub fn extent(&self) -> crate::Extent {
-        crate::dtype::valid_elem_size(self.dtype)
-            .and_then(|e| crate::extent::reach(self.shape, Some(self.strides), e).ok())
-            .and_then(crate::Extent::of_reach)
-            .unwrap_or(crate::Extent::EMPTY)
-    }
+    /// The bytes the validated description addresses around element 0: what a
+    /// [`crate::Buffer`] viewing it vouches for ([`crate::Buffer::view`]).
+    pub extent: crate::Extent,
 }
 
 /// Reads `obj`'s numpy header when it is exactly a `numpy.ndarray` that numpy's `__dlpack__`
@@ -417,9 +407,10 @@ fn ndarray_view<R>(
     };
     // The layout checks every import gets (arrays made with `as_strided` can describe anything).
     // SAFETY: shape and strides hold `n` values each; the dtype came from the spec's table.
-    if let Err(e) = unsafe { validate_layout(&t, ElemSize::Bytes(item as usize)) } {
-        return Some(Err(e.into()));
-    }
+    let extent = match unsafe { validate_layout(&t, ElemSize::Bytes(item as usize)) } {
+        Ok(extent) => extent,
+        Err(e) => return Some(Err(e.into())),
+    };
     FAST_IMPORTS.fetch_add(1, Ordering::Relaxed);
     let view = PythonView {
         owner: obj,
@@ -429,6 +420,7 @@ fn ndarray_view<R>(
         dtype,
         device: Device::CPU,
         readonly: h.flags & NPY_ARRAY_WRITEABLE == 0,
+        extent,
     };
     Some(f(&view))
 }

@@ -198,9 +198,7 @@ unsafe fn lend_through<R>(
     // The checks every import runs (`ImportedTensor::from_managed_versioned` runs them on the
     // owning export's tensor): on failure the owning export is used, and raises.
     // SAFETY: a filled DLTensor whose shape and strides (ndim values each) live in `obj`.
-    if unsafe { crate::import::validate_dltensor(dl) }.is_err() {
-        return None;
-    }
+    let extent = unsafe { crate::import::validate_dltensor(dl) }.ok()?;
     let ndim = usize::try_from(dl.ndim).ok()?;
     let (shape, strides): (&[i64], &[i64]) = if ndim == 0 {
         (&[], &[])
@@ -228,6 +226,7 @@ unsafe fn lend_through<R>(
         dtype: dl.dtype,
         device: dl.device.into(),
         readonly: false,
+        extent,
     };
     Some(lend(&view))
 }

@@ -454,7 +454,7 @@ impl ImportedTensor {
             extent: Extent::EMPTY,
         };
         this.set_owned_meta(view.shape, Some(view.strides));
-        this.extent = this.own_extent();
+        this.extent = view.extent;
         this
     }
 

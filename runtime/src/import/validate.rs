@@ -4,7 +4,7 @@
 use crate::copy::ElemSize;
 use crate::dtype::validate_dtype;
 use crate::error::DlpackError;
-use crate::extent::reach;
+use crate::extent::{Extent, reach};
 use crate::ffi::DLTensor;
 use crate::spec::errors::FailureKind;
 
@@ -34,20 +34,23 @@ fn malformed(msg: String) -> DlpackError {
 ///
 /// Everything but `dtype` is [`FailureKind::MalformedTensor`]. `data` is never read.
 ///
+/// Returns the bytes the description addresses around element 0 (what a handle on it vouches
+/// for on export; `Extent::EMPTY` for a tensor without elements).
+///
 /// # Safety
 /// If `0 < t.ndim <= MAX_NDIM` and `t.shape` is non-NULL, it points to `ndim` readable `i64`;
 /// the same for `t.strides` when non-NULL.
 #[inline]
-pub unsafe fn validate_dltensor(t: &DLTensor) -> Result<(), DlpackError> {
+pub unsafe fn validate_dltensor(t: &DLTensor) -> Result<Extent, DlpackError> {
     // Accept in registers (no error value built) when every rule holds; otherwise the exact
     // path decides and names the field.
     if let Some(elem) = crate::dtype::valid_elem_size(t.dtype)
         && t.device.device_type.name().is_some()
         && t.device.device_id >= 0
         // SAFETY: caller contract.
-        && unsafe { layout_is_valid_fast(t, elem) }
+        && let Some(extent) = unsafe { layout_is_valid_fast(t, elem) }
     {
-        return Ok(());
+        return Ok(extent);
     }
     // SAFETY: caller contract.
     unsafe { validate_dltensor_exact(t) }
@@ -59,7 +62,7 @@ pub unsafe fn validate_dltensor(t: &DLTensor) -> Result<(), DlpackError> {
 /// As for [`validate_dltensor`].
 #[cold]
 #[inline(never)]
-unsafe fn validate_dltensor_exact(t: &DLTensor) -> Result<(), DlpackError> {
+unsafe fn validate_dltensor_exact(t: &DLTensor) -> Result<Extent, DlpackError> {
     let elem = validate_dtype(t.dtype)
         .map_err(|e| DlpackError::new(e.kind(), format!("DLTensor.dtype: {}", e.message())))?;
     if t.device.device_type.name().is_none() {
@@ -84,25 +87,25 @@ unsafe fn validate_dltensor_exact(t: &DLTensor) -> Result<(), DlpackError> {
 /// # Safety
 /// As for [`validate_dltensor`].
 #[inline]
-pub unsafe fn validate_layout(t: &DLTensor, elem: ElemSize) -> Result<(), DlpackError> {
+pub unsafe fn validate_layout(t: &DLTensor, elem: ElemSize) -> Result<Extent, DlpackError> {
     // SAFETY: caller contract.
-    if unsafe { layout_is_valid_fast(t, elem) } {
-        return Ok(());
+    if let Some(extent) = unsafe { layout_is_valid_fast(t, elem) } {
+        return Ok(extent);
     }
     // SAFETY: caller contract.
     unsafe { validate_layout_exact(t, elem) }
 }
 
-/// `true` when [`validate_layout_exact`] would accept `t`, decided without building any error
-/// (registers only, checked 64-bit arithmetic); `false` when it might not (the exact path then
-/// decides and names the field).
+/// The extent the description addresses around element 0 when [`validate_layout_exact`] would
+/// accept `t`, decided without building any error (registers only, checked 64-bit arithmetic);
+/// `None` when it might not (the exact path then decides and names the field).
 ///
 /// # Safety
 /// As for [`validate_dltensor`].
 #[inline]
-unsafe fn layout_is_valid_fast(t: &DLTensor, elem: ElemSize) -> bool {
+unsafe fn layout_is_valid_fast(t: &DLTensor, elem: ElemSize) -> Option<Extent> {
     if !(0..=MAX_NDIM).contains(&t.ndim) || (t.ndim > 0 && t.shape.is_null()) {
-        return false;
+        return None;
     }
     // SAFETY: ndim in range, shape non-NULL when ndim > 0 (caller contract).
     let shape = unsafe { dims(t.shape, t.ndim as usize) };
@@ -110,21 +113,22 @@ unsafe fn layout_is_valid_fast(t: &DLTensor, elem: ElemSize) -> bool {
     let mut empty = false;
     for &d in shape {
         if d < 0 {
-            return false;
+            return None;
         }
         if d == 0 {
             empty = true;
-        } else if let Some(n) = numel.checked_mul(d) {
-            numel = n;
         } else {
-            return false;
+            numel = numel.checked_mul(d)?;
         }
     }
     if empty {
-        return true;
+        return Some(Extent::EMPTY);
+    }
+    if t.data.is_null() {
+        return None;
     }
     // SAFETY: as above; strides, when non-NULL, holds ndim values.
-    !t.data.is_null() && unsafe { extent_fits_u64(t, shape, elem) } == Some(true)
+    unsafe { extent_fits_u64(t, shape, elem) }
 }
 
 /// [`validate_layout`] computed exactly, naming the field of the first problem.
@@ -133,7 +137,7 @@ unsafe fn layout_is_valid_fast(t: &DLTensor, elem: ElemSize) -> bool {
 /// As for [`validate_dltensor`].
 #[cold]
 #[inline(never)]
-unsafe fn validate_layout_exact(t: &DLTensor, elem: ElemSize) -> Result<(), DlpackError> {
+unsafe fn validate_layout_exact(t: &DLTensor, elem: ElemSize) -> Result<Extent, DlpackError> {
     if !(0..=MAX_NDIM).contains(&t.ndim) {
         return Err(malformed(format!(
             "DLTensor.ndim: {} is outside 0..={MAX_NDIM}",
@@ -168,7 +172,7 @@ unsafe fn validate_layout_exact(t: &DLTensor, elem: ElemSize) -> Result<(), Dlpa
     }
     if empty {
         // Nothing is ever addressed: data, byte_offset and strides are not looked at.
-        return Ok(());
+        return Ok(Extent::EMPTY);
     }
     if t.data.is_null() {
         return Err(malformed(format!(
@@ -210,10 +214,11 @@ unsafe fn validate_layout_exact(t: &DLTensor, elem: ElemSize) -> Result<(), Dlpa
             t.data, t.byte_offset
         )));
     }
-    Ok(())
+    // Below isize::MAX bytes in all: both fit usize.
+    Ok(Extent::new(r.below as usize, r.above as usize))
 }
 
-/// The fast path of [`validate_dltensor`]'s extent check: `Some(true)` when the elements of a
+/// The fast path of [`validate_dltensor`]'s extent check: the extent when the elements of a
 /// non-empty tensor at `data + byte_offset` span at most `isize::MAX` bytes and stay inside the
 /// address space ([`reach`], the one extent computation); `None` when they might not (the
 /// caller then decides exactly and names the field).
@@ -221,7 +226,7 @@ unsafe fn validate_layout_exact(t: &DLTensor, elem: ElemSize) -> Result<(), Dlpa
 /// # Safety
 /// As for [`validate_dltensor`], with `ndim` already checked.
 #[inline]
-unsafe fn extent_fits_u64(t: &DLTensor, shape: &[i64], elem: ElemSize) -> Option<bool> {
+unsafe fn extent_fits_u64(t: &DLTensor, shape: &[i64], elem: ElemSize) -> Option<Extent> {
     let strides = if t.strides.is_null() {
         None
     } else {
@@ -233,7 +238,8 @@ unsafe fn extent_fits_u64(t: &DLTensor, shape: &[i64], elem: ElemSize) -> Option
     let fits = r.span()? <= isize::MAX as u64
         && base.checked_sub(r.below).is_some()
         && base.checked_add(r.above.checked_sub(1)?).is_some();
-    fits.then_some(true)
+    // Below isize::MAX bytes in all: both fit usize.
+    fits.then_some(Extent::new(r.below as usize, r.above as usize))
 }
 
 /// # Safety
