@@ -97,9 +97,10 @@ pub fn import_via_exchange_api_with<R>(
     };
     // Checked before the handle is built, so that the handle is built once, where `f` takes it.
     // SAFETY: on success we own `m` (the producer transferred it); on failure its deleter ran.
-    if let Err(e) = unsafe { ImportedTensor::check_versioned_or_delete(m) } {
-        return Some(Err(e.into()));
-    }
+    let extent = match unsafe { ImportedTensor::check_versioned_or_delete(m) } {
+        Ok(extent) => extent,
+        Err(e) => return Some(Err(e.into())),
+    };
     // SAFETY: a live tensor of ours, checked above.
     let device = crate::device::Device::from(unsafe { (*m.as_ptr()).dl_tensor.device });
     if has_stream_rules(device.device_type) {
@@ -130,7 +131,7 @@ pub fn import_via_exchange_api_with<R>(
     }
     note_exchange_import();
     // SAFETY: ours, checked (above); the handle takes it over.
-    Some(f(unsafe { ImportedTensor::take_versioned_unchecked(m) }))
+    Some(f(unsafe { ImportedTensor::take_versioned_unchecked(m, extent) }))
 }
 
 /// A table's exports do not synchronise (`…_no_sync`): for memory on a device with streams,

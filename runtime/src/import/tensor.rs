@@ -143,7 +143,8 @@ impl ImportedTensor {
     /// Builds the handle for a producer's tensor that is already validated and owned.
     ///
     /// # Safety
-    /// `t` is the owner's live tensor, validated with [`validate_dltensor`].
+    /// `t` is the owner's live tensor, validated with [`validate_dltensor`], which returned
+    /// `extent`.
     #[inline(always)]
     unsafe fn from_parts(
         owner: Owner,
@@ -151,6 +152,7 @@ impl ImportedTensor {
         readonly: bool,
         flags: u64,
         version: Option<DLPackVersion>,
+        extent: Extent,
     ) -> Self {
         let ndim = t.ndim as usize;
         let data = (t.data as *mut u8)
@@ -164,7 +166,7 @@ impl ImportedTensor {
         } else {
             (t.shape.cast_const(), t.strides.cast_const(), None)
         };
-        let mut this = ImportedTensor {
+        ImportedTensor {
             owner,
             data,
             byte_offset: t.byte_offset,
@@ -177,10 +179,8 @@ impl ImportedTensor {
             readonly,
             flags,
             version,
-            extent: Extent::EMPTY,
-        };
-        this.extent = this.own_extent();
-        this
+            extent,
+        }
     }
 
     /// The bytes this handle's own shape, strides and dtype address around element 0 (a
@@ -233,16 +233,16 @@ impl ImportedTensor {
             if !name.is_null() && libc::strcmp(name, DLPACK_VERSIONED_CAPSULE_NAME.as_ptr()) == 0 {
                 let m = ffi::PyCapsule_GetPointer(cap, name).cast::<DLManagedTensorVersioned>();
                 let m = NonNull::new(m).ok_or_else(|| PyErr::fetch(capsule.py()))?;
-                Self::check_versioned(m)?;
+                let extent = Self::check_versioned(m)?;
                 rename(capsule, DLPACK_VERSIONED_USED_CAPSULE_NAME)?;
-                return Ok(Self::take_versioned_unchecked(m));
+                return Ok(Self::take_versioned_unchecked(m, extent));
             }
             if !name.is_null() && libc::strcmp(name, DLPACK_CAPSULE_NAME.as_ptr()) == 0 {
                 let m = ffi::PyCapsule_GetPointer(cap, name).cast::<DLManagedTensor>();
                 let m = NonNull::new(m).ok_or_else(|| PyErr::fetch(capsule.py()))?;
-                validate_dltensor(&(*m.as_ptr()).dl_tensor)?;
+                let extent = validate_dltensor(&(*m.as_ptr()).dl_tensor)?;
                 rename(capsule, DLPACK_USED_CAPSULE_NAME)?;
-                return Ok(Self::take_legacy_unchecked(m));
+                return Ok(Self::take_legacy_unchecked(m, extent));
             }
             let name = if name.is_null() {
                 None
@@ -275,7 +275,7 @@ impl ImportedTensor {
     /// # Safety
     /// `m` is a live versioned tensor.
     #[inline(always)]
-    unsafe fn check_versioned(m: NonNull<DLManagedTensorVersioned>) -> Result<(), DlpackError> {
+    unsafe fn check_versioned(m: NonNull<DLManagedTensorVersioned>) -> Result<Extent, DlpackError> {
         // SAFETY: `version` is in the ABI-stable prefix; the rest is read only for our major.
         unsafe {
             let v = (*m.as_ptr()).version;
@@ -289,12 +289,12 @@ impl ImportedTensor {
                 ));
             }
             let mt = &*m.as_ptr();
-            validate_dltensor(&mt.dl_tensor)?;
+            let extent = validate_dltensor(&mt.dl_tensor)?;
             // One AND on the common path; the dtype is looked at only when the flag is set.
             if mt.flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED != 0 {
-                return check_subbyte_padding(mt.dl_tensor.dtype);
+                check_subbyte_padding(mt.dl_tensor.dtype)?;
             }
-            Ok(())
+            Ok(extent)
         }
     }
 
@@ -306,7 +306,7 @@ impl ImportedTensor {
     #[inline(always)]
     pub(crate) unsafe fn check_versioned_or_delete(
         m: NonNull<DLManagedTensorVersioned>,
-    ) -> Result<(), DlpackError> {
+    ) -> Result<Extent, DlpackError> {
         // SAFETY: caller contract.
         unsafe {
             let r = Self::check_versioned(m);
@@ -333,9 +333,13 @@ impl ImportedTensor {
     }
 
     /// # Safety
-    /// `m` is live, validated, and ownership is transferred to the result.
+    /// `m` is live, validated (`extent` is what its validation returned), and ownership is
+    /// transferred to the result.
     #[inline(always)]
-    pub(crate) unsafe fn take_versioned_unchecked(m: NonNull<DLManagedTensorVersioned>) -> ImportedTensor {
+    pub(crate) unsafe fn take_versioned_unchecked(
+        m: NonNull<DLManagedTensorVersioned>,
+        extent: Extent,
+    ) -> ImportedTensor {
         // SAFETY: caller contract.
         unsafe {
             let mt = &*m.as_ptr();
@@ -347,15 +351,26 @@ impl ImportedTensor {
                 readonly,
                 flags,
                 Some(mt.version),
+                extent,
             )
         }
     }
 
     /// # Safety
-    /// `m` is live, validated, and ownership is transferred to the result.
-    unsafe fn take_legacy_unchecked(m: NonNull<DLManagedTensor>) -> ImportedTensor {
+    /// `m` is live, validated (`extent` is what its validation returned), and ownership is
+    /// transferred to the result.
+    unsafe fn take_legacy_unchecked(m: NonNull<DLManagedTensor>, extent: Extent) -> ImportedTensor {
         // SAFETY: caller contract. Legacy tensors cannot signal read-only: imported read-only.
-        unsafe { Self::from_parts(Owner::Legacy(m), &(*m.as_ptr()).dl_tensor, true, 0, None) }
+        unsafe {
+            Self::from_parts(
+                Owner::Legacy(m),
+                &(*m.as_ptr()).dl_tensor,
+                true,
+                0,
+                None,
+                extent,
+            )
+        }
     }
 
     /// Takes ownership of a versioned managed tensor (e.g. from the C exchange API).
@@ -369,8 +384,8 @@ impl ImportedTensor {
     ) -> Result<ImportedTensor, DlpackError> {
         // SAFETY: caller contract.
         unsafe {
-            Self::check_versioned_or_delete(m)?;
-            Ok(Self::take_versioned_unchecked(m))
+            let extent = Self::check_versioned_or_delete(m)?;
+            Ok(Self::take_versioned_unchecked(m, extent))
         }
     }
 
@@ -383,13 +398,16 @@ impl ImportedTensor {
     ) -> Result<ImportedTensor, DlpackError> {
         // SAFETY: caller contract.
         unsafe {
-            if let Err(e) = validate_dltensor(&(*m.as_ptr()).dl_tensor) {
-                if let Some(d) = (*m.as_ptr()).deleter {
-                    d(m.as_ptr());
+            let extent = match validate_dltensor(&(*m.as_ptr()).dl_tensor) {
+                Ok(extent) => extent,
+                Err(e) => {
+                    if let Some(d) = (*m.as_ptr()).deleter {
+                        d(m.as_ptr());
+                    }
+                    return Err(e);
                 }
-                return Err(e);
-            }
-            Ok(Self::take_legacy_unchecked(m))
+            };
+            Ok(Self::take_legacy_unchecked(m, extent))
         }
     }
 
