@@ -427,7 +427,8 @@ fn bool_tensors_pack_with_copy_only() {
         },
         &[3],
         bool::DTYPE,
-    );
+    )
+    .unwrap();
     let e = to_arrow(t, false).unwrap_err();
     assert_eq!(e.kind(), FailureKind::CopyRequired);
     assert!(e.message().contains("bit-packed"), "{e}");
@@ -440,7 +441,8 @@ fn bool_tensors_pack_with_copy_only() {
         },
         &[3],
         bool::DTYPE,
-    );
+    )
+    .unwrap();
     let a = to_arrow(t, true).unwrap();
     let b = a.as_any().downcast_ref::<BooleanArray>().unwrap();
     assert_eq!(

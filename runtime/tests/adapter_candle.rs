@@ -308,7 +308,7 @@ fn dtypes_map_to_the_spec() {
             },
             &[4],
             e.dtype(),
-        );
+        ).unwrap();
         let c = to_candle(&imported).unwrap();
         assert_eq!(c.dtype(), dt);
         assert_eq!(bytes_of(&c), raw, "{dt:?}");
@@ -470,7 +470,7 @@ fn sub_byte_floats_are_refused_on_export() {
 fn import_refuses_dtypes_candle_lacks_and_device_memory() {
     for name in ["bool", "int8", "uint16", "uint64", "complex64"] {
         let d = dtype_by_name(name).unwrap().dtype;
-        let t = ImportedTensor::from_buffer(AlignedBuffer::zeroed(64).unwrap(), &[2], d);
+        let t = ImportedTensor::from_buffer(AlignedBuffer::zeroed(64).unwrap(), &[2], d).unwrap();
         let e = to_candle(&t).unwrap_err();
         assert_eq!(e.kind(), FailureKind::UnsupportedDtype, "{name}");
         assert!(e.message().contains(name), "{e}");

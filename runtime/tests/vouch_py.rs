@@ -418,3 +418,21 @@ fn imports_and_views_know_their_extent() {
         .unwrap();
     });
 }
+
+#[test]
+fn from_buffer_checks_its_length() {
+    let f32_ = <f32 as DLPackElement>::DTYPE;
+    let buf = || dlbind::alloc::AlignedBuffer::zeroed(16).unwrap();
+    let t = dlbind::ImportedTensor::from_buffer(buf(), &[4], f32_).unwrap();
+    assert_eq!(t.as_slice::<f32>().unwrap().len(), 4);
+    assert_eq!(t.extent(), dlbind::Extent::from_start(16));
+    for shape in [&[5i64][..], &[1 << 40], &[-1], &[2, 3]] {
+        let e = dlbind::ImportedTensor::from_buffer(buf(), shape, f32_)
+            .expect_err(&format!("{shape:?} over 16 bytes"));
+        assert!(e.message().contains("given 16 bytes"), "{e}");
+    }
+    let bad = DLDataType { lanes: 0, ..f32_ };
+    assert!(dlbind::ImportedTensor::from_buffer(buf(), &[4], bad).is_err());
+    let empty = dlbind::ImportedTensor::from_buffer(buf(), &[0, 7], f32_).unwrap();
+    assert!(empty.as_slice::<f32>().unwrap().is_empty());
+}

@@ -367,7 +367,7 @@ where
             let elem = validate_dtype(dtype).map_err(dl)?;
             let nbytes = contiguous_nbytes(&shape, elem).map_err(|e| dl(e.into()))?;
             let buf = AlignedBuffer::zeroed(nbytes).map_err(|e| dl(e.into()))?;
-            let imported = ImportedTensor::from_buffer(buf, &shape, dtype);
+            let imported = ImportedTensor::from_buffer(buf, &shape, dtype).map_err(dl)?;
             let Some(ctor) = T::exchange_constructor() else {
                 let e = no_constructor::<T>(WHAT); // its message names WHAT already
                 return Err((e.exception().name().to_owned(), e.message().to_owned()));

@@ -183,16 +183,6 @@ impl ImportedTensor {
         }
     }
 
-    /// The bytes this handle's own shape, strides and dtype address around element 0 (a
-    /// validated description: its reach fits; `EMPTY` otherwise, which lets nothing out).
-    #[inline]
-    fn own_extent(&self) -> Extent {
-        crate::dtype::valid_elem_size(self.dtype)
-            .and_then(|e| reach(self.shape(), Some(self.strides()), e).ok())
-            .and_then(Extent::of_reach)
-            .unwrap_or(Extent::EMPTY)
-    }
-
     /// The bytes around [`Self::data_ptr`] that this tensor's description addresses, and so
     /// the most that an export of a [`crate::Buffer`] holding it may describe.
     #[inline]
@@ -436,7 +426,7 @@ impl ImportedTensor {
                 nbytes,
             )?
         };
-        Ok(Self::from_buffer(buf, shape, self.dtype))
+        Self::from_buffer(buf, shape, self.dtype)
     }
 
     /// A handle on a [`crate::bridges::PythonView`] (already validated): keeps `view.owner`
@@ -507,14 +497,32 @@ impl ImportedTensor {
         }
     }
 
-    /// Wraps an owned C-contiguous host buffer (writable).
+    /// Wraps an owned C-contiguous host buffer (writable) as a tensor of `shape` and `dtype`.
+    /// Errors: `UnsupportedDtype` for a dtype the spec does not describe, `MalformedTensor` when
+    /// `shape` has a negative dimension or needs more bytes than `buf` holds (the accessors and
+    /// exports would otherwise read past it).
     pub fn from_buffer(
         buf: impl Into<Box<AlignedBuffer>>,
         shape: &[i64],
         dtype: DLDataType,
-    ) -> ImportedTensor {
+    ) -> Result<ImportedTensor, DlpackError> {
         let buf = buf.into();
-        let len = buf.len();
+        let elem = validate_dtype(dtype)?;
+        let fits = reach(shape, None, elem)
+            .ok()
+            .and_then(Extent::of_reach)
+            .filter(|e| e.above <= buf.len());
+        let Some(extent) = fits else {
+            return Err(DlpackError::new(
+                FailureKind::MalformedTensor,
+                format!(
+                    "from_buffer: shape {shape:?} of {} given {} bytes, wanted a shape whose \
+                     elements fit them",
+                    describe(dtype),
+                    buf.len()
+                ),
+            ));
+        };
         let data = buf.as_mut_ptr().cast::<c_void>();
         let mut this = ImportedTensor {
             owner: Owner::Copied(buf),
@@ -529,14 +537,10 @@ impl ImportedTensor {
             readonly: false,
             flags: DLPACK_FLAG_BITMASK_IS_COPIED,
             version: None,
-            extent: Extent::EMPTY,
+            extent,
         };
         this.set_owned_meta(shape, None);
-        // Never more than the buffer holds (exports of a `Buffer` holding this are checked
-        // against it).
-        let own = this.own_extent();
-        this.extent = if own.below == 0 && own.above <= len { own } else { Extent::EMPTY };
-        this
+        Ok(this)
     }
 
     /// Shape (elements per dimension).
