@@ -1,7 +1,9 @@
 //! The arrow adapter (`dlbind::adapters::arrow`, feature `arrow`) against arrow-rs itself:
 //! exports view the arrow buffer (pointer identity), nulls and booleans need `copy`, the
 //! fixed-shape-tensor permutation becomes strides, imports build arrow buffers over the tensor's
-//! memory that keep the producer alive, and every managed tensor's deleter runs exactly once.
+//! memory that keep the producer alive, and every managed tensor's deleter runs exactly once;
+//! empty arrays and tensors (a 0 in any dimension, any data pointer) of every type both ways,
+//! 0-d tensors and list lengths beyond `i64` refused with typed errors, never a panic.
 #![cfg(feature = "arrow")]
 
 mod common;
@@ -9,7 +11,10 @@ mod common;
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use arrow_array::types::{Float32Type, Int32Type, Int64Type};
+use arrow_array::types::{
+    ArrowPrimitiveType, Float16Type, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type,
+    Int64Type, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
+};
 use arrow_array::{
     Array, ArrayRef, BooleanArray, FixedSizeListArray, Float32Array, Int32Array, PrimitiveArray,
     StringArray,
@@ -64,7 +69,10 @@ fn primitive_array_is_a_read_only_view_of_its_buffer() {
     assert_eq!((t.shape(), t.strides()), (&[4i64][..], &[1i64][..]));
     assert_eq!(t.dtype(), f32::DTYPE);
     assert!(t.readonly() && !t.is_copied());
-    assert_eq!(t.dlpack_data_bytes(), Some(16));
+    assert_eq!(
+        t.__dlbind_storage(),
+        Some((dlbind::Extent::from_start(16), Device::CPU))
+    );
     // A slice starts at its offset.
     let s = a.slice(1, 2);
     let ts = ArrowTensor::from_array(&s, false).unwrap();
@@ -449,4 +457,289 @@ fn bool_tensors_pack_with_copy_only() {
         b.iter().collect::<Vec<_>>(),
         vec![Some(true), Some(false), Some(true)]
     );
+}
+
+// ------------------------------------------------------------------------------ empty tensors
+
+/// An empty tensor of any dtype and shape at any address, with C-contiguous strides or junk
+/// ones: a producer may send any pointer (NULL or dangling at 1 included) and any strides for a
+/// tensor without elements (numpy sends zeros).
+#[pyclass(frozen)]
+struct EmptyAt {
+    addr: usize,
+    dtype: DLDataType,
+    shape: Vec<i64>,
+    junk_strides: bool,
+}
+
+// SAFETY: every test gives a shape with a 0 in it: nothing is addressed.
+unsafe impl DLPackSource for EmptyAt {
+    fn dlpack_data_ptr(&self) -> *mut c_void {
+        std::ptr::without_provenance_mut(self.addr)
+    }
+    fn dlpack_dtype(&self) -> DLDataType {
+        self.dtype
+    }
+    fn dlpack_ndim(&self) -> usize {
+        self.shape.len()
+    }
+    fn dlpack_fill_shape(&self, out: &mut [i64]) {
+        out.copy_from_slice(&self.shape);
+    }
+    fn dlpack_fill_strides(&self, out: &mut [i64]) -> bool {
+        if self.junk_strides {
+            for (i, s) in out.iter_mut().enumerate() {
+                *s = [0, i64::MIN, 7, -1][i % 4];
+            }
+        } else {
+            out.copy_from_slice(&dlbind::layout::c_strides(&self.shape));
+        }
+        true
+    }
+}
+
+/// An empty producer tensor (through a versioned capsule) at `addr`; junk strides when `addr`
+/// is odd.
+fn import_empty(py: Python<'_>, addr: usize, dtype: DLDataType, shape: &[i64]) -> ImportedTensor {
+    assert!(shape.contains(&0));
+    let obj = Bound::new(
+        py,
+        EmptyAt {
+            addr,
+            dtype,
+            shape: shape.to_vec(),
+            junk_strides: addr % 2 == 1,
+        },
+    )
+    .unwrap();
+    let req = ExportRequest {
+        max_version: Some((1, 3)),
+        ..ExportRequest::DEFAULT
+    };
+    let cap = export_to_capsule(obj.as_any(), obj.get(), &req).unwrap();
+    let t = ImportedTensor::from_capsule(cap.bind(py)).unwrap();
+    assert_eq!(t.data_ptr() as usize, addr, "the producer's own pointer");
+    t
+}
+
+/// The addresses an empty tensor comes with: NULL, 1 (what the old adapter passed arrow
+/// itself, misaligned for any type wider than a byte), an aligned one, an odd one (odd ones
+/// with junk strides).
+const EMPTY_ADDRS: [usize; 4] = [0, 1, 4096, 4099];
+
+/// The shapes with a 0 somewhere.
+const EMPTY_SHAPES: [&[i64]; 5] = [&[0], &[0, 3], &[3, 0], &[2, 0, 4], &[2, 3, 0]];
+
+/// Every dtype the adapter gives arrow (bool: packed, `copy` only).
+const DTYPES: [DLDataType; 12] = [
+    i8::DTYPE,
+    i16::DTYPE,
+    i32::DTYPE,
+    i64::DTYPE,
+    u8::DTYPE,
+    u16::DTYPE,
+    u32::DTYPE,
+    u64::DTYPE,
+    half::f16::DTYPE,
+    f32::DTYPE,
+    f64::DTYPE,
+    bool::DTYPE,
+];
+
+/// One 1-D empty tensor of `T` at each address, as a `PrimitiveArray<T>` and back.
+fn empty_primitive_both_ways<T>(py: Python<'_>)
+where
+    T: ArrowPrimitiveType,
+    T::Native: DLPackElement,
+{
+    let dt = <T::Native as DLPackElement>::DTYPE;
+    for addr in EMPTY_ADDRS {
+        for copy in [false, true] {
+            let t = import_empty(py, addr, dt, &[0]);
+            let a: PrimitiveArray<T> =
+                to_primitive(t, copy).unwrap_or_else(|e| panic!("{} at {addr}: {e}", T::DATA_TYPE));
+            assert_eq!((a.len(), a.null_count()), (0, 0));
+            assert!(
+                (a.values().as_ptr() as usize).is_multiple_of(std::mem::align_of::<T::Native>())
+            );
+            let back = ArrowTensor::from_array(&a, false).unwrap();
+            assert_eq!((back.shape(), back.dtype()), (&[0i64][..], dt));
+            let back = ArrowTensor::from_primitive(a, copy).unwrap();
+            assert_eq!((back.shape(), back.dtype()), (&[0i64][..], dt));
+        }
+    }
+}
+
+#[test]
+fn empty_tensors_of_every_type_import_as_primitive_arrays() {
+    let _g = common::serial();
+    Python::attach(|py| {
+        let base = live_exports();
+        empty_primitive_both_ways::<Int8Type>(py);
+        empty_primitive_both_ways::<Int16Type>(py);
+        empty_primitive_both_ways::<Int32Type>(py);
+        empty_primitive_both_ways::<Int64Type>(py);
+        empty_primitive_both_ways::<UInt8Type>(py);
+        empty_primitive_both_ways::<UInt16Type>(py);
+        empty_primitive_both_ways::<UInt32Type>(py);
+        empty_primitive_both_ways::<UInt64Type>(py);
+        empty_primitive_both_ways::<Float16Type>(py);
+        empty_primitive_both_ways::<Float32Type>(py);
+        empty_primitive_both_ways::<Float64Type>(py);
+        assert_eq!(live_exports(), base, "every producer released once");
+    });
+}
+
+#[test]
+fn empty_tensors_of_every_type_and_shape_go_to_arrow_and_back() {
+    let _g = common::serial();
+    Python::attach(|py| {
+        let base = live_exports();
+        for dt in DTYPES {
+            let is_bool = dt == bool::DTYPE;
+            for shape in EMPTY_SHAPES {
+                for addr in EMPTY_ADDRS {
+                    let what = format!("{dt:?} {shape:?} at {addr}");
+                    // bool needs copy (bit-packed); the others view, and an empty view is
+                    // arrow's own empty buffer.
+                    let arr = to_arrow(import_empty(py, addr, dt, shape), is_bool)
+                        .unwrap_or_else(|e| panic!("{what}: {e}"));
+                    assert_eq!(arr.len() as i64, shape[0], "{what}");
+                    let back = ArrowTensor::from_array(arr.as_ref(), is_bool)
+                        .unwrap_or_else(|e| panic!("{what}: {e}"));
+                    assert_eq!(back.shape(), shape, "{what}: the same shape back");
+                    assert_eq!(back.dtype(), dt, "{what}");
+                    if shape.len() >= 2 && !is_bool {
+                        let (field, list) =
+                            to_fixed_shape_tensor(import_empty(py, addr, dt, shape), false)
+                                .unwrap_or_else(|e| panic!("{what}: {e}"));
+                        assert_eq!(list.len() as i64, shape[0], "{what}");
+                        let back = ArrowTensor::from_field(&field, &list, false).unwrap();
+                        assert_eq!(back.shape(), shape, "{what}: fixed_shape_tensor back");
+                    }
+                }
+            }
+        }
+        assert_eq!(live_exports(), base, "every producer released once");
+    });
+}
+
+#[test]
+fn zero_d_tensors_are_refused_by_every_import() {
+    let _g = common::serial();
+    Python::attach(|py| {
+        let base = live_exports();
+        let zero_d = || import(py, strided(vec![2.5], &[], &[])).0;
+        for e in [
+            to_arrow(zero_d(), false).unwrap_err(),
+            to_arrow(zero_d(), true).unwrap_err(),
+            to_primitive::<Float32Type>(zero_d(), true).unwrap_err(),
+            to_fixed_shape_tensor(zero_d(), true).unwrap_err(),
+        ] {
+            assert_eq!(e.kind(), FailureKind::UnsupportedLayout, "{e}");
+        }
+        assert_eq!(live_exports(), base, "every producer released once");
+    });
+}
+
+#[test]
+fn empty_arrays_of_every_type_export_as_empty_tensors() {
+    for (ty, dt) in [
+        (DataType::Int8, i8::DTYPE),
+        (DataType::Int16, i16::DTYPE),
+        (DataType::Int32, i32::DTYPE),
+        (DataType::Int64, i64::DTYPE),
+        (DataType::UInt8, u8::DTYPE),
+        (DataType::UInt16, u16::DTYPE),
+        (DataType::UInt32, u32::DTYPE),
+        (DataType::UInt64, u64::DTYPE),
+        (DataType::Float16, half::f16::DTYPE),
+        (DataType::Float32, f32::DTYPE),
+        (DataType::Float64, f64::DTYPE),
+        (DataType::Boolean, bool::DTYPE),
+    ] {
+        let is_bool = ty == DataType::Boolean;
+        let a = arrow_array::new_empty_array(&ty);
+        for copy in [is_bool, true] {
+            let t = ArrowTensor::from_array(a.as_ref(), copy).unwrap();
+            assert_eq!(
+                (t.shape(), t.strides(), t.dtype()),
+                (&[0i64][..], &[1i64][..], dt)
+            );
+            assert_eq!(t.is_copied(), copy, "{ty}");
+        }
+        // Lists of size 0 (3 of them) and 0 lists of size 4.
+        let field = Arc::new(Field::new_list_field(ty.clone(), true));
+        let l =
+            FixedSizeListArray::try_new_with_length(field.clone(), 0, a.clone(), None, 3).unwrap();
+        let t = ArrowTensor::from_array(&l, is_bool).unwrap();
+        assert_eq!((t.shape(), t.dtype()), (&[3i64, 0][..], dt), "{ty}");
+        let l = FixedSizeListArray::try_new_with_length(field, 4, a.clone(), None, 0).unwrap();
+        let t = ArrowTensor::from_array(&l, true).unwrap();
+        assert_eq!(t.shape(), &[0, 4], "{ty}");
+    }
+    // An empty slice keeps its offset, and views nothing.
+    let a = Int32Array::from(vec![1, 2, 3]);
+    let t = ArrowTensor::from_array(&a.slice(3, 0), false).unwrap();
+    assert_eq!(t.shape(), &[0]);
+    assert_eq!(read_f32(&t), Vec::<f32>::new());
+    // arrow.fixed_shape_tensor of element shape (0, 2), permuted: logical (5, 2, 0).
+    let values = Float32Array::from(Vec::<f32>::new());
+    let field = Arc::new(Field::new_list_field(DataType::Float32, false));
+    let l = FixedSizeListArray::try_new_with_length(field, 0, Arc::new(values), None, 5).unwrap();
+    let f = tensor_field(&l, r#"{"shape":[0,2],"permutation":[1,0]}"#);
+    let t = ArrowTensor::from_field(&f, &l, false).unwrap();
+    assert_eq!(t.shape(), &[5, 2, 0]);
+}
+
+#[test]
+fn list_lengths_beyond_i64_are_refused_not_wrapped() {
+    // Lists of size 0 hold no values, so their length costs no memory: 2^63 of them, in lists
+    // of 2^30, in lists of 2^30, is a valid arrow array of shape (8, 2^30, 2^30, 0), whose
+    // lengths multiply past i64.
+    let empty: ArrayRef = Arc::new(Int32Array::from(Vec::<i32>::new()));
+    let f0 = Arc::new(Field::new_list_field(DataType::Int32, true));
+    let l0 = FixedSizeListArray::try_new_with_length(f0, 0, empty, None, 1 << 63).unwrap();
+    let f1 = Arc::new(Field::new_list_field(l0.data_type().clone(), true));
+    let l1 =
+        FixedSizeListArray::try_new_with_length(f1, 1 << 30, Arc::new(l0), None, 1 << 33).unwrap();
+    let f2 = Arc::new(Field::new_list_field(l1.data_type().clone(), true));
+    let l2 = FixedSizeListArray::try_new_with_length(f2, 1 << 30, Arc::new(l1), None, 8).unwrap();
+    for copy in [false, true] {
+        let e = ArrowTensor::from_array(&l2, copy).unwrap_err();
+        assert_eq!(e.kind(), FailureKind::UnsupportedLayout, "{e}");
+        assert!(e.message().starts_with("arrow: nested list lengths"), "{e}");
+    }
+    // Metadata whose shape multiplies past i64 matches no storage.
+    let l = f32_list(vec![0.0; 4], 2);
+    let f = tensor_field(&l, r#"{"shape":[4294967296,4294967296,4294967296]}"#);
+    let e = ArrowTensor::from_field(&f, &l, false).unwrap_err();
+    assert_eq!(e.kind(), FailureKind::MalformedTensor, "{e}");
+    assert!(e.message().contains("beyond i64"), "{e}");
+}
+
+#[test]
+fn bool_tensors_with_bytes_other_than_0_and_1_are_refused_when_packed() {
+    let _g = common::serial();
+    #[cfg(feature = "ndarray")]
+    {
+        use dlbind::adapters::ndarray::{export, ndarray};
+        let t = export(ndarray::array![true, false, true]).unwrap();
+        // SAFETY: element 1 of the tensor's writable memory; no borrow of it is alive.
+        unsafe { t.data_ptr().cast::<u8>().add(1).write(7) };
+        let e = to_arrow(t, true).unwrap_err();
+        assert_eq!(e.kind(), FailureKind::MalformedTensor);
+        assert_eq!(
+            e.message(),
+            "arrow: to_vec: bool element 1 (C order) holds the byte 7, wanted 0 or 1"
+        );
+        // Reversed (a non-contiguous bool tensor packs from a copy).
+        let t = export(ndarray::array![true, false, false].slice_move(ndarray::s![..;-1])).unwrap();
+        let a = to_arrow(t, true).unwrap();
+        let b = a.as_any().downcast_ref::<BooleanArray>().unwrap();
+        assert_eq!(
+            b.iter().collect::<Vec<_>>(),
+            vec![Some(false), Some(false), Some(true)]
+        );
+    }
 }

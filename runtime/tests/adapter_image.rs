@@ -1,13 +1,14 @@
 //! The image adapter (`dlbind::adapters::image`) against the real crate: `ImageBuffer` exports
 //! as HWC, `FlatSamples` with their strides, a frozen class's `SubImage` as a strided read-only
-//! view; imports back as `ImageBuffer`s over the tensor; every refusal with its spec kind.
+//! view; imports back as `ImageBuffer`s over the tensor; empty images (0 wide, 0 high) of every
+//! subpixel type both ways; every refusal (0-d, a dimension beyond `u32`) with its spec kind.
 #![cfg(feature = "image")]
 
 mod common;
 
 use dlbind::adapters::image::image::flat::SampleLayout;
 use dlbind::adapters::image::image::{
-    FlatSamples, GenericImageView, ImageBuffer, Luma, Rgb, RgbImage, Rgba,
+    FlatSamples, GenericImageView, ImageBuffer, Luma, LumaA, Rgb, RgbImage, Rgba,
 };
 use dlbind::adapters::image::{export, export_flat, export_sub_image, import, import_mut};
 use dlbind::adapters::live_rust_owned_tensors;
@@ -250,4 +251,104 @@ fn every_export_is_dropped_once() {
     assert_eq!(live_rust_owned_tensors(), base + 4);
     drop(imgs);
     assert_eq!(live_rust_owned_tensors(), base);
+}
+
+/// For one subpixel type: images 0 wide, 0 high or both go out (`export`, `export_flat`) as
+/// empty tensors and come back (`import`, `import_mut`) with their dimensions.
+/// (A macro: image's pixel types need a bound, `Enlargeable`, that the crate does not export.)
+macro_rules! empty_images_both_ways {
+    ($s:ty) => {{
+        type S = $s;
+        for (w, h) in [(0u32, 0u32), (0, 3), (4, 0)] {
+            let what = format!("{} {w} x {h}", S::NAME);
+            let t = export(ImageBuffer::<Rgb<S>, Vec<S>>::new(w, h)).unwrap();
+            assert_eq!(t.shape(), &[i64::from(h), i64::from(w), 3], "{what}");
+            assert_eq!((t.numel(), t.dtype()), (0, S::DTYPE), "{what}");
+            let back = import::<Rgb<S>>(t).unwrap();
+            assert_eq!(back.dimensions(), (w, h), "{what}");
+            assert!(back.as_raw().is_empty());
+            assert_eq!(back.pixels().count(), 0);
+
+            let t = export(ImageBuffer::<LumaA<S>, Vec<S>>::new(w, h)).unwrap();
+            // SAFETY: the test's only handle of this (empty) memory.
+            let mut back = unsafe { import_mut::<LumaA<S>>(t) }.unwrap();
+            assert_eq!(back.dimensions(), (w, h), "{what}");
+            assert_eq!(back.pixels_mut().count(), 0);
+
+            // Planar samples with no pixels: any strides, nothing addressed.
+            let flat = FlatSamples {
+                samples: Vec::<S>::new(),
+                layout: SampleLayout {
+                    channels: 4,
+                    channel_stride: (w * h) as usize,
+                    width: w,
+                    width_stride: 1,
+                    height: h,
+                    height_stride: w as usize,
+                },
+                color_hint: None,
+            };
+            let t = export_flat(flat).unwrap();
+            assert_eq!(t.shape(), &[i64::from(h), i64::from(w), 4], "{what}");
+            assert_eq!(import::<Rgba<S>>(t).unwrap().dimensions(), (w, h), "{what}");
+        }
+        // No channels: a pixel type has at least one, so (h, w, 0) is refused by name.
+        let flat = FlatSamples {
+            samples: Vec::<S>::new(),
+            layout: SampleLayout {
+                channels: 0,
+                channel_stride: 1,
+                width: 2,
+                width_stride: 0,
+                height: 2,
+                height_stride: 0,
+            },
+            color_hint: None,
+        };
+        let e = import::<Luma<S>>(export_flat(flat).unwrap()).unwrap_err();
+        assert_eq!(e.kind(), FailureKind::UnsupportedLayout);
+        assert!(e.message().contains("[2, 2, 0]"), "{e}");
+    }};
+}
+
+#[test]
+fn empty_images_of_every_subpixel_type_go_both_ways() {
+    let _g = common::serial();
+    let base = live_rust_owned_tensors();
+    empty_images_both_ways!(u8);
+    empty_images_both_ways!(u16);
+    empty_images_both_ways!(u32);
+    empty_images_both_ways!(u64);
+    empty_images_both_ways!(i8);
+    empty_images_both_ways!(i16);
+    empty_images_both_ways!(i32);
+    empty_images_both_ways!(i64);
+    empty_images_both_ways!(f32);
+    empty_images_both_ways!(f64);
+    assert_eq!(live_rust_owned_tensors(), base, "every owner dropped once");
+}
+
+/// What an image cannot be is refused with a typed error naming it, never a panic: a 0-d or
+/// 1-d tensor, and an empty one with a dimension beyond image's `u32`.
+#[cfg(feature = "ndarray")]
+#[test]
+fn tensors_no_image_can_be_are_refused_by_name() {
+    use dlbind::adapters::ndarray::{export as nd_export, ndarray};
+    let _g = common::serial();
+    let e = import::<Luma<f32>>(nd_export(ndarray::arr0(1.5f32)).unwrap()).unwrap_err();
+    assert_eq!(e.kind(), FailureKind::UnsupportedLayout);
+    assert_eq!(
+        e.message(),
+        "image import: shape [] is not (height, width, 1) or (height, width)"
+    );
+    let e = import::<Rgb<u8>>(nd_export(ndarray::Array1::<u8>::zeros(0)).unwrap()).unwrap_err();
+    assert_eq!(e.kind(), FailureKind::UnsupportedLayout);
+    // 2^33 rows of no pixels: a valid empty tensor, but not an image.
+    let big = ndarray::Array2::<u8>::zeros((1 << 33, 0));
+    let e = import::<Luma<u8>>(nd_export(big).unwrap()).unwrap_err();
+    assert_eq!(e.kind(), FailureKind::UnsupportedLayout);
+    assert!(e.message().contains("8589934592"), "{e}");
+    // And an empty 2-D tensor is a one-channel image.
+    let l = import::<Luma<i16>>(nd_export(ndarray::Array2::<i16>::zeros((0, 7))).unwrap()).unwrap();
+    assert_eq!(l.dimensions(), (7, 0));
 }

@@ -1,7 +1,8 @@
 //! The ndarray adapter (`dlbind::adapters::ndarray`) against the real crate: exports of
 //! `Array`, `ArcArray`, `CowArray` and a frozen class's `ArrayView`; imports into views of fixed
-//! and dynamic dimension and the owning `NdTensor`; negative strides, bool, complex; every
-//! refusal with its spec kind; every owner dropped exactly once.
+//! and dynamic dimension and the owning `NdTensor`; negative strides, bool (never lent: read as
+//! `u8` or copied, checked), complex; empty and 0-d arrays of every element type both ways;
+//! every refusal with its spec kind; every owner dropped exactly once.
 #![cfg(feature = "ndarray")]
 
 mod common;
@@ -13,7 +14,7 @@ use dlbind::adapters::ndarray::ndarray::{
     ArcArray, Array, Array1, Array2, ArrayD, CowArray, Dimension, Ix1, Ix2, Ix3, Ix4, Ix5, Ix6,
     IxDyn, s,
 };
-use dlbind::adapters::ndarray::{NdTensor, export, export_view, view, view_mut};
+use dlbind::adapters::ndarray::{NdTensor, export, export_view, to_array, view, view_mut};
 use dlbind::prelude::*;
 use dlbind::spec::errors::{FailureKind, PyExceptionKind};
 use dlbind::spec::types::{
@@ -119,7 +120,11 @@ fn bool_and_complex_and_empty() {
     let b = Array1::from(vec![true, false, true]);
     let t = export(b.clone()).unwrap();
     assert_eq!(t.dtype_info().unwrap().name, "bool");
-    assert_eq!(view::<bool, Ix1>(&t).unwrap(), b);
+    // Never lent: its bytes as u8, or a checked copy.
+    let e = view::<bool, Ix1>(&t).unwrap_err();
+    assert_eq!(e.kind(), FailureKind::UnsupportedDtype);
+    assert_eq!(view::<u8, Ix1>(&t).unwrap(), Array1::from(vec![1u8, 0, 1]));
+    assert_eq!(to_array::<bool, Ix1>(&t).unwrap(), b);
 
     let c = Array2::from_shape_fn((2, 3), |(i, j)| Complex::new(i as f64, -(j as f64)));
     let t = export(c.clone().slice_move(s![.., ..;-1])).unwrap();
@@ -351,4 +356,172 @@ fn every_export_is_dropped_once() {
     assert!(view::<u32, Ix3>(&ts[0]).is_err());
     drop(ts);
     assert_eq!(live_rust_owned_tensors(), base);
+}
+
+#[test]
+fn bool_views_are_refused_naming_the_ways_out() {
+    let _g = common::serial();
+    let b = Array2::from_shape_fn((2, 3), |(i, j)| (i + j) % 2 == 0);
+    let mut t = export(b.clone().slice_move(s![.., ..;-1])).unwrap();
+    let e = view::<bool, Ix2>(&t).unwrap_err();
+    assert_eq!(e.kind(), FailureKind::UnsupportedDtype);
+    assert!(
+        e.message()
+            .starts_with("ndarray view: bool elements borrowed"),
+        "{e}"
+    );
+    assert!(e.message().contains("view::<u8, ndarray::Ix2>"), "{e}");
+    assert!(e.message().contains("to_array"), "{e}");
+    assert_eq!(e.kind().exception(), PyExceptionKind::BufferError);
+    // SAFETY: the test's only handle of this memory (refused anyway).
+    let e = unsafe { view_mut::<bool, Ix2>(&mut t) }.unwrap_err();
+    assert!(e.message().starts_with("ndarray view_mut: bool"), "{e}");
+    // The bytes, writable through u8 (any byte is a valid u8).
+    // SAFETY: the test's only handle of this memory while the result lives.
+    unsafe { view_mut::<u8, Ix2>(&mut t) }.unwrap()[[0, 0]] = 0;
+    // The checked copy, from a negative-stride layout, in C order.
+    let mut want = b.slice(s![.., ..;-1]).to_owned();
+    want[[0, 0]] = false;
+    assert_eq!(to_array::<bool, Ix2>(&t).unwrap(), want);
+    assert_eq!(
+        to_array::<bool, IxDyn>(&t).unwrap(),
+        want.clone().into_dyn()
+    );
+    assert_eq!(
+        to_array::<bool, Ix1>(&t).unwrap_err().kind(),
+        FailureKind::UnsupportedLayout,
+        "rank checked"
+    );
+    assert_eq!(
+        to_array::<i8, Ix2>(&t).unwrap_err().kind(),
+        FailureKind::UnsupportedDtype
+    );
+    // A byte other than 0/1, stored while the tensor lives (as Python code could): the copy
+    // names it.
+    // SAFETY: element (0, 2) (stride -1: two bytes below element 0) of the tensor's writable
+    // memory; no borrow of it is alive.
+    unsafe { t.data_ptr().cast::<u8>().sub(2).write(7) };
+    let e = to_array::<bool, Ix2>(&t).unwrap_err();
+    assert_eq!(e.kind(), FailureKind::MalformedTensor);
+    assert_eq!(
+        e.message(),
+        "ndarray to_array: to_vec: bool element 2 (C order) holds the byte 7, wanted 0 or 1"
+    );
+}
+
+#[test]
+fn nd_tensor_of_bool_holds_a_checked_copy() {
+    let _g = common::serial();
+    let b = Array1::from(vec![true, false, true, true]);
+    let t = export(b.clone()).unwrap();
+    let p = t.data_ptr().cast::<u8>();
+    let mut nd = NdTensor::<bool, Ix1>::new(t).unwrap();
+    assert_eq!(nd.view().unwrap(), b);
+    // The producer's memory changes (as Python code could change it): the copy does not, so
+    // no view ever holds a byte other than 0/1.
+    // SAFETY: byte 1 of the tensor's writable memory; no borrow of it is alive (the view above
+    // is of the copy).
+    unsafe { p.add(1).write(7) };
+    assert_eq!(nd.view().unwrap(), b, "a snapshot");
+    // SAFETY: the test's only handle of this memory (refused anyway).
+    let e = unsafe { nd.view_mut() }.unwrap_err();
+    assert_eq!(e.kind(), FailureKind::UnsupportedDtype);
+    assert!(e.message().contains("u8"), "{e}");
+    // The tensor itself is the producer's, with the new byte.
+    assert_eq!(nd.tensor().as_slice::<u8>().unwrap(), &[1, 7, 1, 1]);
+    // A new NdTensor checks the bytes.
+    let e = NdTensor::<bool, Ix1>::new(nd.into_tensor()).unwrap_err();
+    assert_eq!(e.kind(), FailureKind::MalformedTensor);
+    assert!(e.message().contains("element 1"), "{e}");
+}
+
+/// For one element type: empty arrays (a 0 in each place) and a 0-d array go out as tensors
+/// and come back (`view`, `NdTensor`, `to_array`) equal, for every array kind `export` takes.
+fn empty_and_zero_d_both_ways<T>(x: T)
+where
+    T: DLPackElement + PartialEq + std::fmt::Debug,
+{
+    let lendable = T::DTYPE != bool::DTYPE;
+    let shapes: [&[usize]; 6] = [&[0], &[0, 3], &[3, 0], &[2, 0, 4], &[0, 0], &[]];
+    for shape in shapes {
+        let a = ArrayD::<T>::from_elem(IxDyn(shape), x);
+        let want: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
+        let numel: usize = shape.iter().product();
+        let check = |t: &ImportedTensor, what: &str| {
+            assert_eq!(t.shape(), &want[..], "{} {what} {shape:?}", T::NAME);
+            assert_eq!(t.dtype(), T::DTYPE);
+            assert_eq!(t.numel(), numel);
+            assert_eq!(to_array::<T, IxDyn>(t).unwrap(), a, "{} {what}", T::NAME);
+            assert_eq!(
+                t.to_vec::<T>().unwrap(),
+                a.iter().cloned().collect::<Vec<_>>()
+            );
+            if lendable {
+                assert_eq!(view::<T, IxDyn>(t).unwrap(), a, "{} {what}", T::NAME);
+            } else {
+                let e = view::<T, IxDyn>(t).unwrap_err();
+                assert_eq!(e.kind(), FailureKind::UnsupportedDtype, "{e}");
+                assert_eq!(view::<u8, IxDyn>(t).unwrap().len(), numel);
+            }
+        };
+        let t = export(a.clone()).unwrap();
+        check(&t, "Array");
+        let nd = NdTensor::<T, IxDyn>::new(t).unwrap();
+        assert_eq!(nd.view().unwrap(), a);
+        let shared = a.clone().into_shared();
+        let t = export(shared.clone()).unwrap();
+        assert!(t.readonly(), "shared ArcArray");
+        check(&t, "ArcArray");
+        drop(t);
+        let t = export(CowArray::from(a.view())).unwrap();
+        assert!(t.is_copied(), "borrowing CowArray");
+        check(&t, "CowArray");
+    }
+    // Fixed dimensions: an empty Ix2 and a 0-d Ix0.
+    let e2 = Array2::<T>::from_elem((0, 5), x);
+    let t = export(e2.clone()).unwrap();
+    assert_eq!(to_array::<T, Ix2>(&t).unwrap(), e2);
+    let z = ndarray_zero_d(x);
+    let t = export(z.clone()).unwrap();
+    assert_eq!((t.shape(), t.strides()), (&[][..], &[][..]));
+    assert_eq!(
+        to_array::<T, dlbind::adapters::ndarray::ndarray::Ix0>(&t).unwrap(),
+        z
+    );
+    if lendable {
+        assert_eq!(
+            view::<T, dlbind::adapters::ndarray::ndarray::Ix0>(&t).unwrap()[()],
+            x
+        );
+    }
+}
+
+fn ndarray_zero_d<T: Copy>(x: T) -> dlbind::adapters::ndarray::ndarray::Array0<T> {
+    dlbind::adapters::ndarray::ndarray::arr0(x)
+}
+
+#[test]
+fn empty_and_zero_d_arrays_of_every_element_type_go_both_ways() {
+    let _g = common::serial();
+    let base = live_rust_owned_tensors();
+    empty_and_zero_d_both_ways(true);
+    empty_and_zero_d_both_ways(-3i8);
+    empty_and_zero_d_both_ways(-3i16);
+    empty_and_zero_d_both_ways(-3i32);
+    empty_and_zero_d_both_ways(-3i64);
+    empty_and_zero_d_both_ways(3u8);
+    empty_and_zero_d_both_ways(3u16);
+    empty_and_zero_d_both_ways(3u32);
+    empty_and_zero_d_both_ways(3u64);
+    empty_and_zero_d_both_ways(half::f16::from_f32(1.5));
+    empty_and_zero_d_both_ways(half::bf16::from_f32(1.5));
+    empty_and_zero_d_both_ways(1.5f32);
+    empty_and_zero_d_both_ways(1.5f64);
+    empty_and_zero_d_both_ways(Complex::new(1.0f32, -2.0));
+    empty_and_zero_d_both_ways(Complex::new(1.0f64, -2.0));
+    empty_and_zero_d_both_ways(Complex::new(
+        half::bf16::from_f32(1.0),
+        half::bf16::from_f32(-2.0),
+    ));
+    assert_eq!(live_rust_owned_tensors(), base, "every owner dropped once");
 }

@@ -1,6 +1,7 @@
 //! The safetensors adapter (`dlbind::adapters::safetensors`) against the real crate's parser:
 //! every safetensors dtype maps to its DLPack dtype, tensors are read-only views of the file's
-//! bytes (kept alive by each tensor), misaligned data is copied, bad files and names refused.
+//! bytes (kept alive by each tensor), misaligned data is copied, bad files and names refused;
+//! empty (a 0 in any dimension) and 0-d tensors of every dtype, aligned or not.
 //! Files are written here byte by byte (the format: an 8-byte little-endian header length, a
 //! JSON header, the data); `tests/python/test_adapter_safetensors.py` uses the Python package's
 //! own files.
@@ -213,4 +214,95 @@ fn bad_files_and_names_are_refused() {
     // An empty tensor.
     let st = SafetensorsFile::new(file(&[("e", "F64", &[0, 4], &[])], None)).unwrap();
     assert_eq!(st.tensor("e").unwrap().shape(), &[0, 4]);
+}
+
+/// Every safetensors dtype the adapter maps.
+const ALL: [Dtype; 22] = [
+    Dtype::BOOL,
+    Dtype::F4,
+    Dtype::F6_E2M3,
+    Dtype::F6_E3M2,
+    Dtype::U8,
+    Dtype::I8,
+    Dtype::F8_E5M2,
+    Dtype::F8_E4M3,
+    Dtype::F8_E8M0,
+    Dtype::F8_E4M3FNUZ,
+    Dtype::F8_E5M2FNUZ,
+    Dtype::I16,
+    Dtype::U16,
+    Dtype::F16,
+    Dtype::BF16,
+    Dtype::I32,
+    Dtype::U32,
+    Dtype::F32,
+    Dtype::C64,
+    Dtype::F64,
+    Dtype::I64,
+    Dtype::U64,
+];
+
+#[test]
+fn empty_and_zero_d_tensors_of_every_dtype() {
+    let _g = common::serial();
+    let base = live_rust_owned_tensors();
+    for d in ALL {
+        let name = format!("{d:?}");
+        let bits = d.bitsize();
+        // A 0-d tensor is one element: whole bytes only (safetensors stores no partial byte).
+        let scalar: Vec<u8> = (1..=(bits / 8) as u8).collect();
+        let mut entries: Vec<(&str, &str, &[usize], &[u8])> = vec![
+            ("e0", &name, &[0], &[]),
+            ("e1", &name, &[0, 3], &[]),
+            ("e2", &name, &[3, 0], &[]),
+        ];
+        if bits % 8 == 0 {
+            entries.push(("s", &name, &[], &scalar));
+        }
+        // Last: an empty tensor whose data starts at the very end of the file.
+        entries.push(("end", &name, &[2, 0, 5], &[]));
+        // An 8-byte header (every tensor aligned: views) and an odd one (misaligned: copies).
+        for header in [512, 509] {
+            let bytes = file(&entries, Some(header));
+            let len = bytes.len();
+            let st = SafetensorsFile::new(bytes).unwrap();
+            for (tn, _, shape, data) in &entries {
+                let what = format!("{name} {tn} (header {header})");
+                let t = st.tensor(tn).unwrap();
+                let want: Vec<i64> = shape.iter().map(|&n| n as i64).collect();
+                assert_eq!(t.shape(), &want[..], "{what}");
+                assert_eq!(t.dtype(), dtype(d).unwrap(), "{what}");
+                assert_eq!(t.numel(), shape.iter().product::<usize>(), "{what}");
+                assert!(t.readonly(), "{what}");
+                // SAFETY: the tensor's `data.len()` bytes from element 0 (C-contiguous, whole
+                // bytes: a 0-d tensor's one element, nothing for an empty one), alive while `t`.
+                let got =
+                    unsafe { std::slice::from_raw_parts(t.data_ptr().cast::<u8>(), data.len()) };
+                assert_eq!(got, *data, "{what}");
+                let c = t.to_contiguous_copy().unwrap();
+                assert_eq!(c.shape(), &want[..], "{what}");
+            }
+            let end = st.tensor("end").unwrap();
+            if header == 512 && !end.is_copied() {
+                assert_eq!(
+                    end.data_ptr() as usize - (st.tensor("e0").unwrap().data_ptr() as usize),
+                    len - 8 - header,
+                    "{name}: viewed at the end of the bytes"
+                );
+            }
+        }
+    }
+    assert_eq!(live_rust_owned_tensors(), base, "every owner dropped once");
+}
+
+#[test]
+fn a_zero_d_sub_byte_tensor_is_refused_by_the_format() {
+    let _g = common::serial();
+    for d in [Dtype::F4, Dtype::F6_E2M3, Dtype::F6_E3M2] {
+        let name = format!("{d:?}");
+        // One element of 4 or 6 bits is not a whole byte: safetensors refuses the header.
+        let e = SafetensorsFile::new(file(&[("s", &name, &[], &[0x0f])], None)).unwrap_err();
+        assert_eq!(e.kind(), FailureKind::MalformedTensor, "{name}");
+        assert!(e.message().starts_with("safetensors header"), "{e}");
+    }
 }

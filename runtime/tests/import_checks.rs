@@ -1,5 +1,6 @@
 //! Import checks: `IS_SUBBYTE_TYPE_PADDED` (refused on sub-byte dtypes before ownership is
-//! taken, accepted on whole-byte ones) and the aliasing rules of `as_ndarray_mut`.
+//! taken, accepted on whole-byte ones), `bool` elements never lent (read as `u8` or copied by
+//! `to_vec`, which checks each byte) and the aliasing rules of `as_ndarray_mut`.
 
 mod common;
 
@@ -213,6 +214,154 @@ fn padded_flag_on_whole_byte_dtype_and_packed_subbyte_accepted() {
             drop(t);
             assert_eq!(N.load(Ordering::SeqCst), before + 1);
         }
+    });
+}
+
+const BOOL: DLDataType = DLDataType {
+    code: DLDataTypeCode::kDLBool.0,
+    bits: 8,
+    lanes: 1,
+};
+
+/// A versioned `bool` tensor whose first bytes are `bytes` (the producer's memory, which the
+/// test may write later, as Python code would), with the address of its byte 0.
+fn bool_tensor(
+    bytes: &[u8],
+    shape: &[i64],
+    strides: Option<&[i64]>,
+    counter: &'static AtomicUsize,
+) -> (ImportedTensor, *mut u8) {
+    let m = versioned(shape, strides, 0, BOOL, 0, counter);
+    // SAFETY: the fresh tensor's data is 32 f64s (256 bytes) nobody else reads yet.
+    let data = unsafe {
+        let data = (*m.as_ptr()).dl_tensor.data.cast::<u8>();
+        ptr::write_bytes(data, 0, 256);
+        ptr::copy_nonoverlapping(bytes.as_ptr(), data, bytes.len());
+        data
+    };
+    // SAFETY: a fresh tensor nobody else owns.
+    let t = unsafe { ImportedTensor::from_managed_versioned(m) }.unwrap();
+    (t, data)
+}
+
+#[test]
+fn bool_elements_are_never_lent() {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let (mut t, _) = bool_tensor(&[1, 0, 1, 1], &[4], None, &N);
+    // Valid bytes now, but the producer's memory may change while a borrow lives: refused,
+    // naming both ways out.
+    let e = t.as_slice::<bool>().unwrap_err();
+    assert_eq!(e.kind(), FailureKind::UnsupportedDtype, "{e}");
+    assert!(e.message().starts_with("as_slice: bool elements"), "{e}");
+    assert!(
+        e.message().contains("as u8") && e.message().contains("to_vec::<bool>()"),
+        "{e}"
+    );
+    // SAFETY: the test's only handle of this memory (refused anyway).
+    let e = unsafe { t.as_mut_slice::<bool>() }.unwrap_err();
+    assert_eq!(e.kind(), FailureKind::UnsupportedDtype, "{e}");
+    // The bytes read as u8 (any byte is a valid u8), and a checked copy as bool.
+    assert_eq!(t.as_slice::<u8>().unwrap(), &[1, 0, 1, 1]);
+    assert_eq!(t.to_vec::<bool>().unwrap(), vec![true, false, true, true]);
+    assert_eq!(t.to_vec::<u8>().unwrap(), vec![1, 0, 1, 1]);
+    // Other element types still read only their own dtype.
+    let e = t.as_slice::<i8>().unwrap_err();
+    assert_eq!(e.kind(), FailureKind::UnsupportedDtype);
+    assert!(
+        e.message().contains("bool") && e.message().contains("int8"),
+        "{e}"
+    );
+    assert_eq!(
+        t.to_vec::<i8>().unwrap_err().kind(),
+        FailureKind::UnsupportedDtype
+    );
+    #[cfg(feature = "ndarray")]
+    {
+        let e = t.as_ndarray::<bool>().unwrap_err();
+        assert_eq!(e.kind(), FailureKind::UnsupportedDtype, "{e}");
+        assert!(e.message().starts_with("as_ndarray: bool elements"), "{e}");
+        assert_eq!(
+            t.as_ndarray::<u8>()
+                .unwrap()
+                .iter()
+                .copied()
+                .collect::<Vec<_>>(),
+            vec![1, 0, 1, 1]
+        );
+        // SAFETY: the test's only handle of this memory (refused anyway).
+        let e = unsafe { t.as_ndarray_mut::<bool>() }.unwrap_err();
+        assert_eq!(e.kind(), FailureKind::UnsupportedDtype, "{e}");
+    }
+    drop(t);
+    assert_eq!(N.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn bool_bytes_written_after_import_are_caught_by_the_checked_copy() {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    // Reversed: element i is byte 5 - i (to_vec walks any layout, in C order).
+    let m = versioned(&[6], Some(&[-1]), 5, BOOL, 0, &N);
+    // SAFETY: the fresh tensor's data is 256 bytes nobody else reads yet.
+    let data = unsafe {
+        let data = (*m.as_ptr()).dl_tensor.data.cast::<u8>();
+        ptr::write_bytes(data, 0, 256);
+        ptr::copy_nonoverlapping([1u8, 1, 0, 0, 0, 1].as_ptr(), data, 6);
+        data
+    };
+    // SAFETY: a fresh tensor nobody else owns.
+    let t = unsafe { ImportedTensor::from_managed_versioned(m) }.unwrap();
+    assert_eq!(
+        t.to_vec::<bool>().unwrap(),
+        vec![true, false, false, false, true, true]
+    );
+    // The producer (Python code, in real life) stores a 7 while the handle lives; no borrow of
+    // the bytes is alive here.
+    // SAFETY: byte 2 of the producer's 256 bytes; nothing reads it meanwhile.
+    unsafe { data.add(2).write(7) };
+    let e = t.to_vec::<bool>().unwrap_err();
+    assert_eq!(e.kind(), FailureKind::MalformedTensor, "{e}");
+    assert_eq!(
+        e.message(),
+        "to_vec: bool element 3 (C order) holds the byte 7, wanted 0 or 1"
+    );
+    // As bytes it reads fine.
+    assert_eq!(t.to_vec::<u8>().unwrap(), vec![1, 0, 0, 7, 1, 1]);
+    // Empty and 0-d bool tensors copy too (an empty one's strides are never used).
+    let (e0, _) = bool_tensor(&[], &[0, 3], Some(&[i64::MIN, 1]), &N);
+    assert_eq!(e0.to_vec::<bool>().unwrap(), Vec::<bool>::new());
+    let (s0, _) = bool_tensor(&[1], &[], None, &N);
+    assert_eq!(s0.to_vec::<bool>().unwrap(), vec![true]);
+    let (s7, _) = bool_tensor(&[2], &[], None, &N);
+    assert_eq!(
+        s7.to_vec::<bool>().unwrap_err().kind(),
+        FailureKind::MalformedTensor
+    );
+}
+
+#[test]
+fn numpy_writes_through_python_after_import_never_reach_a_bool_borrow() {
+    Python::attach(|py| {
+        let Some(np) = common::numpy(py) else {
+            eprintln!("skipped: numpy not importable (no test venv)");
+            return;
+        };
+        let a = np
+            .call_method1("array", (vec![true, false, true],))
+            .unwrap();
+        let t = dlbind::from_dlpack(&a, None, None).unwrap();
+        assert_eq!(t.dtype(), BOOL);
+        assert!(t.as_slice::<bool>().is_err(), "never lent");
+        assert_eq!(t.as_slice::<u8>().unwrap(), &[1, 0, 1]);
+        // Python code run while the import lives (any callback could) stores a 7.
+        let locals = pyo3::types::PyDict::new(py);
+        locals.set_item("a", &a).unwrap();
+        locals.set_item("np", &np).unwrap();
+        py.run(c"a.view(np.uint8)[1] = 7", None, Some(&locals))
+            .unwrap();
+        assert_eq!(t.as_slice::<u8>().unwrap(), &[1, 7, 1], "the same memory");
+        let e = t.to_vec::<bool>().unwrap_err();
+        assert_eq!(e.kind(), FailureKind::MalformedTensor, "{e}");
+        assert!(e.message().contains("element 1"), "{e}");
     });
 }
 

@@ -284,3 +284,63 @@ def test_no_leak_over_many_round_trips():
     gc.collect()
     assert pa.total_allocated_bytes() == base
     assert sys.getrefcount(src) == rc
+
+
+# ------------------------------------------------- empty tensors, 0-d, no panics (issue 41)
+
+NUMERIC = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+           np.float16, np.float32, np.float64]
+
+
+@pytest.mark.parametrize("dtype", NUMERIC, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("shape", [(0,), (0, 3), (3, 0), (2, 0, 4), (2, 3, 0)])
+def test_empty_tensors_of_every_type_go_to_pyarrow_and_back(dtype, shape):
+    x = np.zeros(shape, dtype)
+    p = ad.arrow_to_pyarrow(x)
+    assert len(p) == shape[0]                  # (3, 0) is three empty lists, not none
+    t = ad.arrow_round_trip(x)
+    assert (t.shape, t.dtype) == (shape, np.dtype(dtype).name)
+    back = ad.arrow_from_pyarrow(p)
+    assert back.shape == shape
+    np.testing.assert_array_equal(np.from_dlpack(back), x)
+    if len(shape) >= 2:
+        p = ad.arrow_to_pyarrow(x, tensor=True)
+        assert len(p) == shape[0]
+        assert ad.arrow_round_trip(x, tensor=True).shape == shape
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64", "float32", "float64"])
+@pytest.mark.parametrize("copy", [False, True])
+def test_empty_primitive_arrays_never_panic(dtype, copy):
+    # Was a panic inside arrow (a dangling pointer at address 1 given to ScalarBuffer), seen
+    # in Python as SystemError.
+    t = ad.arrow_primitive(np.zeros(0, dtype), dtype, copy=copy)
+    assert (t.shape, t.dtype) == ((0,), dtype)
+
+
+def test_empty_bool_and_pyarrow_arrays():
+    p = ad.arrow_to_pyarrow(np.zeros((0,), np.bool_), copy=True)
+    assert p.type == pa.bool_() and len(p) == 0
+    p = ad.arrow_to_pyarrow(np.zeros((2, 0), np.bool_), copy=True)
+    assert len(p) == 2
+    for typ in [pa.int8(), pa.uint64(), pa.float16(), pa.float64()]:
+        t = ad.arrow_from_pyarrow(pa.array([], typ))
+        assert t.shape == (0,)
+    t = ad.arrow_from_pyarrow(pa.array([], pa.bool_()), copy=True)
+    assert (t.shape, t.dtype) == ((0,), "bool")
+    t = ad.arrow_from_pyarrow(pa.array([1.0, 2.0]).slice(2, 0))
+    assert t.shape == (0,)
+
+
+def test_zero_d_tensors_are_refused_by_name():
+    for kw in [{}, {"copy": True}, {"tensor": True}]:
+        with pytest.raises(BufferError):
+            ad.arrow_to_pyarrow(np.array(1.5), **kw)
+    with pytest.raises(BufferError, match="0-d tensor"):
+        ad.arrow_round_trip(np.array(1.5))
+
+
+def test_bool_bytes_other_than_0_and_1_are_refused_when_packed():
+    b = np.array([1, 7, 0], np.uint8).view(np.bool_)
+    with pytest.raises(BufferError, match=r"arrow: to_vec: bool element 1 \(C order\) holds the byte 7"):
+        ad.arrow_to_pyarrow(b, copy=True)

@@ -106,3 +106,35 @@ def test_jax_reads_images():
     jnp = pytest.importorskip("jax.numpy")
     np.testing.assert_array_equal(np.asarray(jnp.from_dlpack(A.image_gradient(3, 2))),
                                   gradient(3, 2))
+
+
+# ------------------------------------------------------------------------ empty images (issue 41)
+
+@pytest.mark.parametrize("kind, channels, dtype", [
+    ("rgb8", 3, np.uint8), ("luma16", 1, np.uint16), ("rgba32f", 4, np.float32)])
+@pytest.mark.parametrize("w, h", [(0, 0), (0, 3), (4, 0)])
+def test_empty_images_leave_as_empty_tensors(kind, channels, dtype, w, h):
+    t = A.image_gradient(w, h, kind)
+    assert t.shape == (h, w, channels)
+    n = np.from_dlpack(t)
+    assert n.shape == (h, w, channels) and n.dtype == dtype and n.size == 0
+
+
+def test_empty_planar_samples_and_sub_images():
+    assert A.image_planar(0, 2).shape == (2, 0, 3)
+    assert A.image_planar(3, 0).shape == (0, 3, 3)
+    h = A.ImageHolder(4, 3)
+    assert h.crop(1, 1, 0, 2).shape == (2, 0, 3)
+    assert h.crop(4, 3, 0, 0).shape == (0, 0, 3)           # at the corner, nothing addressed
+
+
+def test_empty_arrays_import_as_images_and_0d_is_refused():
+    assert A.image_luma_mean(np.zeros((0, 5), np.uint8)) == 0.0
+    assert A.image_luma_mean(np.zeros((3, 0, 1), np.uint8)) == 0.0
+    with pytest.raises(ValueError, match="outside the image"):   # imported: 0 x 2, no pixel
+        A.image_rgb_pixel(np.zeros((2, 0, 3), np.uint8), 0, 0)
+    A.image_invert(np.zeros((0, 4, 3), np.uint8))
+    with pytest.raises(BufferError, match=r"image import: shape \[\] is not"):
+        A.image_luma_mean(np.array(3, np.uint8))
+    with pytest.raises(BufferError, match=r"image import: shape \[2, 2, 0\] is not"):
+        A.image_rgb_pixel(np.zeros((2, 2, 0), np.uint8), 0, 0)

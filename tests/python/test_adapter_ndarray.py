@@ -202,3 +202,36 @@ def test_manual_sessions():
     import builtins
     builtins._ = None                 # the interactive `_` holds the last value shown
     gc.collect()
+
+
+# ------------------------------------------------------------------ empty, 0-d and bool (issue 41)
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int64", "bool", "complex128"])
+@pytest.mark.parametrize("rows, cols", [(0, 3), (3, 0), (0, 0)])
+def test_empty_arrays_built_in_rust_reach_numpy(dtype, rows, cols):
+    t = A.ndarray_grid(rows, cols, dtype)
+    n = np.from_dlpack(t)
+    assert n.shape == (rows, cols) and n.dtype == np.dtype(dtype) and n.size == 0
+
+
+def test_empty_and_zero_d_numpy_arrays_come_in_as_views():
+    assert A.ndarray_sum(np.zeros((0, 3))) == 0.0
+    assert A.ndarray_sum(np.zeros((2, 0, 4))) == 0.0
+    assert A.ndarray_sum(np.array(2.5)) == 2.5                       # 0-d
+    assert A.ndarray_complex_sum(np.zeros((3, 0), np.complex128)) == 0j
+    assert A.ndarray_complex_sum(np.array(1 - 2j)) == 1 - 2j
+    assert A.ndarray_count_true(np.zeros((0, 5), np.bool_)) == 0
+    assert A.ndarray_count_true(np.array(True)) == 1
+    assert A.ndarray_trace(np.zeros((0, 0))) == 0.0
+
+
+def test_bool_bytes_other_than_0_and_1_are_named_by_the_checked_copy():
+    # `NdTensor<bool>` holds a checked copy (bool is never lent): the byte is named.
+    b = np.array([1, 7, 0], np.uint8).view(np.bool_)
+    with pytest.raises(BufferError, match=r"bool element 1 \(C order\) holds the byte 7"):
+        A.ndarray_count_true(b)
+    # Reversed: element 0 is the last byte.
+    b = np.array([2, 1, 1], np.uint8).view(np.bool_)[::-1]
+    with pytest.raises(BufferError, match=r"bool element 2 \(C order\) holds the byte 2"):
+        A.ndarray_count_true(b)
+    assert A.ndarray_count_true(np.array([[True, False], [True, True]])[:, ::-1]) == 3

@@ -163,3 +163,39 @@ def test_jax_cannot_take_read_only_tensors(tmp_path):
         jnp.from_dlpack(t)
     np.testing.assert_array_equal(np.asarray(jnp.asarray(np.from_dlpack(t))),
                                   np.arange(6, dtype=np.float32).reshape(2, 3))
+
+
+# ------------------------------------------------------------- empty and 0-d tensors (issue 41)
+
+EMPTY_DTYPES = [np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32,
+                np.int64, np.uint64, np.float16, np.float32, np.float64, np.complex64]
+
+
+@pytest.mark.parametrize("dtype", EMPTY_DTYPES, ids=lambda d: np.dtype(d).name)
+def test_empty_and_zero_d_tensors_of_every_dtype(tmp_path, dtype):
+    arrays = {
+        "e0": np.zeros((0,), dtype),
+        "e1": np.zeros((0, 3), dtype),
+        "e2": np.zeros((3, 0), dtype),
+        "s": np.array(1, dtype),
+        "z": np.zeros((2, 0, 5), dtype),
+    }
+    path = tmp_path / "e.safetensors"
+    save_file(arrays, str(path))
+    f = A.safetensors_open(str(path))
+    for name, want in arrays.items():
+        t = f.get(name)
+        assert t.shape == want.shape and t.readonly, name
+        got = np.from_dlpack(t)
+        assert got.dtype == want.dtype, name
+        np.testing.assert_array_equal(got, want)
+    # The same bytes in memory, misaligned by an odd header: copies, same values.
+    raw = bytearray(path.read_bytes())
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = raw[8:8 + n].rstrip(b" ") + b" "
+    if len(header) % 2 == 0:
+        header += b" "
+    data = raw[8 + n:]
+    g = A.safetensors_from_bytes(bytes(struct.pack("<Q", len(header)) + header + data))
+    for name, want in arrays.items():
+        np.testing.assert_array_equal(np.from_dlpack(g.get(name)), want)

@@ -16,6 +16,12 @@
 //! bit-packed booleans (DLPack `bool` is one byte per element), non-contiguous and misaligned
 //! tensors are refused with a typed error unless `copy = true` is asked for. A copy zeroes the
 //! elements under nulls (`0`, `0.0`, `false`) and unpacks or packs booleans.
+//!
+//! Empty arrays and tensors (a 0 in any dimension, list sizes of 0 included) go both ways for
+//! every type; a 0-d tensor has no arrow form (`UnsupportedLayout`). No input makes arrow-rs
+//! panic: what it would panic on is checked first (an empty buffer is arrow's own, aligned for
+//! every type, never a dangling pointer; sizes are checked arithmetic), and a panic that still
+//! came out of arrow-rs would be caught and returned as `InternalError`.
 
 use std::ffi::c_void;
 use std::ptr::NonNull;
@@ -43,6 +49,28 @@ type Result<T> = std::result::Result<T, DlpackError>;
 
 fn err(kind: FailureKind, msg: impl Into<String>) -> DlpackError {
     DlpackError::new(kind, msg.into())
+}
+
+/// Runs `f`, an entry point of this module, turning a panic (none is expected: the inputs
+/// arrow-rs panics on are checked first) into an `InternalError` instead of unwinding into the
+/// caller.
+fn no_panic<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
+        let msg = p
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(err(
+            FailureKind::InternalError,
+            format!("arrow: {what} panicked ({msg}), wanted an error"),
+        ))
+    })
+}
+
+/// The product of `dims`, or `None` when it overflows `i64`.
+fn checked_product(dims: impl IntoIterator<Item = i64>) -> Option<i64> {
+    dims.into_iter().try_fold(1i64, |n, d| n.checked_mul(d))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -409,7 +437,13 @@ struct Flat {
 
 /// Walks nested fixed-size lists down to their leaf values.
 fn flatten(array: &dyn Array) -> Result<Flat> {
-    let mut shape = vec![array.len() as i64];
+    let too_long = |n: usize| {
+        err(
+            FailureKind::UnsupportedLayout,
+            format!("arrow: an array of {n} elements, wanted at most i64::MAX"),
+        )
+    };
+    let mut shape = vec![i64::try_from(array.len()).map_err(|_| too_long(array.len()))?];
     let mut has_nulls = array.null_count() > 0;
     let mut cur: ArrayRef = make_array(array.to_data());
     while let DataType::FixedSizeList(_, size) = cur.data_type() {
@@ -422,8 +456,15 @@ fn flatten(array: &dyn Array) -> Result<Flat> {
         has_nulls |= values.null_count() > 0;
         cur = values;
     }
-    let numel: i64 = shape.iter().product();
-    if cur.len() as i64 != numel {
+    // Lists of size 0 hold no values whatever their length, so the lengths multiply beyond any
+    // memory: checked.
+    let numel = checked_product(shape.iter().copied()).ok_or_else(|| {
+        err(
+            FailureKind::UnsupportedLayout,
+            format!("arrow: nested list lengths {shape:?}, wanted a product within i64"),
+        )
+    })?;
+    if i64::try_from(cur.len()) != Ok(numel) {
         return Err(err(
             FailureKind::MalformedTensor,
             format!(
@@ -474,6 +515,12 @@ impl ArrowTensor {
     /// Errors: `UnsupportedDtype` for other arrow types, `CopyRequired` for nulls or booleans
     /// without `copy`.
     pub fn from_array(array: &dyn Array, copy: bool) -> Result<ArrowTensor> {
+        no_panic("ArrowTensor::from_array", || {
+            Self::from_array_inner(array, copy)
+        })
+    }
+
+    fn from_array_inner(array: &dyn Array, copy: bool) -> Result<ArrowTensor> {
         let flat = flatten(array)?;
         let leaf_type = flat.leaf.data_type().clone();
         let is_bool = leaf_type == DataType::Boolean;
@@ -518,7 +565,13 @@ impl ArrowTensor {
         // buffer whose memory stays valid while the clone `owner` (an `Arc` of the allocation)
         // lives; the buffer is marked read-only, so no consumer writes memory arrow shares.
         let buffer = unsafe {
-            Buffer::from_owner(owner, ptr, crate::Extent::from_start(bytes), Device::CPU, true)
+            Buffer::from_owner(
+                owner,
+                ptr,
+                crate::Extent::from_start(bytes),
+                Device::CPU,
+                true,
+            )
         };
         ArrowTensor {
             buffer,
@@ -582,10 +635,28 @@ impl ArrowTensor {
         T: ArrowPrimitiveType,
         T::Native: DLPackElement,
     {
+        no_panic("ArrowTensor::from_primitive", || {
+            Self::from_primitive_inner(array, copy)
+        })
+    }
+
+    fn from_primitive_inner<T>(array: PrimitiveArray<T>, copy: bool) -> Result<ArrowTensor>
+    where
+        T: ArrowPrimitiveType,
+        T::Native: DLPackElement,
+    {
         if copy || array.null_count() > 0 || dl_dtype_of(array.data_type()).is_none() {
             return Self::from_array(&array, copy);
         }
-        let len = array.len() as i64;
+        let len = i64::try_from(array.len()).map_err(|_| {
+            err(
+                FailureKind::UnsupportedLayout,
+                format!(
+                    "arrow: an array of {} elements, wanted at most i64::MAX",
+                    array.len()
+                ),
+            )
+        })?;
         let (_, values, _) = array.into_parts();
         match values.into_inner().into_mutable() {
             Ok(mut owned) => {
@@ -595,7 +666,13 @@ impl ArrowTensor {
                 // checked the count and the deallocation kind); a `MutableBuffer` never moves
                 // its memory unless grown, and nobody can grow it once it is the owner.
                 let buffer = unsafe {
-                    Buffer::from_owner(owned, ptr, crate::Extent::from_start(bytes), Device::CPU, false)
+                    Buffer::from_owner(
+                        owned,
+                        ptr,
+                        crate::Extent::from_start(bytes),
+                        Device::CPU,
+                        false,
+                    )
                 };
                 Ok(ArrowTensor {
                     buffer,
@@ -610,7 +687,7 @@ impl ArrowTensor {
             }
             Err(shared) => {
                 let array = PrimitiveArray::<T>::new(ScalarBuffer::from(shared), None);
-                Self::from_array(&array, false)
+                Self::from_array_inner(&array, false)
             }
         }
     }
@@ -623,25 +700,33 @@ impl ArrowTensor {
     /// Errors: as [`from_array`](Self::from_array), plus `MalformedTensor` for metadata that
     /// does not match the storage (a list size other than the shape's product).
     pub fn from_field(field: &Field, array: &dyn Array, copy: bool) -> Result<ArrowTensor> {
+        no_panic("ArrowTensor::from_field", || {
+            Self::from_field_inner(field, array, copy)
+        })
+    }
+
+    fn from_field_inner(field: &Field, array: &dyn Array, copy: bool) -> Result<ArrowTensor> {
         if field.extension_type_name() != Some(FIXED_SHAPE_TENSOR) {
-            return Self::from_array(array, copy);
+            return Self::from_array_inner(array, copy);
         }
         let ext = TensorMetadata::parse(field.extension_type_metadata().unwrap_or(""))?;
         let physical: Vec<i64> = ext.shape.iter().map(|&d| d as i64).collect();
-        let list_size: i64 = physical.iter().product();
+        // `None` (overflow) matches no list size.
+        let list_size = checked_product(physical.iter().copied());
         match array.data_type() {
-            DataType::FixedSizeList(_, size) if i64::from(*size) == list_size => {}
+            DataType::FixedSizeList(_, size) if Some(i64::from(*size)) == list_size => {}
             other => {
                 return Err(err(
                     FailureKind::MalformedTensor,
                     format!(
                         "arrow.fixed_shape_tensor of shape {physical:?} needs FixedSizeList storage \
-                         of size {list_size}, found {other}"
+                         of size {}, found {other}",
+                        list_size.map_or_else(|| "beyond i64".to_owned(), |n| n.to_string())
                     ),
                 ));
             }
         }
-        let mut t = Self::from_array(array, copy)?;
+        let mut t = Self::from_array_inner(array, copy)?;
         // `t` is (len, list_size); reshape to (len, *physical) in C order, then permute.
         let len = t.shape[0];
         let mut shape = vec![len];
@@ -799,30 +884,40 @@ fn prepare(t: ImportedTensor, copy: bool, c_order: bool) -> Result<(ImportedTens
 }
 
 /// The arrow buffer over the tensor's `nbytes` bytes from element 0, keeping the tensor alive.
-fn arrow_buffer(t: ImportedTensor, nbytes: usize) -> arrow_buffer::Buffer {
-    let ptr = NonNull::new(t.data_ptr().cast::<u8>()).unwrap_or(NonNull::dangling());
-    let ptr = if nbytes == 0 {
-        NonNull::dangling()
-    } else {
-        ptr
+/// No bytes: arrow's own empty buffer (its pointer aligned for every arrow type; a tensor
+/// without elements may have any pointer, NULL or dangling at 1, which arrow refuses as
+/// misaligned for types wider than a byte), and the tensor is released now.
+fn arrow_buffer(t: ImportedTensor, nbytes: usize) -> Result<arrow_buffer::Buffer> {
+    if nbytes == 0 {
+        return Ok(arrow_buffer::Buffer::from(
+            arrow_buffer::MutableBuffer::new(0),
+        ));
+    }
+    let Some(ptr) = NonNull::new(t.data_ptr().cast::<u8>()) else {
+        return Err(err(
+            FailureKind::MalformedTensor,
+            format!("arrow: a NULL data pointer with {nbytes} bytes, wanted a host address"),
+        ));
     };
     // SAFETY: `prepare` checked that the tensor is host memory laid out contiguously from
-    // element 0 (no negative strides), so its `nbytes` bytes from `data_ptr` are readable for
-    // as long as the tensor lives, which the buffer's owner ensures; an empty buffer reads
-    // nothing from its dangling pointer.
-    unsafe { arrow_buffer::Buffer::from_custom_allocation(ptr, nbytes, Arc::new(Keep(t))) }
+    // element 0 (no negative strides), so its `nbytes` bytes from `data_ptr` (non-NULL) are
+    // readable for as long as the tensor lives, which the buffer's owner ensures.
+    Ok(unsafe { arrow_buffer::Buffer::from_custom_allocation(ptr, nbytes, Arc::new(Keep(t))) })
 }
 
 /// The leaf values: a primitive array over the tensor's memory, or a packed boolean copy.
 fn leaf_values(t: ImportedTensor, ty: &DataType) -> Result<ArrayRef> {
     let n = t.numel();
     if *ty == DataType::Boolean {
-        let bools = t.as_slice::<bool>()?;
-        let bits = BooleanBuffer::from_iter(bools.iter().copied());
+        // A checked copy (`bool` is never lent): a byte other than 0 and 1 is an error.
+        let bools = t
+            .to_vec::<bool>()
+            .map_err(|e| err(e.kind(), format!("arrow: {}", e.message())))?;
+        let bits = BooleanBuffer::from_iter(bools);
         return Ok(Arc::new(BooleanArray::new(bits, None)));
     }
     let elem = t.dtype().bits as usize / 8;
-    let buf = arrow_buffer(t, n * elem);
+    let buf = arrow_buffer(t, n * elem)?;
     let data = ArrayData::builder(ty.clone())
         .len(n)
         .add_buffer(buf)
@@ -831,18 +926,29 @@ fn leaf_values(t: ImportedTensor, ty: &DataType) -> Result<ArrayRef> {
     Ok(make_array(data))
 }
 
-/// Wraps `values` into nested fixed-size lists of `dims` (innermost last).
-fn nest(mut values: ArrayRef, dims: &[i64]) -> Result<ArrayRef> {
-    for &d in dims.iter().rev() {
+/// Wraps `values` (the C-order elements of `shape`) into nested fixed-size lists of
+/// `shape[1..]` (innermost last), the outer list `shape[0]` long. Each level's length is the
+/// product of the dimensions outside it (not `values.len() / size`, which a 0 anywhere loses:
+/// `(3, 0)` is 3 empty lists).
+fn nest(mut values: ArrayRef, shape: &[i64]) -> Result<ArrayRef> {
+    for k in (1..shape.len()).rev() {
+        let d = shape[k];
         let size = i32::try_from(d).map_err(|_| {
             err(
                 FailureKind::UnsupportedLayout,
-                format!("dimension {d} exceeds an arrow FixedSizeList size (i32)"),
+                format!("arrow: dimension {d}, wanted at most an arrow FixedSizeList size (i32)"),
             )
         })?;
+        let len = checked_product(shape[..k].iter().copied())
+            .and_then(|n| usize::try_from(n).ok())
+            .ok_or_else(|| {
+                err(
+                    FailureKind::UnsupportedLayout,
+                    format!("arrow: shape {shape:?}, wanted outer lengths within usize"),
+                )
+            })?;
         // Nullable items, as arrow's and pyarrow's list types default to (no value is null).
         let field = Arc::new(Field::new_list_field(values.data_type().clone(), true));
-        let len = if d == 0 { 0 } else { values.len() / d as usize };
         let list = FixedSizeListArray::try_new_with_length(field, size, values, None, len)
             .map_err(|e| err(FailureKind::MalformedTensor, format!("arrow: {e}")))?;
         values = Arc::new(list);
@@ -858,16 +964,18 @@ fn nest(mut values: ArrayRef, dims: &[i64]) -> Result<ArrayRef> {
 /// `UnsupportedLayout` (rank 0), `CopyRequired` (a non-C-contiguous or misaligned tensor, or
 /// booleans, without `copy`).
 pub fn to_arrow(tensor: ImportedTensor, copy: bool) -> Result<ArrayRef> {
-    if tensor.ndim() == 0 {
-        return Err(err(
-            FailureKind::UnsupportedLayout,
-            "a 0-d tensor is not an arrow array; reshape it to 1-d",
-        ));
-    }
-    let (t, ty) = prepare(tensor, copy, true)?;
-    let shape = t.shape().to_vec();
-    let values = leaf_values(t, &ty)?;
-    nest(values, &shape[1..])
+    no_panic("to_arrow", || {
+        if tensor.ndim() == 0 {
+            return Err(err(
+                FailureKind::UnsupportedLayout,
+                "a 0-d tensor is not an arrow array; reshape it to 1-d",
+            ));
+        }
+        let (t, ty) = prepare(tensor, copy, true)?;
+        let shape = t.shape().to_vec();
+        let values = leaf_values(t, &ty)?;
+        nest(values, &shape)
+    })
 }
 
 /// A 1-D tensor of `T::Native` as a [`PrimitiveArray<T>`] over its memory (zero-copy).
@@ -875,6 +983,14 @@ pub fn to_arrow(tensor: ImportedTensor, copy: bool) -> Result<ArrayRef> {
 /// Errors: as [`to_arrow`], plus `UnsupportedDtype` when the dtype is not `T`'s and
 /// `UnsupportedLayout` when the tensor is not 1-D.
 pub fn to_primitive<T>(tensor: ImportedTensor, copy: bool) -> Result<PrimitiveArray<T>>
+where
+    T: ArrowPrimitiveType,
+    T::Native: DLPackElement,
+{
+    no_panic("to_primitive", || to_primitive_inner(tensor, copy))
+}
+
+fn to_primitive_inner<T>(tensor: ImportedTensor, copy: bool) -> Result<PrimitiveArray<T>>
 where
     T: ArrowPrimitiveType,
     T::Native: DLPackElement,
@@ -901,8 +1017,24 @@ where
     }
     let (t, _) = prepare(tensor, copy, true)?;
     let n = t.numel();
-    let buf = arrow_buffer(t, n * std::mem::size_of::<T::Native>());
-    Ok(PrimitiveArray::<T>::new(ScalarBuffer::new(buf, 0, n), None))
+    let buf = arrow_buffer(t, n * std::mem::size_of::<T::Native>())?;
+    // What `ScalarBuffer::new` would panic on: checked here (`prepare` and `arrow_buffer`
+    // already give an aligned buffer of exactly `n` elements).
+    if !(buf.as_ptr() as usize).is_multiple_of(std::mem::align_of::<T::Native>())
+        || buf.len() != n * std::mem::size_of::<T::Native>()
+    {
+        return Err(err(
+            FailureKind::InternalError,
+            format!(
+                "arrow: a buffer of {} bytes at {:p}, wanted {n} aligned {} elements",
+                buf.len(),
+                buf.as_ptr(),
+                T::Native::NAME
+            ),
+        ));
+    }
+    PrimitiveArray::<T>::try_new(ScalarBuffer::new(buf, 0, n), None)
+        .map_err(|e| err(FailureKind::MalformedTensor, format!("arrow: {e}")))
 }
 
 /// For logical `shape`/`strides` of a tensor's element dimensions, the physical (row-major)
@@ -936,6 +1068,19 @@ fn permuted_contiguous(shape: &[i64], strides: &[i64]) -> Option<Vec<usize>> {
         .then_some(order)
 }
 
+/// Whether a tensor of rank ≥ 2 is stored as `arrow.fixed_shape_tensor` stores it: the outer
+/// dimension outermost and the element dimensions a permutation of a C-contiguous layout. An
+/// empty tensor always is (its strides address nothing).
+fn stored_in_order(t: &ImportedTensor) -> bool {
+    let (shape, strides) = (t.shape(), t.strides());
+    if t.numel() == 0 {
+        return true;
+    }
+    let inner: i64 = shape[1..].iter().product();
+    let elems_ok = permuted_contiguous(&shape[1..], &strides[1..]).is_some();
+    elems_ok && (shape[0] <= 1 || strides[0] == inner)
+}
+
 /// A tensor of rank ≥ 2 as an `arrow.fixed_shape_tensor` array: element `i` is `tensor[i]`.
 /// Returns the field (extension name and metadata: the physical shape and, when the element
 /// dimensions are stored in another order, the permutation) and its `FixedSizeList` storage,
@@ -944,6 +1089,15 @@ fn permuted_contiguous(shape: &[i64], strides: &[i64]) -> Option<Vec<usize>> {
 ///
 /// Errors: as [`to_arrow`]; `UnsupportedLayout` for rank < 2.
 pub fn to_fixed_shape_tensor(
+    tensor: ImportedTensor,
+    copy: bool,
+) -> Result<(Field, FixedSizeListArray)> {
+    no_panic("to_fixed_shape_tensor", || {
+        to_fixed_shape_tensor_inner(tensor, copy)
+    })
+}
+
+fn to_fixed_shape_tensor_inner(
     tensor: ImportedTensor,
     copy: bool,
 ) -> Result<(Field, FixedSizeListArray)> {
@@ -958,19 +1112,15 @@ pub fn to_fixed_shape_tensor(
         ));
     }
     // The outer dimension must be outermost and the element dimensions permuted-contiguous.
-    let outer_ok = {
-        let (shape, strides) = (tensor.shape(), tensor.strides());
-        let inner: i64 = shape[1..].iter().product();
-        let elems_ok = permuted_contiguous(&shape[1..], &strides[1..]).is_some();
-        elems_ok && (shape[0] <= 1 || inner == 0 || strides[0] == inner)
-    };
+    let outer_ok = stored_in_order(&tensor);
     let tensor = if outer_ok || !copy {
         tensor
     } else {
         tensor.to_contiguous_copy()?
     };
     let (t, ty) = prepare(tensor, copy, false)?;
-    if !outer_ok && !t.is_copied() {
+    // Checked on what is viewed (a producer's IS_COPIED flag says nothing about the layout).
+    if !stored_in_order(&t) {
         return Err(err(
             FailureKind::CopyRequired,
             format!(
@@ -987,7 +1137,20 @@ pub fn to_fixed_shape_tensor(
         ));
     }
     let shape = t.shape().to_vec();
-    let order = permuted_contiguous(&shape[1..], &t.strides()[1..]).expect("checked above");
+    // An empty tensor's strides address nothing (any values): its elements are in C order.
+    let order = if t.numel() == 0 {
+        (0..shape.len() - 1).collect()
+    } else {
+        permuted_contiguous(&shape[1..], &t.strides()[1..]).ok_or_else(|| {
+            err(
+                FailureKind::InternalError,
+                format!(
+                    "arrow: strides {:?}, wanted a permuted C-contiguous layout",
+                    t.strides()
+                ),
+            )
+        })?
+    };
     let physical: Vec<usize> = order.iter().map(|&i| shape[i + 1] as usize).collect();
     // Logical dimension i is physical dimension perm[i].
     let mut perm = vec![0usize; order.len()];
@@ -1003,7 +1166,7 @@ pub fn to_fixed_shape_tensor(
     .to_json();
     let list_size: i64 = physical.iter().map(|&d| d as i64).product();
     let values = leaf_values(t, &ty)?;
-    let storage = nest(values, &[list_size])?;
+    let storage = nest(values, &[shape[0], list_size])?;
     let list = storage
         .as_any()
         .downcast_ref::<FixedSizeListArray>()

@@ -20,7 +20,14 @@
 //! (`UnsupportedDtype`), another rank (`UnsupportedLayout`), memory the host cannot read
 //! (`UnsupportedDevice`), misaligned data (`UnsupportedLayout`), and for mutable views,
 //! read-only data or strides under which two indices share an element (`UnsupportedLayout`).
-//! Negative, zero and size-1 strides are honoured.
+//! Negative, zero and size-1 strides are honoured. Empty tensors (a 0 in any dimension) and 0-d
+//! ones come and go like any other, for every element type.
+//!
+//! **`bool`** elements are never lent: a view checked when made could still see a byte other than
+//! 0 or 1 that Python code, reached while the view lives, stores in the producer's memory (an
+//! invalid `bool`, undefined behaviour). [`view`] refuses them (`UnsupportedDtype`); read their
+//! bytes with `view::<u8, D>`, or copy them with [`to_array`], which checks each byte
+//! (`MalformedTensor` for any other). [`NdTensor<bool, D>`](NdTensor) holds such a checked copy.
 //!
 //! ```
 //! use dlbind::adapters::ndarray::{export, view};
@@ -44,6 +51,8 @@ use std::marker::PhantomData;
 use ndarray::{
     ArcArray, Array, ArrayBase, ArrayView, ArrayViewMut, CowArray, Dimension, IxDyn, RawData,
 };
+
+use crate::import::typed::lendable;
 use pyo3::PyClass;
 use pyo3::prelude::*;
 use pyo3::pyclass::boolean_struct::True;
@@ -246,12 +255,30 @@ fn shape_error<D: Dimension>(e: ndarray::ShapeError) -> DlpackError {
     )
 }
 
+/// The refusal of `bool` (and any element type not valid for every byte) in a view.
+fn not_lendable<A: DLPackElement, D: Dimension>(what: &str) -> DlpackError {
+    DlpackError::new(
+        FailureKind::UnsupportedDtype,
+        format!(
+            "{what}: {} elements borrowed from the producer's memory, wanted an element type \
+             valid for every byte (Python code may store any byte there while the view lives): \
+             view them as u8 (view::<u8, ndarray::{}>), or copy them with to_array, which checks \
+             each byte",
+            A::NAME,
+            dim_name::<D>()
+        ),
+    )
+}
+
 /// A read-only [`ArrayView`] of `t` with element type `A` and dimension `D`, borrowing `t`:
-/// see the [module docs](self) for what is refused.
+/// see the [module docs](self) for what is refused (`bool` among it: use [`to_array`]).
 pub fn view<A: DLPackElement, D: Dimension>(
     t: &ImportedTensor,
 ) -> Result<ArrayView<'_, A, D>, DlpackError> {
     check_rank::<D>(t, "ndarray view")?;
+    if !lendable::<A>() {
+        return Err(not_lendable::<A, D>("ndarray view"));
+    }
     t.as_ndarray::<A>()?
         .into_dimensionality::<D>()
         .map_err(shape_error::<D>)
@@ -271,8 +298,38 @@ pub unsafe fn view_mut<A: DLPackElement, D: Dimension>(
     t: &mut ImportedTensor,
 ) -> Result<ArrayViewMut<'_, A, D>, DlpackError> {
     check_rank::<D>(t, "ndarray view_mut")?;
+    if !lendable::<A>() {
+        return Err(not_lendable::<A, D>("ndarray view_mut"));
+    }
     // SAFETY: the caller's contract is `as_ndarray_mut`'s.
     unsafe { t.as_ndarray_mut::<A>() }?
+        .into_dimensionality::<D>()
+        .map_err(shape_error::<D>)
+}
+
+/// An owned [`Array`] of `t`'s elements in C order (a copy, from any layout), with element
+/// type `A` and dimension `D`: refused as [`view`] refuses, but for `bool`, whose bytes are
+/// checked as they are copied (`MalformedTensor` for a byte other than 0 and 1).
+///
+/// ```
+/// use dlbind::adapters::ndarray::{export, to_array, view};
+/// use ndarray::{Ix2, array};
+///
+/// let t = export(array![[true, false], [false, true]]).unwrap();
+/// assert!(view::<bool, Ix2>(&t).is_err());               // bool is never lent
+/// assert_eq!(view::<u8, Ix2>(&t).unwrap(), array![[1u8, 0], [0, 1]]);
+/// assert_eq!(to_array::<bool, Ix2>(&t).unwrap(), array![[true, false], [false, true]]);
+/// ```
+pub fn to_array<A: DLPackElement, D: Dimension>(
+    t: &ImportedTensor,
+) -> Result<Array<A, D>, DlpackError> {
+    check_rank::<D>(t, "ndarray to_array")?;
+    let shape: Vec<usize> = t.shape().iter().map(|&d| d as usize).collect();
+    let v = t
+        .to_vec::<A>()
+        .map_err(|e| DlpackError::new(e.kind(), format!("ndarray to_array: {}", e.message())))?;
+    Array::from_shape_vec(IxDyn(&shape), v)
+        .map_err(shape_error::<D>)?
         .into_dimensionality::<D>()
         .map_err(shape_error::<D>)
 }
@@ -280,6 +337,13 @@ pub unsafe fn view_mut<A: DLPackElement, D: Dimension>(
 /// An imported tensor checked once as an array of `A` with dimension `D`, owning the producer's
 /// tensor (its memory stays valid as long as this value; the producer's deleter runs when it
 /// drops), and lending [`ArrayView`]s / [`ArrayViewMut`]s of it.
+///
+/// `NdTensor<bool, D>` is the exception, since `bool` elements are never lent (see the
+/// [module docs](self)): [`new`](Self::new) copies them once, checking each byte
+/// ([`to_array`]), and [`view`](Self::view) lends that copy, which only this value reaches (a
+/// snapshot: later writes to the producer's memory are not seen); [`view_mut`](Self::view_mut)
+/// is refused, since its writes would not reach the producer (`NdTensor<u8, D>` writes the
+/// bytes).
 ///
 /// ```
 /// use dlbind::adapters::ndarray::{NdTensor, export};
@@ -293,16 +357,24 @@ pub unsafe fn view_mut<A: DLPackElement, D: Dimension>(
 /// ```
 pub struct NdTensor<A, D: Dimension = IxDyn> {
     tensor: ImportedTensor,
+    /// The checked copy of elements that are not lent (`bool`); `None` for every other type.
+    copy: Option<Array<A, D>>,
     _elem: PhantomData<fn() -> (A, D)>,
 }
 
 impl<A: DLPackElement, D: Dimension> NdTensor<A, D> {
     /// Checks `tensor` as an array of `A` with dimension `D` (what [`view`] refuses, this
-    /// refuses).
+    /// refuses; `bool` elements are copied once and checked instead, see the type's docs).
     pub fn new(tensor: ImportedTensor) -> Result<Self, DlpackError> {
-        view::<A, D>(&tensor)?;
+        let copy = if lendable::<A>() {
+            view::<A, D>(&tensor)?;
+            None
+        } else {
+            Some(to_array::<A, D>(&tensor)?)
+        };
         Ok(NdTensor {
             tensor,
+            copy,
             _elem: PhantomData,
         })
     }
@@ -313,14 +385,16 @@ impl<A: DLPackElement, D: Dimension> NdTensor<A, D> {
         Ok(Self::new(crate::from_dlpack(obj, None, None)?)?)
     }
 
-    /// A read-only view. Fails only for `bool` data whose bytes a producer has since changed to
-    /// values other than 0 and 1 (they are checked on every view).
+    /// A read-only view (for `bool`, of the checked copy [`new`](Self::new) made).
     pub fn view(&self) -> Result<ArrayView<'_, A, D>, DlpackError> {
-        view::<A, D>(&self.tensor)
+        match &self.copy {
+            Some(a) => Ok(a.view()),
+            None => view::<A, D>(&self.tensor),
+        }
     }
 
-    /// A mutable view: refused for read-only data and for strides under which two indices
-    /// share an element.
+    /// A mutable view: refused for read-only data, for strides under which two indices share
+    /// an element, and for `bool` (`NdTensor<u8, D>` writes those bytes).
     ///
     /// # Safety
     /// The elements are the producer's memory, which more than this handle may reach: another
@@ -330,6 +404,9 @@ impl<A: DLPackElement, D: Dimension> NdTensor<A, D> {
     /// out a slice or view of them, and no Python code touches the array (rust-numpy's
     /// `as_slice_mut` asks the same).
     pub unsafe fn view_mut(&mut self) -> Result<ArrayViewMut<'_, A, D>, DlpackError> {
+        if self.copy.is_some() {
+            return Err(not_lendable::<A, D>("ndarray NdTensor::view_mut"));
+        }
         // SAFETY: the caller's contract.
         unsafe { view_mut::<A, D>(&mut self.tensor) }
     }

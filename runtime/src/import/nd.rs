@@ -63,7 +63,9 @@ fn empty_shape_error(what: &str, e: ndarray::ShapeError) -> DlpackError {
 
 impl ImportedTensor {
     /// An `ndarray` view (dtype `T`, host memory); negative, zero and size-1 strides are
-    /// supported.
+    /// supported. `bool` elements are not lent (Python code may store any byte in the
+    /// producer's memory while the view lives): `as_ndarray::<u8>()` reads their bytes,
+    /// [`Self::to_vec`] or `adapters::ndarray::to_array` copy them, checking each byte.
     pub fn as_ndarray<T: DLPackElement>(&self) -> Result<ArrayViewD<'_, T>, DlpackError> {
         self.check_typed::<T>("as_ndarray")?;
         if self.numel() == 0 {

@@ -652,17 +652,10 @@ impl ImportedTensor {
         is_c_contiguous(self.shape(), self.strides())
     }
 
+    /// The checks of the borrowed typed accessors: the element type ([`super::typed::check_elem`]:
+    /// `T` reads this dtype and may be lent, which `bool` may not) and host-accessible memory.
     pub(super) fn check_typed<T: DLPackElement>(&self, what: &str) -> Result<(), DlpackError> {
-        if T::DTYPE != self.dtype {
-            return Err(DlpackError::new(
-                FailureKind::UnsupportedDtype,
-                format!(
-                    "{what}: tensor dtype is {}, not {}",
-                    describe(self.dtype),
-                    T::NAME
-                ),
-            ));
-        }
+        super::typed::check_elem::<T>(self.dtype, what, true)?;
         if !self.device.is_host_accessible() {
             return Err(DlpackError::new(
                 FailureKind::UnsupportedDevice,
@@ -672,46 +665,7 @@ impl ImportedTensor {
                 ),
             ));
         }
-        if std::any::TypeId::of::<T>() == std::any::TypeId::of::<bool>() && !self.bool_bytes_valid()
-        {
-            // A `bool` reference to a byte other than 0/1 would be undefined behaviour.
-            return Err(DlpackError::new(
-                FailureKind::UnsupportedDtype,
-                format!("{what}: bool tensor holds bytes other than 0 and 1"),
-            ));
-        }
         Ok(())
-    }
-
-    /// Whether every element byte of a 1-byte dtype is 0 or 1 (walks the strided layout).
-    fn bool_bytes_valid(&self) -> bool {
-        let shape = self.shape();
-        let strides = self.strides();
-        if self.numel() == 0 {
-            return true;
-        }
-        let mut idx = vec![0i64; shape.len()];
-        let base = self.data.cast::<u8>().cast_const();
-        loop {
-            let off: i64 = idx.iter().zip(strides).map(|(i, s)| i * s).sum();
-            // SAFETY: `idx` is a valid index, so `base + off` is an element of the tensor
-            // (1-byte elements), readable host memory (checked by the caller).
-            if unsafe { *base.wrapping_offset(off as isize) } > 1 {
-                return false;
-            }
-            let mut k = shape.len();
-            loop {
-                if k == 0 {
-                    return true;
-                }
-                k -= 1;
-                idx[k] += 1;
-                if idx[k] < shape[k] {
-                    break;
-                }
-                idx[k] = 0;
-            }
-        }
     }
 
     pub(super) fn typed_ptr<T>(&self) -> *mut T {
@@ -722,7 +676,9 @@ impl ImportedTensor {
         }
     }
 
-    /// The elements as a slice (C-contiguous, dtype `T`, host memory).
+    /// The elements as a slice (C-contiguous, dtype `T`, host memory). `bool` elements are
+    /// not lent (Python code may store any byte in the producer's memory while the slice
+    /// lives): `as_slice::<u8>()` reads their bytes, [`Self::to_vec`] copies them checked.
     pub fn as_slice<T: DLPackElement>(&self) -> Result<&[T], DlpackError> {
         self.check_typed::<T>("as_slice")?;
         if !self.is_c_contiguous() {

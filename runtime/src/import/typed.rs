@@ -1,6 +1,8 @@
 //! The fast consumer entry point: a raw `METH_FASTCALL | METH_KEYWORDS` `from_dlpack` that builds
 //! the caller's own array type `T` directly (same-type view, numpy header view, exchange table),
-//! and its installation as a module function or a static method.
+//! and its installation as a module function or a static method; and the typed element access
+//! of an import: which Rust element type reads which dtype, which may be lent (`bool` is not),
+//! and [`ImportedTensor::to_vec`], the checked copy.
 
 use std::ptr;
 
@@ -11,7 +13,12 @@ use pyo3::prelude::*;
 
 use crate::bridges::PythonView;
 use crate::device::Device;
+use crate::dtype::describe;
+use crate::error::DlpackError;
+use crate::ffi::DLDataType;
 use crate::import::{FromDLPack, ImportedTensor, Slot};
+use crate::spec::elements::DLPackElement;
+use crate::spec::errors::FailureKind;
 use crate::spec::protocol;
 
 use super::order::{Destination, import};
@@ -193,17 +200,23 @@ where
 {
     // SAFETY: CPython holds the GIL for us and passes `nargs + len(kwnames)` live arguments.
     unsafe {
-        at_c_boundary(|| FROM_DLPACK_NAME, ptr::null_mut(), |py| {
-            let nargs = crate::cpython::api::vectorcall_nargs(nargsf as usize);
-            if nargs == 1 && (kwnames.is_null() || crate::cpython::api::tuple_size(kwnames) == 0) {
-                // `x` is borrowed from the caller's argument array for the whole call.
-                let x = Borrowed::from_ptr(py, *args);
-                Ok(import_as::<T>(py, &x, None, None))
-            } else {
-                parse_from_dlpack_args(py, FROM_DLPACK_NAME, args, nargs, kwnames)
-                    .map(|(x, device, copy)| import_as::<T>(py, &x, device, copy))
-            }
-        })
+        at_c_boundary(
+            || FROM_DLPACK_NAME,
+            ptr::null_mut(),
+            |py| {
+                let nargs = crate::cpython::api::vectorcall_nargs(nargsf as usize);
+                if nargs == 1
+                    && (kwnames.is_null() || crate::cpython::api::tuple_size(kwnames) == 0)
+                {
+                    // `x` is borrowed from the caller's argument array for the whole call.
+                    let x = Borrowed::from_ptr(py, *args);
+                    Ok(import_as::<T>(py, &x, None, None))
+                } else {
+                    parse_from_dlpack_args(py, FROM_DLPACK_NAME, args, nargs, kwnames)
+                        .map(|(x, device, copy)| import_as::<T>(py, &x, device, copy))
+                }
+            },
+        )
     }
 }
 
@@ -301,4 +314,146 @@ where
     }
     T::__dlbind_setup(module.py());
     Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Element types of the typed accessors (`as_slice`, `as_ndarray`, the adapters' views) and of
+// `to_vec`: the one place that decides which Rust element type reads which dtype.
+
+/// Whether a shared borrow of `T` (`&[T]`, an `ArrayView<T>`) over an import's memory is sound
+/// whatever that memory holds: every bit pattern of `T`'s size is a valid `T`.
+///
+/// Not for `bool` (the spec's dtype `bool`, one byte holding 0 or 1; `DLPackElement` allows
+/// no other exception). Checking the bytes when the borrow is made is not enough: the memory
+/// is the producer's, and Python code reached while the borrow lives, on this very thread (a
+/// callback, a `__del__`, anything `Python::attach` runs), may store a 7 in it; the next read
+/// through the still-live `&bool` is then an invalid value, undefined behaviour in safe code.
+/// So `bool` elements are never lent: they are read as `u8` (any byte is a valid `u8`; see
+/// [`reads_dtype`]) or copied by [`ImportedTensor::to_vec`], which checks each byte as it
+/// copies, into memory nobody else reaches.
+#[inline]
+pub(crate) fn lendable<T: DLPackElement>() -> bool {
+    T::DTYPE != <bool as DLPackElement>::DTYPE
+}
+
+/// Whether `T` reads elements of `dtype`: its own dtype, or, for `u8`, the bytes of a `bool`
+/// tensor (the borrowable way to read them, see [`lendable`]).
+#[inline]
+pub(crate) fn reads_dtype<T: DLPackElement>(dtype: DLDataType) -> bool {
+    T::DTYPE == dtype
+        || (T::DTYPE == <u8 as DLPackElement>::DTYPE && dtype == <bool as DLPackElement>::DTYPE)
+}
+
+/// The element-type check of a typed accessor named `what`: `T` must read `dtype`
+/// ([`reads_dtype`]), and, when the accessor lends the producer's memory (`lends`), `T` must be
+/// [`lendable`]. `UnsupportedDtype` otherwise.
+pub(crate) fn check_elem<T: DLPackElement>(
+    dtype: DLDataType,
+    what: &str,
+    lends: bool,
+) -> Result<(), DlpackError> {
+    if !reads_dtype::<T>(dtype) {
+        return Err(DlpackError::new(
+            FailureKind::UnsupportedDtype,
+            format!(
+                "{what}: tensor dtype is {}, not {}",
+                describe(dtype),
+                T::NAME
+            ),
+        ));
+    }
+    if lends && !lendable::<T>() {
+        return Err(DlpackError::new(
+            FailureKind::UnsupportedDtype,
+            format!(
+                "{what}: {} elements borrowed from the producer's memory, wanted an element type \
+                 valid for every byte (Python code may store any byte there while the borrow \
+                 lives): read them as u8, or copy them with ImportedTensor::to_vec::<{}>(), \
+                 which checks each byte",
+                T::NAME,
+                T::NAME
+            ),
+        ));
+    }
+    Ok(())
+}
+
+impl ImportedTensor {
+    /// The elements in C order as a new `Vec<T>`: a copy, from any layout (negative, zero and
+    /// size-1 strides), of host-accessible memory; `T` is the tensor's element type (or `u8`
+    /// for a `bool` tensor's bytes).
+    ///
+    /// The way to read `bool` elements as `bool`: the borrowed accessors ([`Self::as_slice`],
+    /// `as_ndarray`, the adapters' views) refuse them (see the element rules in this module),
+    /// and this copy checks each byte as it copies: a byte other than 0 and 1 is
+    /// `MalformedTensor`, naming the element.
+    ///
+    /// ```
+    /// # use dlbind::adapters::ndarray::{export, ndarray::array};
+    /// let t = export(array![[true, false], [false, true]]).unwrap();
+    /// assert!(t.as_slice::<bool>().is_err());                    // never lent
+    /// assert_eq!(t.as_slice::<u8>().unwrap(), &[1, 0, 0, 1]);    // its bytes
+    /// assert_eq!(t.to_vec::<bool>().unwrap(), [true, false, false, true]);
+    /// ```
+    pub fn to_vec<T: DLPackElement>(&self) -> Result<Vec<T>, DlpackError> {
+        check_elem::<T>(self.dtype, "to_vec", false)?;
+        if !self.device.is_host_accessible() {
+            return Err(DlpackError::new(
+                FailureKind::UnsupportedDevice,
+                format!(
+                    "to_vec: memory on device {}, wanted host-accessible memory",
+                    self.device
+                ),
+            ));
+        }
+        let shape = self.shape();
+        let n = self.numel();
+        if n == 0 {
+            // Nothing to copy (an empty tensor's strides are not validated: never used).
+            return Ok(Vec::new());
+        }
+        let elem = crate::dtype::validate_dtype(self.dtype)?;
+        let nbytes = crate::copy::contiguous_nbytes(shape, elem)?;
+        debug_assert_eq!(nbytes, n * std::mem::size_of::<T>());
+        let mut v: Vec<T> = Vec::new();
+        v.try_reserve_exact(n).map_err(|e| {
+            DlpackError::new(
+                FailureKind::OutOfMemory,
+                format!("to_vec: {n} elements of {}: {e}", T::NAME),
+            )
+        })?;
+        // SAFETY: the producer guarantees every element the shape and strides address from
+        // element 0 is readable host memory (validated at import, host-accessible checked);
+        // `v` holds `n` uninitialised `T`s, `nbytes` bytes (`size_of::<T>()` is the dtype's
+        // width: `DLPackElement`'s contract), fresh memory that overlaps nothing.
+        unsafe {
+            crate::copy::copy_to_contiguous(
+                self.data.cast::<u8>().cast_const(),
+                shape,
+                self.strides(),
+                elem,
+                v.as_mut_ptr().cast::<u8>(),
+                nbytes,
+            )?
+        };
+        if !lendable::<T>() {
+            // SAFETY: the copy initialised the first `nbytes` bytes of `v`'s buffer, which
+            // nothing else reaches.
+            let bytes = unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), nbytes) };
+            if let Some(i) = bytes.iter().position(|&b| b > 1) {
+                return Err(DlpackError::new(
+                    FailureKind::MalformedTensor,
+                    format!(
+                        "to_vec: {} element {i} (C order) holds the byte {}, wanted 0 or 1",
+                        T::NAME,
+                        bytes[i]
+                    ),
+                ));
+            }
+        }
+        // SAFETY: the first `n` elements are initialised (above), each a valid `T`: every bit
+        // pattern is one, or (`bool`) its byte was just checked to be 0 or 1.
+        unsafe { v.set_len(n) };
+        Ok(v)
+    }
 }
