@@ -166,7 +166,11 @@ fn reach_fast(shape: &[i64], strides: Option<&[i64]>, elem: ElemSize) -> Option<
 /// [`reach`] decided exactly, for what [`reach_fast`] leaves.
 #[cold]
 #[inline(never)]
-fn reach_exact(shape: &[i64], strides: Option<&[i64]>, elem: ElemSize) -> Result<Reach, ReachError> {
+fn reach_exact(
+    shape: &[i64],
+    strides: Option<&[i64]>,
+    elem: ElemSize,
+) -> Result<Reach, ReachError> {
     // Element positions: `lo <= 0 <= hi`, the lowest and highest element addressed. One
     // dimension's reach fits in i128 (|(d - 1) * s| < 2^126), and the sums are capped at
     // `LIMIT` elements, past which no element width (>= 1 bit) gives a byte count in u64.
@@ -327,7 +331,11 @@ mod tests {
     fn the_fast_path_agrees_with_the_exact_one() {
         let dims = [-1i64, 0, 1, 2, 3, 1 << 31, i64::MAX];
         let strides = [i64::MIN, -(1 << 40), -3, -1, 0, 1, 2, 1 << 40, i64::MAX];
-        let elems = [ElemSize::Bytes(1), ElemSize::Bytes(8), ElemSize::Bytes(1 << 20)];
+        let elems = [
+            ElemSize::Bytes(1),
+            ElemSize::Bytes(8),
+            ElemSize::Bytes(1 << 20),
+        ];
         let mut fast = 0;
         for &d0 in &dims {
             for &d1 in &dims {
@@ -349,7 +357,10 @@ mod tests {
                 }
             }
         }
-        assert!(fast > 1000, "the fast path decides the common cases ({fast})");
+        assert!(
+            fast > 1000,
+            "the fast path decides the common cases ({fast})"
+        );
     }
 
     #[test]

@@ -59,28 +59,6 @@ pub trait ReadonlyField {
     fn from_writability(w: Writability) -> Self;
 }
 
-#[cfg(test)]
-mod tests {
-    use super::Writability::{self, *};
-
-    #[test]
-    fn a_field_narrows_the_storage_never_widens_it() {
-        let all = [Writable, ReadOnly, Unknown];
-        for f in all {
-            for s in all {
-                let n = f.narrow(s);
-                let rank = |w: Writability| match w {
-                    Writable => 0,
-                    Unknown => 1,
-                    ReadOnly => 2,
-                };
-                assert_eq!(rank(n), rank(f).max(rank(s)), "{f:?} narrow {s:?}");
-                assert!(!n.is_writable() || (f.is_writable() && s.is_writable()));
-            }
-        }
-    }
-}
-
 impl ReadonlyField for bool {
     #[inline(always)]
     fn writability(&self) -> Writability {
@@ -100,5 +78,27 @@ impl ReadonlyField for Writability {
     #[inline(always)]
     fn from_writability(w: Writability) -> Self {
         w
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Writability::{self, *};
+
+    #[test]
+    fn a_field_narrows_the_storage_never_widens_it() {
+        let all = [Writable, ReadOnly, Unknown];
+        for f in all {
+            for s in all {
+                let n = f.narrow(s);
+                let rank = |w: Writability| match w {
+                    Writable => 0,
+                    Unknown => 1,
+                    ReadOnly => 2,
+                };
+                assert_eq!(rank(n), rank(f).max(rank(s)), "{f:?} narrow {s:?}");
+                assert!(!n.is_writable() || (f.is_writable() && s.is_writable()));
+            }
+        }
     }
 }

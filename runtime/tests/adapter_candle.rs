@@ -308,7 +308,8 @@ fn dtypes_map_to_the_spec() {
             },
             &[4],
             e.dtype(),
-        ).unwrap();
+        )
+        .unwrap();
         let c = to_candle(&imported).unwrap();
         assert_eq!(c.dtype(), dt);
         assert_eq!(bytes_of(&c), raw, "{dt:?}");

@@ -723,7 +723,8 @@ fn viewed(py: Python<'_>, n: usize, readonly: bool) -> Bound<'_, Viewed> {
         dlbind::alloc::AlignedBuffer::zeroed(4 * n).unwrap(),
         &[n as i64],
         <f32 as DLPackElement>::DTYPE,
-    ).unwrap();
+    )
+    .unwrap();
     let v = Viewed::from_imported(py, t).unwrap();
     Bound::new(py, Viewed { readonly, ..v }).unwrap()
 }
@@ -852,7 +853,8 @@ fn fastcall_from_dlpack_of_a_non_frozen_type_holds_a_borrow() {
             dlbind::alloc::AlignedBuffer::zeroed(16).unwrap(),
             &[4],
             <f32 as DLPackElement>::DTYPE,
-        ).unwrap();
+        )
+        .unwrap();
         let src = Bound::new(py, GrowView::from_imported(py, t).unwrap()).unwrap();
         assert!(
             exchange_api::<GrowView>()
@@ -982,7 +984,8 @@ fn fastcall_from_dlpack_other_paths_and_arguments() {
                     dlbind::alloc::AlignedBuffer::zeroed(24).unwrap(),
                     &[2, 3],
                     <f32 as DLPackElement>::DTYPE,
-                ).unwrap(),
+                )
+                .unwrap(),
             )
             .unwrap(),
         )
@@ -1682,7 +1685,8 @@ fn fastcall_from_dlpack_same_type_in_place() {
                 dlbind::alloc::AlignedBuffer::zeroed(12).unwrap(),
                 &[3],
                 <f32 as DLPackElement>::DTYPE,
-            ).unwrap();
+            )
+            .unwrap();
             let p = Placed::from_imported(py, t).unwrap();
             dlbind::cpython::freelist::new_instance(py, Placed { mode, ..p }).unwrap()
         };
@@ -1823,7 +1827,8 @@ fn fastcall_from_dlpack_imported_in_place() {
                 dlbind::alloc::AlignedBuffer::zeroed(20).unwrap(),
                 &[5],
                 <f32 as DLPackElement>::DTYPE,
-            ).unwrap();
+            )
+            .unwrap();
             let p = Placed::from_imported(py, t).unwrap();
             dlbind::cpython::freelist::new_instance(py, p).unwrap()
         };
