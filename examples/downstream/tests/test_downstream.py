@@ -101,20 +101,16 @@ def test_plain_pyclass_holds_a_borrow_while_exported():
         with pytest.raises(RuntimeError, match="Already borrowed"):
             s.push(4.0)
     np.testing.assert_array_equal(a, [1.0, 2.0, 3.0])  # intact, still readable
-    a[0] = 10.0
+    # A `Vec` is lent through `&`: the export is read-only (decision 0016).
+    assert not a.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        a[0] = 10.0
     del a
     s.push(4.0)  # released: mutation works again
-    assert np.from_dlpack(s).tolist() == [10.0, 2.0, 3.0, 4.0]
-    # JAX keeps the export (and so the borrow) when it can use the memory in place; for memory
-    # it must align it copies and releases the capsule at once. Either way its values hold.
-    j = jnp.from_dlpack(s)
-    try:
-        for _ in range(100):  # reallocates the Vec, unless refused
-            s.push(0.0)
-    except RuntimeError:
-        pass
-    np.testing.assert_array_equal(np.asarray(j), [10.0, 2.0, 3.0, 4.0])
-    del j
+    assert np.from_dlpack(s).tolist() == [1.0, 2.0, 3.0, 4.0]
+    # JAX 0.10 asks for a legacy capsule, which read-only data refuses (as numpy's do).
+    with pytest.raises(BufferError, match="read-only"):
+        jnp.from_dlpack(s)
     gc.collect()
     s.push(5.0)
     assert np.from_dlpack(s)[-1] == 5.0
