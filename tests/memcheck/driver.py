@@ -297,7 +297,7 @@ def plain_pyclass_borrows():
     if not hasattr(m, "Growable"):
         return
     g = m.Growable([float(i) for i in range(32)])
-    held = [g.__dlpack__(), g.__dlpack__(max_version=(1, 3)), np.from_dlpack(g), memoryview(g),
+    held = [g.__dlpack__(max_version=(1, 0)), g.__dlpack__(max_version=(1, 3)), np.from_dlpack(g), memoryview(g),
             np.asarray(g), m.from_dlpack(g), m.from_dlpack(W(g.__dlpack__(max_version=(1, 3))))]
     if tvm_ffi is not None:
         held.append(tvm_ffi.from_dlpack(g))
@@ -326,7 +326,7 @@ def paths_mutable():
     g = m.Growable([float(i) for i in range(8)])
     g.reshape(2, 4)
     ai = _OnlyAI(g)
-    held = [g.__dlpack__(), g.__dlpack__(max_version=(1, 3)), np.from_dlpack(g), memoryview(g),
+    held = [g.__dlpack__(max_version=(1, 0)), g.__dlpack__(max_version=(1, 3)), np.from_dlpack(g), memoryview(g),
             np.asarray(ai), m.from_dlpack(g), g.__array_interface__]
     del ai
     if tvm_ffi is not None:
