@@ -9,8 +9,8 @@
 #                                       # (one run); passes only if the checker reports both
 #   scripts/memcheck.sh --gen-supp      # regenerate tests/memcheck/python.supp from a baseline
 #                                       # run of the driver without dlbind_demo
-#   scripts/memcheck.sh --pytest [ARGS] # the pytest suite (default tests/python/test_hostile.py
-#                                       # tests/python/test_capsule.py; ~10 min) under memcheck
+#   scripts/memcheck.sh --pytest [ARGS] # the pytest suite (default test_hostile.py, test_capsule.py,
+#                                       # test_lookup_cache.py of tests/python; ~10 min) under memcheck
 #
 # Runs tests/memcheck/driver.py (not pytest) under valgrind --tool=memcheck with
 # PYTHONMALLOC=malloc, --leak-check=full --errors-for-leak-kinds=definite, the suppressions in
@@ -108,7 +108,8 @@ case "$MODE" in
     ;;
   pytest)
     T0=$SECONDS
-    [[ ${#PYTEST_ARGS[@]} -gt 0 ]] || PYTEST_ARGS=("$ROOT/tests/python/test_hostile.py" "$ROOT/tests/python/test_capsule.py")
+    [[ ${#PYTEST_ARGS[@]} -gt 0 ]] || PYTEST_ARGS=("$ROOT/tests/python/test_hostile.py" "$ROOT/tests/python/test_capsule.py"
+      "$ROOT/tests/python/test_lookup_cache.py")
     drc=0; PROGRAM="-m pytest" vg pytest -- -q -p no:cacheprovider -x "${PYTEST_ARGS[@]}" || drc=$?
     crc=0; "$PY" "$HERE/check.py" "$OUT/pytest.xml" || crc=$?
     if [[ $crc != 0 || $drc != 0 ]]; then

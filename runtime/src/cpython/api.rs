@@ -294,10 +294,14 @@ unsafe extern "C" {
 /// reference, or NULL when absent (never an exception left set).
 ///
 /// Full API: `_PyType_Lookup` (CPython's method cache; assigns the type a version tag when it
-/// can, so a caller may key a cache by [`version_tag`] read afterwards). Limited API:
-/// `getattr(type, name)` without the AttributeError ([`getattr_optional_raw`]), which also binds
-/// a descriptor's `__get__(None, type)` (the same object for functions, method descriptors,
-/// capsules and ints, the attributes dlbind looks up).
+/// can, so a caller may key a cache by [`version_tag`] read afterwards): the object in the dict
+/// of the type or a base, kept alive by that dict while the type's tag is unchanged. Limited
+/// API: `getattr(type, name)` without the AttributeError ([`getattr_optional_raw`]), which also
+/// binds a descriptor's `__get__(None, type)`: the dict's own object for functions, method
+/// descriptors, properties, capsules and ints, but a new object for a `classmethod` (a bound
+/// method) or any descriptor whose `__get__` makes one, alive only while the returned reference
+/// is. So under the limited API no pointer to the result may be kept past that reference (a
+/// cache keeps what it derived from it, or only that it was found: `typecache`).
 ///
 /// # Safety
 /// `tp` is a live type object; `name` a live str; the GIL is held.

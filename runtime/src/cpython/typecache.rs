@@ -14,6 +14,17 @@
 //! its address cannot be another type's while the entry lives; a Python class is looked up every
 //! time.
 //!
+//! What a value may be: plain data, or a pointer to something the type itself keeps alive while
+//! the entry counts. On the full API an object the MRO lookup (`_PyType_Lookup`) returned is such
+//! a thing: it is the value of an entry of a dict on the type's MRO, and no such dict changes
+//! without the type's tag changing. Under abi3 nothing the lookup returned is: the lookup is
+//! `getattr(type, name)` (`api::type_lookup`), which calls a descriptor's `__get__(None, type)`,
+//! and that may make a new object (a `classmethod` makes a bound method), freed when the caller
+//! gives its reference back. An abi3 value is what the caller derived from it (the exchange
+//! table's address, which lives for the process) or only that it was found; an entry holds no
+//! reference to its value, only to its type (issue 41: a `__dlpack__` descriptor kept there was
+//! used after free).
+//!
 //! With a GIL, one process-wide array the GIL serialises (a thread-local one cost a
 //! `__tls_get_addr` call per use). A free-threaded build keeps no entries at all: its callers
 //! look up every time (dlbind refuses to run such an interpreter with the GIL off, see
@@ -25,7 +36,8 @@ use pyo3::ffi;
 use super::api::version_tag;
 
 /// `N` entries of `(type address, tag, value)`, a type's slot chosen by its address (type
-/// objects are at least 64 bytes apart), so a few alternating types keep a hit each.
+/// objects are at least 64 bytes apart), so a few alternating types keep a hit each. A value
+/// holds no reference (see the module's note on what it may be).
 pub(crate) struct TypeCache<V: Copy, const N: usize> {
     #[cfg(not(Py_GIL_DISABLED))]
     slots: std::cell::UnsafeCell<[(usize, u32, V); N]>,

@@ -25,7 +25,11 @@ use super::{LendProbe, is_own_table, lends};
 /// (`cpython::typecache`), in [`TABLE_CACHE_SLOTS`] slots chosen by the type's address (so code
 /// alternating between a few producer types keeps a hit for each). The table itself lives for
 /// the whole process (spec), so a hit needs no lookup. Misses (types without a usable table)
-/// are cached as 0.
+/// are cached as 0. No Python object is kept: the attribute the table came from (a capsule or an
+/// `int`) is released once read, in both build modes. That matters under abi3, where
+/// `type_lookup` calls a descriptor's `__get__`, which may make a new object each time (what
+/// the `__dlpack__` cache kept a dangling pointer to, issue 41): only the table's address, which
+/// does not depend on that object living, and a kind (a tag and a function pointer) are stored.
 static TABLE_CACHE: TypeCache<(usize, TableKind), TABLE_CACHE_SLOTS> =
     TypeCache::new((0, TableKind::Other));
 
@@ -316,8 +320,9 @@ unsafe fn lookup_table_slow(
     unsafe {
         let names = crate::cpython::names::names(py);
         let name = &names.exchange_api;
-        // A new reference or NULL; a found attribute stays reachable from the type after the
-        // reference is given back (the table it points to lives for the process).
+        // A new reference or NULL, given back below once read: under abi3 that may free it (a
+        // descriptor's `__get__` may have made it), so only the table's address is kept, and the
+        // table lives for the process (spec).
         let attr = type_lookup(tp, name.as_ptr());
         let mut table = if attr.is_null() {
             ptr::null()
