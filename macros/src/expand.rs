@@ -619,7 +619,7 @@ mod tests {
         });
         assert!(s.contains("code : 4u8 , bits : 16u8 , lanes : 1u16"), "{s}");
         assert!(
-            s.contains("fn dlpack_readonly (& self) -> bool { true }"),
+            s.contains("fn dlpack_writability (& self) -> :: dlbind :: __private :: Writability { :: dlbind :: __private :: Writability :: ReadOnly }"),
             "{s}"
         );
         assert!(s.contains("self . dev"), "{s}");
