@@ -641,9 +641,12 @@ fn without_a_driver_device_steps_are_buffer_errors_and_stepless_exports_work() {
 /// `#[dlpack(stream)]` on the derive reports the producer stream.
 #[pyclass(frozen)]
 #[derive(DLPackExport)]
+#[dlpack(dtype = "float32")]
 struct Pending {
+    /// Storage on the (fake) device: a host allocation vouched for as cuda:0 memory, which the
+    /// fake runtime never dereferences (the device field must equal the storage's device).
     #[dlpack(data)]
-    data: Vec<f32>,
+    data: dlbind::Buffer,
     #[dlpack(shape)]
     shape: Vec<usize>,
     #[dlpack(device)]
@@ -652,12 +655,34 @@ struct Pending {
     stream: Option<u64>,
 }
 
+/// `n` floats of host memory vouched for as cuda:0 memory (the fake runtime never reads them).
+fn fake_device(n: usize) -> dlbind::Buffer {
+    let mut host = vec![0.0f32; n];
+    let ptr = host.as_mut_ptr().cast::<std::ffi::c_void>();
+    // SAFETY: `host` moves into the buffer as its owner and lives as long as it.
+    unsafe {
+        dlbind::Buffer::from_owner(
+            host,
+            ptr,
+            dlbind::Extent::from_start(4 * n),
+            Device::cuda(0),
+            false,
+        )
+    }
+}
+
 #[test]
 fn derived_stream_field_orders_streams() {
     Python::attach(|py| {
         let gpu = Device::cuda(0);
+        let mut host = vec![0.0f32; 4];
+        let ptr = host.as_mut_ptr().cast::<std::ffi::c_void>();
+        // SAFETY: `host` moves into the buffer as its owner and lives as long as it; 16 bytes.
+        let data = unsafe {
+            dlbind::Buffer::from_owner(host, ptr, dlbind::Extent::from_start(16), gpu, false)
+        };
         let p = Pending {
-            data: vec![0.0; 4],
+            data,
             shape: vec![4],
             device: gpu,
             stream: Some(0x31),
@@ -705,7 +730,7 @@ fn derived_stream_field_orders_streams() {
         let null = Bound::new(
             py,
             Pending {
-                data: vec![0.0],
+                data: fake_device(1),
                 shape: vec![1],
                 device: gpu,
                 stream: Some(0),
@@ -714,7 +739,7 @@ fn derived_stream_field_orders_streams() {
         .unwrap();
         assert_eq!(cai(&null).extract::<u64>().unwrap(), 1);
         let idle = Pending {
-            data: vec![],
+            data: fake_device(0),
             shape: vec![0],
             device: gpu,
             stream: None,
