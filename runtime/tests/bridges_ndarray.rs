@@ -37,7 +37,10 @@ fn owned_array_round_trip() {
         let t = from_dlpack(&o, None, None).unwrap();
         assert_eq!(t.shape(), &[2, 3]);
         assert_eq!(t.strides(), &[3, 1]);
-        assert!(t.readonly(), "an ndarray field is lent through &: read-only");
+        assert!(
+            t.readonly(),
+            "an ndarray field is lent through &: read-only"
+        );
         assert_eq!(t.as_ndarray::<f64>().unwrap(), sample().view());
         drop(t);
         assert_eq!(live_exports(), base);
