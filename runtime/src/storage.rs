@@ -347,14 +347,6 @@ impl Buffer {
             Repr::Kept(k) => k.extent,
         }
     }
-
-    /// Byte length of an owned buffer (`None` for imported memory).
-    pub fn owned_len(&self) -> Option<usize> {
-        match &self.0 {
-            Repr::Owned(b) => Some(b.len()),
-            _ => None,
-        }
-    }
 }
 
 impl From<AlignedBuffer> for Buffer {

@@ -11,9 +11,8 @@ use dlbind::exchange::lookup_exchange_api;
 use dlbind::export::DLPackSource;
 use dlbind::prelude::*;
 use dlbind::spec::errors::FailureKind;
-use dlbind::spec::types::{DLDataType, DLManagedTensorVersioned, DLTensor};
+use dlbind::spec::types::{DLDataType, DLTensor};
 use dlbind::stats::live_exports;
-use pyo3::types::IntoPyDict;
 
 /// Writable storage (`Buffer::from_vec`): a `Vec` field is exported read-only, which the legacy
 /// capsule and the bare-DLTensor fill refuse before any span is looked at.
@@ -88,35 +87,11 @@ fn is_malformed(py: Python<'_>, e: &PyErr) -> bool {
 /// memoryview, the array interface, the table's owning export and (where the type has it) its
 /// non-owning fill.
 fn export_all(py: Python<'_>, x: &Bound<'_, PyAny>) -> Vec<PyResult<()>> {
-    let kw = [("max_version", (1, 3))].into_py_dict(py).unwrap();
-    let mut out = vec![
-        x.call_method0("__dlpack__").map(drop),
-        x.call_method("__dlpack__", (), Some(&kw)).map(drop),
-        py.eval(c"memoryview", None, None)
-            .unwrap()
-            .call1((x,))
-            .map(drop),
-        x.getattr("__array_interface__").map(drop),
-    ];
-    // SAFETY: GIL held, `x` live; the table (checked non-NULL) is process-lifetime; the out
-    // parameters are valid; an owning export that succeeds is deleted at once.
+    let mut out = common::export_paths(py, x);
+    // The non-owning fill exists only for types that store i64 shape and strides.
+    // SAFETY: GIL held, `x` live; the table is process-lifetime; `dl` is a valid out parameter.
     unsafe {
         let t = lookup_exchange_api(py, x.as_ptr());
-        assert!(!t.is_null(), "derived types have a table");
-        let mut m: *mut DLManagedTensorVersioned = std::ptr::null_mut();
-        out.push(
-            if ((*t).managed_tensor_from_py_object_no_sync.unwrap())(
-                x.as_ptr().cast::<c_void>(),
-                &mut m,
-            ) == 0
-            {
-                ((*m).deleter.unwrap())(m);
-                Ok(())
-            } else {
-                Err(PyErr::fetch(py))
-            },
-        );
-        // The non-owning fill exists only for types that store i64 shape and strides.
         if let Some(fill) = (*t).dltensor_from_py_object_no_sync {
             let mut dl: DLTensor = std::mem::zeroed();
             out.push(if fill(x.as_ptr().cast::<c_void>(), &mut dl) == 0 {

@@ -8,9 +8,8 @@ mod common;
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use dlbind::exchange::lookup_exchange_api;
 use dlbind::prelude::*;
-use dlbind::spec::types::{DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_READ_ONLY};
+use dlbind::spec::types::DLPACK_FLAG_BITMASK_READ_ONLY;
 use dlbind::stats::live_exports;
 use pyo3::types::{IntoPyDict, PyDict};
 
@@ -93,45 +92,15 @@ fn is_malformed(e: &PyErr) -> bool {
     e.to_string().contains("BufferError") && e.to_string().contains("addresses memory outside")
 }
 
-/// The outcome of every export path of `x`: `__dlpack__` legacy and versioned, memoryview,
-/// `__array_interface__`, and the exchange table's owning export; the versioned capsule's
-/// READ_ONLY flag when it succeeded.
+/// The outcome of every export path of `x` (`common::export_paths`), and the READ_ONLY flag of
+/// a versioned capsule when one is exported.
 fn export_all(py: Python<'_>, x: &Bound<'_, PyAny>) -> (Vec<PyResult<()>>, Option<bool>) {
     let kw = [("max_version", (1, 3))].into_py_dict(py).unwrap();
-    let versioned = x.call_method("__dlpack__", (), Some(&kw));
-    let ro = versioned.as_ref().ok().map(|cap| {
-        let t = dlbind::ImportedTensor::from_capsule(cap).unwrap();
+    let ro = x.call_method("__dlpack__", (), Some(&kw)).ok().map(|cap| {
+        let t = dlbind::ImportedTensor::from_capsule(&cap).unwrap();
         t.flags() & DLPACK_FLAG_BITMASK_READ_ONLY != 0
     });
-    let mut out = vec![
-        x.call_method0("__dlpack__").map(drop),
-        versioned.map(drop),
-        py.eval(c"memoryview", None, None)
-            .unwrap()
-            .call1((x,))
-            .map(drop),
-        x.getattr("__array_interface__").map(drop),
-    ];
-    // SAFETY: GIL held, `x` live; the table is process-lifetime; an owning export that
-    // succeeds is deleted at once.
-    unsafe {
-        let t = lookup_exchange_api(py, x.as_ptr());
-        assert!(!t.is_null());
-        let mut m: *mut DLManagedTensorVersioned = std::ptr::null_mut();
-        out.push(
-            if ((*t).managed_tensor_from_py_object_no_sync.unwrap())(
-                x.as_ptr().cast::<c_void>(),
-                &mut m,
-            ) == 0
-            {
-                ((*m).deleter.unwrap())(m);
-                Ok(())
-            } else {
-                Err(PyErr::fetch(py))
-            },
-        );
-    }
-    (out, ro)
+    (common::export_paths(py, x), ro)
 }
 
 /// A 16-byte read-only numpy array imported into a `Buffer` (`Buffer::from(t)`, as the adapters
