@@ -16,7 +16,8 @@
 #   VENV=/path/to/venv       default: <repo>/.venv
 #   CARGO_TARGET_DIR=...     default: <repo>/target
 #   CARGO_BUILD_JOBS=N       passed through to cargo / maturin
-#   DLBIND_SKIP_RUST=1       skip steps 2-3 (codegen check, lint, cargo test)
+#   DLBIND_SKIP_RUST=1       skip steps 2-3b (codegen check, lint, cargo test, Miri)
+#   DLBIND_SKIP_MIRI=1       skip step 3b (Miri over the Rust-only tests, scripts/miri.sh, ~7 min cold; skipped anyway without a nightly toolchain)
 #   DLBIND_SKIP_DOWNSTREAM=1 skip step 6 (packaging + the downstream crate, ~1.6 min cold)
 #   DLBIND_SKIP_MEMCHECK=1   skip step 5b (valgrind memcheck subset + checker self-test, ~2 min; skipped anyway without valgrind)
 #   DLBIND_SKIP_MATRIX=1     skip step 7 (the interpreter matrix: 3.12, 3.13, 3.14, abi3, targets, 3.14t)
@@ -30,7 +31,7 @@ PYTEST_EXTRA=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --) shift; PYTEST_EXTRA=("$@"); break ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) PYTEST_EXTRA+=("$1"); shift ;;
   esac
 done
@@ -118,8 +119,20 @@ if [[ "${DLBIND_SKIP_RUST:-0}" != 1 ]]; then
   step "3/7 cargo test --workspace --profile ci --no-fail-fast (every feature)"
   check "cargo test" env CARGO_PROFILE_DEV_DEBUG=0 DLBIND_TEST_SITE="$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
     cargo test --workspace "${PROFILE[@]}" --no-fail-fast --features "$ALL_FEATURES"
+
+  # ------------------------------------------------------------ 3b. Miri
+  # The Rust-only tests (copies, layout and extents, dims, dtypes, the allocator, the adapters'
+  # Rust side, the DLTensor fuzzer) under Miri with Tree Borrows, on the nightly toolchain
+  # (installs the miri component if missing; prints why and passes where it cannot). Its own
+  # build, in $CARGO_TARGET_DIR/miri. What runs and why: docs/manual/testing.md.
+  if [[ "${DLBIND_SKIP_MIRI:-0}" != 1 ]]; then
+    step "3b/7 Miri (scripts/miri.sh)"
+    check "miri" "$ROOT/scripts/miri.sh"
+  else
+    step "3b/7 skipped (DLBIND_SKIP_MIRI=1)"
+  fi
 else
-  step "2-3/7 skipped (DLBIND_SKIP_RUST=1)"
+  step "2-3b/7 skipped (DLBIND_SKIP_RUST=1)"
 fi
 
 # ---------------------------------------------------------------- 4. demo

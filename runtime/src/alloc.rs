@@ -15,7 +15,7 @@
 
 use std::alloc::Layout;
 use std::fmt;
-use std::ptr::NonNull;
+use std::ptr::{self, NonNull};
 
 /// Allocation failure: `bytes` could not be allocated (or the size is not representable).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,7 +93,7 @@ impl AlignedBuffer {
     pub(crate) const fn empty() -> Self {
         Self {
             // SAFETY: SMALL_ALIGN is a non-zero power of two (see `allocate`).
-            ptr: unsafe { NonNull::new_unchecked(Self::SMALL_ALIGN as *mut u8) },
+            ptr: unsafe { NonNull::new_unchecked(ptr::without_provenance_mut::<u8>(Self::SMALL_ALIGN)) },
             len: 0,
             align: Self::SMALL_ALIGN,
             backing: Backing::Empty,
@@ -105,7 +105,7 @@ impl AlignedBuffer {
         if len == 0 {
             // SMALL_ALIGN is a non-zero power of two, so this is a valid, aligned, non-null
             // dangling pointer (the same trick as `NonNull::dangling` with a larger alignment).
-            let ptr = NonNull::new(Self::SMALL_ALIGN as *mut u8).ok_or(err)?;
+            let ptr = NonNull::new(ptr::without_provenance_mut::<u8>(Self::SMALL_ALIGN)).ok_or(err)?;
             return Ok(Self {
                 ptr,
                 len: 0,
@@ -181,6 +181,15 @@ impl AlignedBuffer {
         let start = base_addr.next_multiple_of(HUGE_PAGE);
         let head = start - base_addr;
         let tail = total - head - map_len;
+        // Miri lacks shims for a partial `munmap` (it unmaps whole mappings only) and for
+        // `madvise`: there the head and the tail stay mapped, `pool::unmap` releases the whole
+        // mapping, and no advice is given.
+        #[cfg(miri)]
+        {
+            let _ = (head, tail);
+            miri_mappings::add(start, base_addr, total);
+        }
+        #[cfg(not(miri))]
         // SAFETY: [base, start) and [start + map_len, base + total) are page-aligned sub-ranges
         // of the mapping just created (mmap returns page-aligned memory, HUGE_PAGE is a multiple
         // of the page size), and nothing refers to them.
@@ -194,7 +203,8 @@ impl AlignedBuffer {
             // Best effort: failure (e.g. THP disabled) only costs speed.
             libc::madvise(start as *mut libc::c_void, map_len, libc::MADV_HUGEPAGE);
         }
-        let ptr = NonNull::new(start as *mut u8).ok_or(err)?;
+        // The mapping's own pointer moved to `start` (keeps its provenance).
+        let ptr = NonNull::new(base.cast::<u8>().wrapping_add(head)).ok_or(err)?;
         Ok(Self {
             ptr,
             len,
@@ -304,6 +314,9 @@ mod pool {
 
     fn unmap(list: Vec<(usize, usize)>) {
         for (addr, len) in list {
+            // Under Miri, the whole mapping around it (no partial `munmap` there: `map_huge`).
+            #[cfg(miri)]
+            let (addr, len) = super::miri_mappings::remove(addr, len);
             // SAFETY: every entry is a live mapping owned by the pool alone (it was handed over
             // by a dropped buffer and removed from the pool before this call).
             unsafe { libc::munmap(addr as *mut libc::c_void, len) };
@@ -359,6 +372,36 @@ mod pool {
             }
         }
         unmap(evicted);
+    }
+}
+
+/// Under Miri only, which lacks a shim for a partial `munmap` (its `munmap` takes whole
+/// mappings only), so that `map_huge` cannot trim its over-sized mapping to the 2 MiB aligned
+/// part: the whole mapping of each aligned start, for the `munmap` that releases it.
+#[cfg(all(target_os = "linux", miri))]
+mod miri_mappings {
+    use std::sync::{Mutex, MutexGuard};
+
+    /// (aligned start, mapping address, mapping length) of each live mapping.
+    fn lock() -> MutexGuard<'static, Vec<(usize, usize, usize)>> {
+        static MAPPINGS: Mutex<Vec<(usize, usize, usize)>> = Mutex::new(Vec::new());
+        MAPPINGS.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn add(start: usize, base: usize, total: usize) {
+        lock().push((start, base, total));
+    }
+
+    /// The whole mapping around the `len` bytes at `start`, forgotten here.
+    pub(super) fn remove(start: usize, len: usize) -> (usize, usize) {
+        let mut maps = lock();
+        let i = maps
+            .iter()
+            .position(|m| m.0 == start)
+            .expect("mapped by map_huge");
+        let (_, base, total) = maps.swap_remove(i);
+        assert!(start - base + len <= total, "inside its mapping");
+        (base, total)
     }
 }
 
@@ -460,6 +503,7 @@ mod tests {
         }
     }
 
+    #[cfg_attr(miri, ignore = "scans MiBs byte by byte: minutes under Miri")]
     #[test]
     fn zeroed_is_zero_and_writable() {
         for len in [2usize, 1000, (1 << 20) + 5, (3 << 20) + 1] {
@@ -473,6 +517,7 @@ mod tests {
         }
     }
 
+    #[cfg_attr(miri, ignore = "scans MiBs byte by byte: minutes under Miri")]
     #[test]
     fn uninit_is_writable_through_ptr() {
         let len = (4 << 20) + 123;
@@ -483,6 +528,7 @@ mod tests {
     }
 
     #[cfg(target_os = "linux")]
+    #[cfg_attr(miri, ignore = "scans MiBs byte by byte: minutes under Miri")]
     #[test]
     fn pool_reuses_for_uninit_but_never_for_zeroed() {
         let len = (6 << 20) + 1;

@@ -178,7 +178,8 @@ mod tests {
         // tests running beside this one can only store other valid dtypes.)
         LAST_VALID.store(NONE_SEEN, Ordering::Relaxed);
         let mut valid = 0;
-        for code in 0..=u8::MAX {
+        // Under Miri, the first four codes (all 256 take 15 minutes there).
+        for code in 0..=if cfg!(miri) { 3 } else { u8::MAX } {
             for bits in 0..=u8::MAX {
                 for lanes in [0u16, 1, 2, 4, u16::MAX] {
                     let d = DLDataType { code, bits, lanes };

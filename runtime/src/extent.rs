@@ -327,6 +327,7 @@ mod tests {
         );
     }
 
+    #[cfg_attr(miri, ignore = "11,907 cases of safe arithmetic: minutes under Miri")]
     #[test]
     fn the_fast_path_agrees_with_the_exact_one() {
         let dims = [-1i64, 0, 1, 2, 3, 1 << 31, i64::MAX];

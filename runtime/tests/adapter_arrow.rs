@@ -122,6 +122,7 @@ fn fixed_size_lists_are_n_d() {
     assert_eq!(read_f32(&t), vec![6.0, 7.0, 8.0, 9.0, 10.0, 11.0]);
 }
 
+#[cfg_attr(miri, ignore = "calls Python, which Miri cannot run")]
 #[test]
 fn nulls_and_booleans_need_copy() {
     let a = PrimitiveArray::<Int32Type>::new(
@@ -276,6 +277,7 @@ fn strided(data: Vec<f32>, shape: &[i64], strides: &[i64]) -> Strided {
     }
 }
 
+#[cfg_attr(miri, ignore = "calls Python, which Miri cannot run")]
 #[test]
 fn import_views_the_tensor_and_keeps_the_producer_alive() {
     let _g = common::serial();
@@ -299,6 +301,7 @@ fn import_views_the_tensor_and_keeps_the_producer_alive() {
     });
 }
 
+#[cfg_attr(miri, ignore = "calls Python, which Miri cannot run")]
 #[test]
 fn import_n_d_as_nested_lists_and_round_trip() {
     let _g = common::serial();
@@ -330,6 +333,7 @@ fn import_n_d_as_nested_lists_and_round_trip() {
     });
 }
 
+#[cfg_attr(miri, ignore = "calls Python, which Miri cannot run")]
 #[test]
 fn import_transposed_as_fixed_shape_tensor_with_permutation() {
     let _g = common::serial();
@@ -362,6 +366,7 @@ fn import_transposed_as_fixed_shape_tensor_with_permutation() {
     });
 }
 
+#[cfg_attr(miri, ignore = "calls Python, which Miri cannot run")]
 #[test]
 fn import_refuses_what_arrow_cannot_view_unless_copy() {
     let _g = common::serial();
@@ -570,6 +575,7 @@ where
     }
 }
 
+#[cfg_attr(miri, ignore = "calls Python, which Miri cannot run")]
 #[test]
 fn empty_tensors_of_every_type_import_as_primitive_arrays() {
     let _g = common::serial();
@@ -590,6 +596,7 @@ fn empty_tensors_of_every_type_import_as_primitive_arrays() {
     });
 }
 
+#[cfg_attr(miri, ignore = "calls Python, which Miri cannot run")]
 #[test]
 fn empty_tensors_of_every_type_and_shape_go_to_arrow_and_back() {
     let _g = common::serial();
@@ -624,6 +631,7 @@ fn empty_tensors_of_every_type_and_shape_go_to_arrow_and_back() {
     });
 }
 
+#[cfg_attr(miri, ignore = "calls Python, which Miri cannot run")]
 #[test]
 fn zero_d_tensors_are_refused_by_every_import() {
     let _g = common::serial();

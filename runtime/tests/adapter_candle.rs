@@ -325,6 +325,7 @@ const VERSIONED: ExportRequest = ExportRequest {
     ..ExportRequest::DEFAULT
 };
 
+#[cfg_attr(miri, ignore = "calls Python, which Miri cannot run")]
 #[test]
 fn empty_and_0d_tensors_of_every_dtype_go_both_ways() {
     let _g = common::serial();
@@ -366,6 +367,7 @@ fn empty_and_0d_tensors_of_every_dtype_go_both_ways() {
     });
 }
 
+#[cfg_attr(miri, ignore = "calls Python, which Miri cannot run")]
 #[test]
 fn empty_views_at_the_end_of_the_storage_and_transposed_export() {
     let _g = common::serial();
@@ -396,6 +398,7 @@ fn empty_views_at_the_end_of_the_storage_and_transposed_export() {
 // ---------------------------------------------------------------------------------------------
 // Capsules, errors
 
+#[cfg_attr(miri, ignore = "calls Python, which Miri cannot run")]
 #[test]
 fn round_trip_through_a_capsule_copies_on_import_and_releases_once() {
     let _g = common::serial();
@@ -467,6 +470,7 @@ fn sub_byte_floats_are_refused_on_export() {
     assert_eq!(e.kind(), FailureKind::UnsupportedDtype);
 }
 
+#[cfg_attr(miri, ignore = "calls Python, which Miri cannot run")]
 #[test]
 fn import_refuses_dtypes_candle_lacks_and_device_memory() {
     for name in ["bool", "int8", "uint16", "uint64", "complex64"] {

@@ -185,6 +185,7 @@ struct Photo {
     img: RgbImage,
 }
 
+#[cfg_attr(miri, ignore = "calls Python, which Miri cannot run")]
 #[test]
 fn sub_image_of_a_frozen_class_is_a_strided_read_only_view() {
     let _g = common::serial();
@@ -212,6 +213,7 @@ fn sub_image_of_a_frozen_class_is_a_strided_read_only_view() {
     });
 }
 
+#[cfg_attr(miri, ignore = "calls Python, which Miri cannot run")]
 #[test]
 fn numpy_arrays_import_as_images() {
     let _g = common::serial();

@@ -262,6 +262,7 @@ struct Weights {
     w: Array2<f32>,
 }
 
+#[cfg_attr(miri, ignore = "calls Python, which Miri cannot run")]
 #[test]
 fn export_view_keeps_the_python_owner_and_is_read_only() {
     let _g = common::serial();
@@ -287,6 +288,7 @@ fn export_view_keeps_the_python_owner_and_is_read_only() {
     });
 }
 
+#[cfg_attr(miri, ignore = "calls Python, which Miri cannot run")]
 #[test]
 fn from_py_imports_numpy_and_maps_errors_to_python() {
     let _g = common::serial();

@@ -190,8 +190,9 @@ fn random_case() -> impl Strategy<Value = (Vec<usize>, Vec<i64>)> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 600, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: if cfg!(miri) { 1 } else { 600 }, failure_persistence: None, ..ProptestConfig::default() })]
 
+    #[cfg_attr(miri, ignore = "storage of megabytes, filled byte by byte: hours under Miri")]
     #[test]
     fn structured_layouts_match_reference(
         (shape, strides) in structured_case(),
@@ -290,6 +291,7 @@ fn check_big(
     Case::new(shape, strides, elem, misalign).check(0).unwrap();
 }
 
+#[cfg_attr(miri, ignore = "no AVX2 under Miri: only copy_nonoverlapping runs")]
 #[test]
 fn stream_copy_all_offsets_and_lengths() {
     let src: Vec<u8> = (0..4096 + 200).map(|i| (i * 37 + 11) as u8).collect();
@@ -317,6 +319,7 @@ fn stream_copy_all_offsets_and_lengths() {
     }
 }
 
+#[cfg_attr(miri, ignore = "copies megabytes on the rayon pool: hours under Miri")]
 #[test]
 fn large_contiguous_parallel() {
     // Above the streaming threshold, odd source and destination offsets.
@@ -331,6 +334,7 @@ fn large_contiguous_parallel() {
     });
 }
 
+#[cfg_attr(miri, ignore = "copies megabytes on the rayon pool: hours under Miri")]
 #[test]
 fn large_rows_parallel() {
     // Every other row of a (1200, 700) f64 array, and a column slice.
@@ -364,6 +368,7 @@ fn large_rows_parallel() {
     });
 }
 
+#[cfg_attr(miri, ignore = "copies megabytes on the rayon pool: hours under Miri")]
 #[test]
 fn large_transposes_parallel() {
     for elem in [1usize, 2, 4, 8, 16, 12] {
@@ -394,6 +399,7 @@ fn large_transposes_parallel() {
     });
 }
 
+#[cfg_attr(miri, ignore = "copies megabytes on the rayon pool: hours under Miri")]
 #[test]
 fn large_generic_parallel() {
     // Reversed last axis, broadcast middle axis.
@@ -643,6 +649,7 @@ fn broadcast_scalar_fills() {
 
 /// Full SIMD squares with and without streaming stores (the test build streams when
 /// rows + cols is even and destination rows are 64-byte aligned), ragged edges, 3-D batches.
+#[cfg_attr(miri, ignore = "about a million elements: hours under Miri")]
 #[test]
 fn simd_square_kernels_all_widths() {
     for elem in [1usize, 2, 4, 8, 16] {

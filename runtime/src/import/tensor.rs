@@ -65,7 +65,7 @@ pub struct ImportedTensor {
     pub(super) strides: *const i64,
     /// `[shape.., strides..]` when dlbind owns them (NULL strides from old producers, copies);
     /// heap memory, so `shape`/`strides` stay valid when the handle moves.
-    pub(super) meta: Option<Box<[i64]>>,
+    pub(super) meta: Option<OwnedDims>,
     pub(super) ndim: u32,
     pub(super) dtype: DLDataType,
     pub(super) device: Device,
@@ -104,7 +104,7 @@ impl std::fmt::Debug for ImportedTensor {
 fn owned_meta(
     shape: &[i64],
     strides: Option<&[i64]>,
-) -> (*const i64, *const i64, Option<Box<[i64]>>) {
+) -> (*const i64, *const i64, Option<OwnedDims>) {
     let n = shape.len();
     let mut buf = vec![0i64; 2 * n].into_boxed_slice();
     buf[..n].copy_from_slice(shape);
@@ -115,9 +115,37 @@ fn owned_meta(
             c_strides_into(sh, st);
         }
     }
-    // SAFETY: the buffer holds 2 * n values.
-    let (sp, st) = (buf.as_ptr(), unsafe { buf.as_ptr().add(n) });
-    (sp, st, Some(buf))
+    let dims = OwnedDims::new(buf);
+    let sp = dims.ptr.as_ptr().cast_const();
+    // SAFETY: the allocation holds 2 * n values.
+    let st = unsafe { sp.add(n) };
+    (sp, st, Some(dims))
+}
+
+/// An owned `[shape.., strides..]` that a handle's `shape` / `strides` point into, held as a
+/// raw allocation rather than a `Box<[i64]>`: moving a `Box` asserts unique access to what it
+/// points to, which would invalidate those pointers each time the handle moves (Miri reports
+/// the drop after a move as undefined behaviour under both Stacked and Tree Borrows).
+pub(super) struct OwnedDims {
+    ptr: NonNull<i64>,
+    len: usize,
+}
+
+impl OwnedDims {
+    fn new(b: Box<[i64]>) -> OwnedDims {
+        let len = b.len();
+        // SAFETY: `Box::into_raw` never returns NULL.
+        let ptr = unsafe { NonNull::new_unchecked(Box::into_raw(b).cast::<i64>()) };
+        OwnedDims { ptr, len }
+    }
+}
+
+impl Drop for OwnedDims {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` and `len` came from `Box::into_raw` of a `Box<[i64]>` (`new`), freed
+        // only here.
+        drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len)) });
+    }
 }
 
 /// A versioned tensor flagged `IS_SUBBYTE_TYPE_PADDED`: refused when its (validated) dtype is
