@@ -19,9 +19,53 @@ use crate::import::ImportedTensor;
 /// or Rust value keeps alive. Built with [`Buffer::zeroed`], [`Buffer::from_aligned`],
 /// `From<ImportedTensor>`, [`Buffer::view`] and [`Buffer::from_owner`]; what it holds is private,
 /// so new kinds of storage can be added without breaking a user's code.
-pub struct Buffer(Repr);
+pub struct Buffer {
+    /// What the storage vouches for, worked out once when the buffer is made (every export
+    /// reads these four facts, not the storage: a load each, no match on the kind).
+    facts: Facts,
+    repr: Repr,
+}
 
-/// What a [`Buffer`] holds.
+/// A [`Buffer`]'s element 0, extent, device and writability, as its storage gives them.
+#[derive(Clone, Copy)]
+struct Facts {
+    data: *mut c_void,
+    extent: Extent,
+    device: Device,
+    writability: crate::Writability,
+}
+
+// SAFETY: `data` is only an address here (never dereferenced through `Facts`); what keeps the
+// memory valid, and decides whether a `Buffer` may move between threads, is its `Repr`.
+unsafe impl Send for Facts {}
+// SAFETY: as above.
+unsafe impl Sync for Facts {}
+
+impl Facts {
+    /// The facts of host memory this buffer owns.
+    #[inline(always)]
+    fn of_owned(b: &AlignedBuffer) -> Facts {
+        Facts {
+            data: b.as_mut_ptr().cast::<c_void>(),
+            extent: Extent::from_start(b.len()),
+            device: Device::CPU,
+            writability: crate::Writability::Writable,
+        }
+    }
+
+    #[inline(always)]
+    fn of_import(t: &ImportedTensor) -> Facts {
+        Facts {
+            data: t.data_ptr(),
+            extent: t.extent(),
+            device: t.device(),
+            writability: t.writability(),
+        }
+    }
+}
+
+/// What a [`Buffer`] holds: what keeps its memory valid (the memory's address, extent,
+/// device and writability are the buffer's [`Facts`]).
 enum Repr {
     /// Host memory owned by this buffer (64-byte aligned; 256 for large ones).
     Owned(AlignedBuffer),
@@ -31,82 +75,44 @@ enum Repr {
     Shared(Arc<ImportedTensor>),
     /// Memory owned by another Python object (e.g. the array a view or a same-type import was
     /// taken from), kept alive by a strong reference to it: no allocation, no DLPack round trip.
-    View(PyView),
+    View(Py<PyAny>),
     /// Memory kept valid by a Rust value the buffer owns (a device allocation, a memory map, an
     /// arena handle, …), dropped when the buffer drops: see [`Buffer::from_owner`].
-    Kept(KeptView),
-}
-
-/// The `Repr::Kept` payload: element 0 of memory that a Rust value keeps valid.
-pub struct KeptView {
-    owner: Box<dyn std::any::Any + Send + Sync>,
-    data: *mut c_void,
-    extent: Extent,
-    device: Device,
-    readonly: bool,
-}
-
-// SAFETY: `data` is only an address (never dereferenced through `&self` here); the memory it
-// points to is kept valid by `owner`, which is `Send + Sync`.
-unsafe impl Send for KeptView {}
-// SAFETY: as above; `&KeptView` gives out the address only.
-unsafe impl Sync for KeptView {}
-
-impl std::fmt::Debug for KeptView {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KeptView")
-            .field("owner", &(*self.owner).type_id())
-            .field("data", &self.data)
-            .field("extent", &self.extent)
-            .field("device", &self.device)
-            .field("readonly", &self.readonly)
-            .finish()
-    }
-}
-
-/// The `Repr::View` payload: element 0 of memory that `owner` keeps alive.
-pub struct PyView {
-    owner: Py<PyAny>,
-    data: *mut c_void,
-    extent: Extent,
-    device: Device,
-    readonly: bool,
-}
-
-// SAFETY: `data` is only an address (never dereferenced through `&self` here); the memory it
-// points to is owned by `owner`, a `Py<PyAny>` (Send + Sync), and is kept alive by it.
-unsafe impl Send for PyView {}
-// SAFETY: as above; `&PyView` gives out the address and the owner, both shareable.
-unsafe impl Sync for PyView {}
-
-impl std::fmt::Debug for PyView {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PyView")
-            .field("owner", &self.owner.as_ptr())
-            .field("data", &self.data)
-            .field("extent", &self.extent)
-            .field("device", &self.device)
-            .field("readonly", &self.readonly)
-            .finish()
-    }
+    Kept(Box<dyn std::any::Any + Send + Sync>),
 }
 
 impl Buffer {
+    #[inline(always)]
+    fn owned(b: AlignedBuffer) -> Buffer {
+        Buffer {
+            facts: Facts::of_owned(&b),
+            repr: Repr::Owned(b),
+        }
+    }
+
+    #[inline(always)]
+    fn import(t: ImportedTensor) -> Buffer {
+        Buffer {
+            facts: Facts::of_import(&t),
+            repr: Repr::Imported(t),
+        }
+    }
+
     /// `nbytes` zeroed host bytes.
     pub fn zeroed(nbytes: usize) -> Result<Buffer, DlpackError> {
-        Ok(Buffer(Repr::Owned(AlignedBuffer::zeroed(nbytes)?)))
+        Ok(Buffer::owned(AlignedBuffer::zeroed(nbytes)?))
     }
 
     /// Owned, writable host memory.
     #[inline]
     pub fn from_aligned(buf: AlignedBuffer) -> Buffer {
-        Buffer(Repr::Owned(buf))
+        Buffer::owned(buf)
     }
 
     /// An imported tensor's memory (the producer stays alive until the buffer drops).
     #[inline]
     pub fn from_imported(t: ImportedTensor) -> Buffer {
-        Buffer(Repr::Imported(t))
+        Buffer::import(t)
     }
 
     /// A view of memory owned by the Python object `owner` (no allocation, no copy): element 0
@@ -127,13 +133,15 @@ impl Buffer {
         device: Device,
         readonly: bool,
     ) -> Buffer {
-        Buffer(Repr::View(PyView {
-            owner,
-            data,
-            extent,
-            device,
-            readonly,
-        }))
+        Buffer {
+            facts: Facts {
+                data,
+                extent,
+                device,
+                writability: crate::Writability::from_readonly(readonly),
+            },
+            repr: Repr::View(owner),
+        }
     }
 
     /// Memory owned by a Rust value: element 0 is `data`, the bytes `extent` around it may be
@@ -153,13 +161,15 @@ impl Buffer {
         device: Device,
         readonly: bool,
     ) -> Buffer {
-        Buffer(Repr::Kept(KeptView {
-            owner: Box::new(owner),
-            data,
-            extent,
-            device,
-            readonly,
-        }))
+        Buffer {
+            facts: Facts {
+                data,
+                extent,
+                device,
+                writability: crate::Writability::from_readonly(readonly),
+            },
+            repr: Repr::Kept(Box::new(owner)),
+        }
     }
 
     /// Takes ownership of `v`'s elements: writable host memory that no Rust reference reaches
@@ -180,7 +190,7 @@ impl Buffer {
     /// `None` for imported memory and views, which this buffer does not own.
     #[inline]
     pub fn owned_bytes_mut(&mut self) -> Option<&mut [u8]> {
-        match &mut self.0 {
+        match &mut self.repr {
             Repr::Owned(b) => Some(b.as_mut_slice()),
             _ => None,
         }
@@ -202,20 +212,22 @@ impl Buffer {
         device: Device,
         readonly: bool,
     ) -> Buffer {
-        let (owner, ro) = match &self.0 {
-            Repr::View(v) => (v.owner.clone_ref(py), v.readonly),
-            _ => (holder.clone().unbind(), self.readonly()),
+        let owner = match &self.repr {
+            Repr::View(owner) => owner.clone_ref(py),
+            _ => holder.clone().unbind(),
         };
         // The same memory seen from `data` (inside it, by the contract; nothing if not).
         let offset = (data as isize).wrapping_sub(self.data_ptr() as isize);
         let extent = self.extent().shifted(offset).unwrap_or(Extent::EMPTY);
-        Buffer(Repr::View(PyView {
-            owner,
-            data,
-            extent,
-            device,
-            readonly: readonly || ro,
-        }))
+        Buffer {
+            facts: Facts {
+                data,
+                extent,
+                device,
+                writability: crate::Writability::from_readonly(readonly || self.readonly()),
+            },
+            repr: Repr::View(owner),
+        }
     }
 
     /// Gives back now the Python reference a view holds (its owner's: decref'd here, with the
@@ -229,15 +241,15 @@ impl Buffer {
     /// to do.
     #[inline]
     pub fn release_python_refs(&mut self, py: Python<'_>) -> bool {
-        match &mut self.0 {
+        match &mut self.repr {
             Repr::View(v) => {
-                let owner = v.owner.as_ptr();
+                let owner = v.as_ptr();
                 // SAFETY: the view's `Py` is given up without its drop: the buffer is overwritten
                 // in place (the view's other fields are plain data), and its reference is given
                 // back here, at once, with the GIL (`py`); a `Py` dropped outside PyO3's own
                 // trampolines would wait in PyO3's pool instead.
                 unsafe {
-                    std::ptr::write(self, Buffer(Repr::Owned(AlignedBuffer::empty())));
+                    std::ptr::write(self, Buffer::owned(AlignedBuffer::empty()));
                     pyo3::ffi::Py_DECREF(owner);
                 }
                 let _ = py;
@@ -251,7 +263,7 @@ impl Buffer {
                 // never dropped.
                 unsafe {
                     if t.release_managed_in_place() {
-                        std::ptr::write(self, Buffer(Repr::Owned(AlignedBuffer::empty())));
+                        std::ptr::write(self, Buffer::owned(AlignedBuffer::empty()));
                     }
                 }
                 let _ = py;
@@ -267,7 +279,7 @@ impl Buffer {
     #[cfg(feature = "test-util")]
     #[doc(hidden)]
     pub fn storage_kind(&self) -> &'static str {
-        match &self.0 {
+        match &self.repr {
             Repr::Owned(_) => "owned",
             Repr::Imported(_) => "imported",
             Repr::Shared(_) => "shared",
@@ -280,8 +292,8 @@ impl Buffer {
     #[cfg(feature = "test-util")]
     #[doc(hidden)]
     pub fn view_owner(&self) -> Option<&Py<PyAny>> {
-        match &self.0 {
-            Repr::View(v) => Some(&v.owner),
+        match &self.repr {
+            Repr::View(v) => Some(v),
             _ => None,
         }
     }
@@ -290,25 +302,19 @@ impl Buffer {
     /// once [`Buffer::release_python_refs`] gave its owner back).
     #[inline]
     pub fn owns_nothing(&self) -> bool {
-        matches!(&self.0, Repr::Owned(b) if b.is_unallocated())
+        matches!(&self.repr, Repr::Owned(b) if b.is_unallocated())
     }
 
     /// Address of the first byte (element 0 for imported tensors and views).
     #[inline]
     pub fn data_ptr(&self) -> *mut c_void {
-        match &self.0 {
-            Repr::Owned(b) => b.as_mut_ptr().cast::<c_void>(),
-            Repr::Imported(t) => t.data_ptr(),
-            Repr::Shared(t) => t.data_ptr(),
-            Repr::View(v) => v.data,
-            Repr::Kept(k) => k.data,
-        }
+        self.facts.data
     }
 
     /// The imported tensor behind this buffer, if any.
     #[inline]
     pub fn imported(&self) -> Option<&ImportedTensor> {
-        match &self.0 {
+        match &self.repr {
             Repr::Owned(_) | Repr::View(_) | Repr::Kept(_) => None,
             Repr::Imported(t) => Some(t),
             Repr::Shared(t) => Some(t),
@@ -318,66 +324,70 @@ impl Buffer {
     /// Where the memory is (owned buffers are host memory).
     #[inline]
     pub fn device(&self) -> Device {
-        match &self.0 {
-            Repr::View(v) => v.device,
-            Repr::Kept(k) => k.device,
-            _ => self.imported().map_or(Device::CPU, ImportedTensor::device),
-        }
+        self.facts.device
     }
 
     /// Whether the memory must not be written (imported read-only tensors, read-only views).
     #[inline]
     pub fn readonly(&self) -> bool {
-        match &self.0 {
-            Repr::View(v) => v.readonly,
-            Repr::Kept(k) => k.readonly,
-            _ => self.imported().is_some_and(ImportedTensor::readonly),
-        }
+        !self.facts.writability.is_writable()
     }
 
     /// The bytes around [`Buffer::data_ptr`] that may be addressed: an owned buffer's length, an
     /// import's own extent (computed when it was made), a view's (given when it was made).
     #[inline]
     pub fn extent(&self) -> Extent {
-        match &self.0 {
-            Repr::Owned(b) => Extent::from_start(b.len()),
-            Repr::Imported(t) => t.extent(),
-            Repr::Shared(t) => t.extent(),
-            Repr::View(v) => v.extent,
-            Repr::Kept(k) => k.extent,
-        }
+        self.facts.extent
     }
 }
 
 impl From<AlignedBuffer> for Buffer {
     fn from(b: AlignedBuffer) -> Self {
-        Buffer(Repr::Owned(b))
+        Buffer::owned(b)
     }
 }
 
 impl From<ImportedTensor> for Buffer {
     fn from(t: ImportedTensor) -> Self {
-        Buffer(Repr::Imported(t))
+        Buffer::import(t)
     }
 }
 
 impl From<Arc<ImportedTensor>> for Buffer {
     fn from(t: Arc<ImportedTensor>) -> Self {
-        Buffer(Repr::Shared(t))
+        Buffer {
+            facts: Facts::of_import(&t),
+            repr: Repr::Shared(t),
+        }
+    }
+}
+
+impl Buffer {
+    fn debug_facts<'a, 'b>(
+        &self,
+        f: &'a mut std::fmt::Formatter<'b>,
+        name: &str,
+    ) -> std::fmt::DebugStruct<'a, 'b> {
+        let mut d = f.debug_struct(name);
+        d.field("data", &self.facts.data)
+            .field("extent", &self.facts.extent)
+            .field("device", &self.facts.device)
+            .field("writability", &self.facts.writability);
+        d
     }
 }
 
 impl std::fmt::Debug for Buffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.0 {
+        match &self.repr {
             Repr::Owned(b) => f
                 .debug_struct("Buffer::Owned")
                 .field("len", &b.len())
                 .finish(),
             Repr::Imported(t) => f.debug_tuple("Buffer::Imported").field(t).finish(),
             Repr::Shared(t) => f.debug_tuple("Buffer::Shared").field(t).finish(),
-            Repr::View(v) => f.debug_tuple("Buffer::View").field(v).finish(),
-            Repr::Kept(k) => f.debug_tuple("Buffer::Kept").field(k).finish(),
+            Repr::View(owner) => self.debug_facts(f, "Buffer::View").field("owner", &owner.as_ptr()).finish(),
+            Repr::Kept(owner) => self.debug_facts(f, "Buffer::Kept").field("owner", &(**owner).type_id()).finish(),
         }
     }
 }
@@ -403,13 +413,7 @@ unsafe impl DataSource for Buffer {
     /// never hands out a Rust reference to its elements through `&self`.
     #[inline]
     fn writability(&self) -> crate::Writability {
-        match &self.0 {
-            Repr::Owned(_) => crate::Writability::Writable,
-            Repr::Imported(t) => t.writability(),
-            Repr::Shared(t) => t.writability(),
-            Repr::View(v) => crate::Writability::from_readonly(v.readonly),
-            Repr::Kept(k) => crate::Writability::from_readonly(k.readonly),
-        }
+        self.facts.writability
     }
     #[inline]
     fn device(&self) -> Device {
@@ -422,8 +426,8 @@ unsafe impl DataSource for Buffer {
     /// shared (`Repr::Shared`) tensor's owner (shared by several buffers, it is not this one's to
     /// report).
     fn visit_python_refs(&self, visit: &pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
-        match &self.0 {
-            Repr::View(v) => visit.call(&v.owner),
+        match &self.repr {
+            Repr::View(v) => visit.call(v),
             Repr::Imported(t) => t.visit_python_owner(visit),
             Repr::Owned(_) | Repr::Shared(_) | Repr::Kept(_) => Ok(()),
         }
@@ -434,11 +438,11 @@ unsafe impl DataSource for Buffer {
     /// or an untracked instance of the same frozen type); a producer's tensor is tracked.
     #[inline(always)]
     fn __dlbind_needs_tracking(&self, own: impl FnOnce() -> *mut pyo3::ffi::PyTypeObject) -> bool {
-        match &self.0 {
+        match &self.repr {
             // SAFETY: the view holds a strong reference to its live owner; the GIL is held
             // wherever a new instance is made.
             Repr::View(v) => unsafe {
-                crate::cpython::gc::referent_needs_tracking(v.owner.as_ptr(), own)
+                crate::cpython::gc::referent_needs_tracking(v.as_ptr(), own)
             },
             Repr::Imported(t) => t.reports_python_owner(),
             Repr::Owned(_) | Repr::Shared(_) | Repr::Kept(_) => false,
