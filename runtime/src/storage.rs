@@ -42,6 +42,17 @@ unsafe impl Send for Facts {}
 unsafe impl Sync for Facts {}
 
 impl Facts {
+    /// The facts an `unsafe` constructor's caller vouches for.
+    #[inline(always)]
+    fn given(data: *mut c_void, extent: Extent, device: Device, readonly: bool) -> Facts {
+        Facts {
+            data,
+            extent,
+            device,
+            writability: crate::Writability::from_readonly(readonly),
+        }
+    }
+
     /// The facts of host memory this buffer owns.
     #[inline(always)]
     fn of_owned(b: &AlignedBuffer) -> Facts {
@@ -134,12 +145,7 @@ impl Buffer {
         readonly: bool,
     ) -> Buffer {
         Buffer {
-            facts: Facts {
-                data,
-                extent,
-                device,
-                writability: crate::Writability::from_readonly(readonly),
-            },
+            facts: Facts::given(data, extent, device, readonly),
             repr: Repr::View(owner),
         }
     }
@@ -162,12 +168,7 @@ impl Buffer {
         readonly: bool,
     ) -> Buffer {
         Buffer {
-            facts: Facts {
-                data,
-                extent,
-                device,
-                writability: crate::Writability::from_readonly(readonly),
-            },
+            facts: Facts::given(data, extent, device, readonly),
             repr: Repr::Kept(Box::new(owner)),
         }
     }
@@ -220,12 +221,7 @@ impl Buffer {
         let offset = (data as isize).wrapping_sub(self.data_ptr() as isize);
         let extent = self.extent().shifted(offset).unwrap_or(Extent::EMPTY);
         Buffer {
-            facts: Facts {
-                data,
-                extent,
-                device,
-                writability: crate::Writability::from_readonly(readonly || self.readonly()),
-            },
+            facts: Facts::given(data, extent, device, readonly || self.readonly()),
             repr: Repr::View(owner),
         }
     }
