@@ -7,12 +7,12 @@
 # Entries:
 #   3.12, 3.13  pyenv's interpreters (or python3.X on PATH)           } full API: a venv with the
 #   3.14        Debian sid's python3.14 in a chroot (scripts/py314.sh) } pinned peers, the demo
-#               built with maturin and the whole pytest suite, the instruction smoke run; on 3.14
-#               (DLBIND_MATRIX_RUST_ON) also `cargo test -p dlbind` (the Rust tests that embed the
+#               built with maturin and the whole pytest suite; on 3.14 (DLBIND_MATRIX_RUST_ON)
+#               also the instruction smoke run, `cargo test -p dlbind` (the Rust tests that embed the
 #               interpreter) and the downstream crate built against the packaged crates
 #               (scripts/downstream.sh --crate-only) and its tests
-#   abi3        one wheel of the demo built with pyo3/abi3-py311, the whole pytest suite and the
-#               instruction smoke run under 3.11, 3.12, 3.13 and 3.14 (3.14 in the chroot)
+#   abi3        one wheel of the demo built with pyo3/abi3-py311, the whole pytest suite under
+#               3.11, 3.12, 3.13 and 3.14 (3.14 in the chroot)
 #   targets     other operating systems, compile checks through a PyO3 config file (CPython
 #               3.11): macOS (aarch64-apple-darwin) compiles dlbind and the demo; Windows
 #               (x86_64-pc-windows-gnu) is refused by dlbind's compile_error!, its only error.
@@ -120,10 +120,15 @@ full_api_entry() {
     || { echo "!! $v: demo build FAILED"; return 1; }
   "$py" -c "$SHORTCUTS"
   fcheck "pytest" "$py" -m pytest "$ROOT/tests/python" -q -p no:cacheprovider -rfE "${XDIST[@]}"
-  say "$v: instruction smoke run"
-  local smoke; smoke="$(mktemp -d)"; cp "$ROOT/bench/results.md" "$smoke/results.md"
-  fcheck "bench smoke" "$py" "$ROOT/bench/bench_instructions.py" --quick --write "$smoke/results.md"
-  rm -rf "$smoke"
+  # The instruction counter's smoke run, where the Rust tests run: it differs between
+  # interpreters only in the function it toggles callgrind on (3.14: PyRun_SimpleString), and
+  # 3.11's ran in test.sh step 5c.
+  if [[ "$rust_here" == 1 ]]; then
+    say "$v: instruction smoke run"
+    local smoke; smoke="$(mktemp -d)"; cp "$ROOT/bench/results.md" "$smoke/results.md"
+    fcheck "bench smoke" "$py" "$ROOT/bench/bench_instructions.py" --quick --write "$smoke/results.md"
+    rm -rf "$smoke"
+  fi
   if [[ "${DLBIND_MATRIX_SKIP_DOWNSTREAM:-0}" != 1 && "$rust_here" == 1 ]]; then
     say "$v: the downstream crate against the packaged crates"
     fcheck "downstream" env PYO3_PYTHON="$py" DOWNSTREAM_WORK="${DOWNSTREAM_WORK_BASE:-/var/tmp}/dlbind-downstream-py$v" \
@@ -133,7 +138,7 @@ full_api_entry() {
   echo "$v: every check passed"
 }
 
-# The abi3 wheel under one interpreter's venv: the whole suite and the smoke run.
+# The abi3 wheel under one interpreter's venv: the whole suite.
 abi3_run() {
   local v="$1" wheel="$2"
   local venv="$ROOT/.venv-py$v" fails=()
@@ -143,9 +148,6 @@ abi3_run() {
   "$py" -c 'import dlbind_demo, sys; print("abi3 dlbind_demo on", sys.version.split()[0], "from", dlbind_demo.__file__)'
   "$py" -c "$SHORTCUTS"
   "$py" -m pytest "$ROOT/tests/python" -q -p no:cacheprovider -rfE "${XDIST[@]}" || fails+=("pytest")
-  local smoke; smoke="$(mktemp -d)"; cp "$ROOT/bench/results.md" "$smoke/results.md"
-  "$py" "$ROOT/bench/bench_instructions.py" --quick --write "$smoke/results.md" || fails+=("bench smoke")
-  rm -rf "$smoke"
   if [[ ${#fails[@]} -gt 0 ]]; then echo "!! abi3 on $v: ${fails[*]}"; return 1; fi
   echo "abi3 on $v: every check passed"
 }
@@ -264,6 +266,24 @@ case "${1:-}" in
   --inside-abi3)
     make_venv "/usr/bin/python$2" "$ROOT/.venv-py$2"
     abi3_run "$2" "$3"; exit $? ;;
+  --inside-venv)  # inside the chroot: only the venv (--prepare)
+    make_venv "/usr/bin/python$2" "$ROOT/.venv-py$2"; exit $? ;;
+  --prepare)
+    # What the entries need from the network, made ahead (scripts/test.sh starts this in the
+    # background at its step 1, while the Rust steps keep the cores busy): the venvs of 3.12
+    # and 3.13, the 3.14 chroot and its venv. Each entry makes them again when this did not
+    # (stamps skip what is done), so a failure here only costs time; it is printed.
+    shift
+    want=" ${*:-3.12 3.13 3.14 abi3} "
+    for v in 3.12 3.13; do
+      [[ "$want" == *" $v "* || "$want" == *" abi3 "* ]] || continue
+      p="$(host_python "$v")"
+      if [[ -n "$p" ]]; then make_venv "$p" "$ROOT/.venv-py$v" || echo "prepare: venv $v failed"; fi
+    done
+    if [[ "$want" == *" 3.14 "* || "$want" == *" abi3 "* ]]; then
+      "$ROOT/scripts/py314.sh" run "scripts/matrix.sh --inside-venv 3.14" || echo "prepare: 3.14 chroot or venv failed"
+    fi
+    exit 0 ;;
 esac
 
 ENTRIES=("$@")

@@ -82,6 +82,16 @@ fi
 # pyo3's build script and maturin must agree on the interpreter so the build is shared.
 export PYO3_PYTHON="$PY"
 
+# The matrix's venvs and the 3.14 chroot are downloads: made in the background now, beside the
+# Rust steps (scripts/matrix.sh --prepare; ~4 min cold, mostly waiting on the network), and
+# waited for before step 7. Its log is printed there.
+if [[ "${DLBIND_SKIP_MATRIX:-0}" != 1 ]]; then
+  PREP_LOG="$(mktemp)"
+  # shellcheck disable=SC2086
+  "$ROOT/scripts/matrix.sh" --prepare ${DLBIND_MATRIX:-} >"$PREP_LOG" 2>&1 &
+  PREP_PID=$!
+fi
+
 if [[ "${DLBIND_SKIP_RUST:-0}" != 1 ]]; then
   # ------------------------------------------------------------ 2. codegen
   step "2/7 generated/ is up to date (dlbind-codegen check)"
@@ -188,6 +198,10 @@ fi
 # Every other CPython a user runs (issue 32): 3.12, 3.13 (pyenv), 3.14 (Debian sid chroot), one
 # abi3 wheel under 3.11-3.14, compile checks of macOS and of the Windows refusal, and of
 # free-threaded 3.14t. Runs last: it leaves the abi3 demo in .venv.
+if [[ -n "${PREP_PID:-}" ]]; then
+  wait "$PREP_PID" || true
+  echo "matrix venvs, made in the background:"; cat "$PREP_LOG"; rm -f "$PREP_LOG"
+fi
 if [[ "${DLBIND_SKIP_MATRIX:-0}" != 1 ]]; then
   step "7/7 interpreter matrix (scripts/matrix.sh ${DLBIND_MATRIX:-3.12 3.13 3.14 abi3 targets 3.14t})"
   export DLBIND_MATRIX_SKIP_DOWNSTREAM="${DLBIND_MATRIX_SKIP_DOWNSTREAM:-${DLBIND_SKIP_DOWNSTREAM:-0}}"
