@@ -11,8 +11,11 @@
 #               also the instruction smoke run, `cargo test -p dlbind` (the Rust tests that embed the
 #               interpreter) and the downstream crate built against the packaged crates
 #               (scripts/downstream.sh --crate-only) and its tests
-#   abi3        one wheel of the demo built with pyo3/abi3-py311, the whole pytest suite under
-#               3.11, 3.12, 3.13 and 3.14 (3.14 in the chroot)
+#   abi3        two wheels of the demo built with pyo3/abi3-py311: the default one (the limited
+#               API alone; abi3audit must find nothing) with the whole pytest suite, and one with
+#               dlbind's abi3-layouts feature with the tests that reach its shortcuts, each under
+#               3.11, 3.12, 3.13 and 3.14 (3.14 in the chroot); 3.14 also builds an abi3-py314
+#               wheel with a class declared immutable_type (in its full-API entry)
 #   targets     other operating systems, compile checks through a PyO3 config file (CPython
 #               3.11): macOS (aarch64-apple-darwin) compiles dlbind and the demo; Windows
 #               (x86_64-pc-windows-gnu) is refused by dlbind's compile_error!, its only error.
@@ -129,6 +132,21 @@ full_api_entry() {
     fcheck "bench smoke" "$py" "$ROOT/bench/bench_instructions.py" --quick --write "$smoke/results.md"
     rm -rf "$smoke"
   fi
+  if [[ "$v" == 3.14 ]]; then
+    # A class declared `immutable_type` in one abi3 wheel for 3.14 (the first abi3 version PyO3
+    # accepts it in): dlbind cannot re-bind its methods there, and they must keep working.
+    say "$v: abi3-py314 wheel with the demo's immutable_type class"
+    local iw; iw="$(mktemp -d)"
+    if ( source "$venv/bin/activate" && maturin build -q --profile ci -m "$ROOT/examples/tensor/Cargo.toml" \
+           --features abi3-py314,immutable-type -i "$py" -o "$iw/wheel" ) \
+       && "$py" -m zipfile -e "$iw"/wheel/*.whl "$iw/site"; then
+      fcheck "pytest (immutable_type, abi3-py314)" env PYTHONPATH="$iw/site" \
+        "$py" -m pytest "$ROOT/tests/python/test_immutable_type.py" "$ROOT/tests/python/test_interpreters.py" -q -p no:cacheprovider -rfEs
+    else
+      echo "!! $v: abi3-py314 wheel build FAILED"; fails+=("abi3-py314 wheel")
+    fi
+    rm -rf "$iw"
+  fi
   if [[ "${DLBIND_MATRIX_SKIP_DOWNSTREAM:-0}" != 1 && "$rust_here" == 1 ]]; then
     say "$v: the downstream crate against the packaged crates"
     fcheck "downstream" env PYO3_PYTHON="$py" DOWNSTREAM_WORK="${DOWNSTREAM_WORK_BASE:-/var/tmp}/dlbind-downstream-py$v" \
@@ -138,9 +156,15 @@ full_api_entry() {
   echo "$v: every check passed"
 }
 
-# The abi3 wheel under one interpreter's venv: the whole suite.
+# The tests that reach the abi3-layouts shortcuts (capsules, the method descriptor's entry,
+# keyword calls, foreign `__dlpack__` lookups, finalisation, hostile producers).
+LAYOUT_TESTS=(test_interpreters.py test_capsule.py test_kwnames_cache.py test_lookup_cache.py
+              test_negotiation.py test_versioned_fast.py test_lifetime.py test_hostile.py test_interop.py)
+
+# The abi3 wheels under one interpreter's venv: the default (pure limited API) wheel with the
+# whole suite, then the abi3-layouts wheel with LAYOUT_TESTS.
 abi3_run() {
-  local v="$1" wheel="$2"
+  local v="$1" wheel="$2" layouts_wheel="$3"
   local venv="$ROOT/.venv-py$v" fails=()
   [[ "$v" == 3.11 ]] && venv="$ROOT/.venv"
   local py="$venv/bin/python"
@@ -148,6 +172,11 @@ abi3_run() {
   "$py" -c 'import dlbind_demo, sys; print("abi3 dlbind_demo on", sys.version.split()[0], "from", dlbind_demo.__file__)'
   "$py" -c "$SHORTCUTS"
   "$py" -m pytest "$ROOT/tests/python" -q -p no:cacheprovider -rfE "${XDIST[@]}" || fails+=("pytest")
+  "$py" -m pip install -q --force-reinstall --no-deps "$layouts_wheel"
+  echo "abi3 wheel with abi3-layouts on $v:"
+  "$py" -c "$SHORTCUTS"
+  ( cd "$ROOT/tests/python" && "$py" -m pytest "${LAYOUT_TESTS[@]}" -q -p no:cacheprovider -rfE "${XDIST[@]}" ) \
+    || fails+=("pytest (abi3-layouts)")
   if [[ ${#fails[@]} -gt 0 ]]; then echo "!! abi3 on $v: ${fails[*]}"; return 1; fi
   echo "abi3 on $v: every check passed"
 }
@@ -168,30 +197,45 @@ entry() {
         || { echo "!! the CPython 3.14 entry failed (scripts/py314.sh: exit 3 means no chroot, so no 3.14)"; return 1; }
       ;;
     abi3)
-      say "abi3: clippy -D warnings of dlbind, the derive and the demo with pyo3/abi3-py311"
-      PYO3_PYTHON="$ROOT/.venv/bin/python" CARGO_TARGET_DIR="$TARGET" \
-        cargo clippy -q --profile ci -p dlbind -p dlbind-macros -p dlbind-demo --features dlbind-demo/abi3 \
-        -- -D warnings || { echo "!! abi3 clippy FAILED"; return 1; }
-      say "abi3: one wheel (pyo3/abi3-py311)"
-      local out="$TARGET/abi3-wheel"
+      local f
+      for f in abi3 abi3-layouts; do
+        say "abi3: clippy -D warnings of dlbind, the derive and the demo with dlbind-demo/$f"
+        PYO3_PYTHON="$ROOT/.venv/bin/python" CARGO_TARGET_DIR="$TARGET" \
+          cargo clippy -q --profile ci -p dlbind -p dlbind-macros -p dlbind-demo --features "dlbind-demo/$f" \
+          -- -D warnings || { echo "!! abi3 clippy ($f) FAILED"; return 1; }
+      done
+      # The default wheel (pyo3/abi3-py311, the limited API of 3.11 alone) and the one with
+      # dlbind's layout shortcuts (abi3-layouts).
+      local out="$TARGET/abi3-wheel" wheels=()
       rm -rf "$out"
-      ( source "$ROOT/.venv/bin/activate" && PYO3_PYTHON="$ROOT/.venv/bin/python" \
-          maturin build -q --profile ci -m "$ROOT/examples/tensor/Cargo.toml" --features abi3 \
-          -i "$ROOT/.venv/bin/python" -o "$out" ) || { echo "!! abi3 wheel build FAILED"; return 1; }
-      local wheel; wheel="$(ls "$out"/*-abi3-*.whl)"
-      echo "built $wheel"
+      for f in abi3 abi3-layouts; do
+        say "abi3: wheel with dlbind-demo/$f"
+        ( source "$ROOT/.venv/bin/activate" && PYO3_PYTHON="$ROOT/.venv/bin/python" \
+            maturin build -q --profile ci -m "$ROOT/examples/tensor/Cargo.toml" --features "$f" \
+            -i "$ROOT/.venv/bin/python" -o "$out/$f" ) || { echo "!! abi3 wheel build ($f) FAILED"; return 1; }
+        wheels+=("$(ls "$out/$f"/*-abi3-*.whl)")
+      done
+      local wheel="${wheels[0]}" layouts_wheel="${wheels[1]}"
+      echo "built $wheel and $layouts_wheel"
+      # The default wheel is pure stable ABI: abi3audit finds no symbol outside the limited API
+      # of 3.11 (issue 42). The abi3-layouts wheel finds its extra functions by name at run
+      # time, so it links nothing more either; its report is printed.
+      say "abi3audit (fails on any finding in the default wheel)"
+      "$ROOT/.venv/bin/abi3audit" --strict --summary --verbose "$wheel" \
+        || { echo "!! abi3audit: the default abi3 wheel uses more than the limited API"; return 1; }
+      "$ROOT/.venv/bin/abi3audit" --summary "$layouts_wheel" || echo "abi3audit: findings in the abi3-layouts wheel (information)"
       local rc=0 v
       for v in 3.11 3.12 3.13; do
-        say "abi3 wheel on $v"
+        say "abi3 wheels on $v"
         if [[ "$v" != 3.11 ]]; then
           local p; p="$(host_python "$v")"
           [[ -n "$p" ]] || { echo "!! CPython $v is missing"; rc=1; continue; }
           make_venv "$p" "$ROOT/.venv-py$v"
         fi
-        abi3_run "$v" "$wheel" || rc=1
+        abi3_run "$v" "$wheel" "$layouts_wheel" || rc=1
       done
-      say "abi3 wheel on 3.14 (chroot)"
-      "$ROOT/scripts/py314.sh" run "scripts/matrix.sh --inside-abi3 3.14 $wheel" || rc=1
+      say "abi3 wheels on 3.14 (chroot)"
+      "$ROOT/scripts/py314.sh" run "scripts/matrix.sh --inside-abi3 3.14 $wheel $layouts_wheel" || rc=1
       # The full-API demo goes back into the 3.11 venv for what runs after.
       return $rc
       ;;
@@ -265,7 +309,7 @@ case "${1:-}" in
     full_api_entry "$2" "/usr/bin/python$2" "$target"; exit $? ;;
   --inside-abi3)
     make_venv "/usr/bin/python$2" "$ROOT/.venv-py$2"
-    abi3_run "$2" "$3"; exit $? ;;
+    abi3_run "$2" "$3" "$4"; exit $? ;;
   --inside-venv)  # inside the chroot: only the venv (--prepare)
     make_venv "/usr/bin/python$2" "$ROOT/.venv-py$2"; exit $? ;;
   --prepare)

@@ -23,19 +23,23 @@ def table():
     return {name: (active, detail) for name, active, detail in m._testing.shortcuts()}
 
 
-def expected(abi3, freelists_env):
-    """The table of docs/manual/interpreters.md: shortcut -> active, for this interpreter."""
+def expected(abi3, layouts, freelists_env):
+    """The table of docs/manual/interpreters.md: shortcut -> active, for this interpreter.
+    `layouts`: an abi3 build with the `abi3-layouts` feature."""
     full = not abi3
     free = full and freelists_env
+    # An abi3 build takes the layout shortcuts only with the feature, on the versions whose
+    # layouts it knows (3.11-3.14); by default it uses the limited API alone.
+    known = layouts and V < (3, 15)
     return {
         "full_api": full,
-        # An abi3 build writes capsules by field too, on the versions whose layout it knows.
-        "capsule_fields": full or V < (3, 15),
+        "abi3_layouts": abi3 and known,
+        "capsule_fields": full or known,
         "small_ints_by_identity": True,
         "version_tag_caches": full,
         "mro_lookup": full,
         "getattr_optional": True,
-        "dlpack_vectorcall_entry": full or V < (3, 15),
+        "dlpack_vectorcall_entry": full or known,
         "type_dict_write": full,
         "tuple_macros": full,
         "kwnames_identity_cache": True,
@@ -55,7 +59,8 @@ def test_the_shortcuts_of_this_interpreter_and_build(capsys):
         print(f"\nCPython {sys.version.split()[0]} ({'abi3' if abi3 else 'full API'}): dlbind shortcuts")
         for name, (active, detail) in t.items():
             print(f"  {'on ' if active else 'off'}  {name:<24} {detail}")
-    want = expected(abi3, os.environ.get("DLBIND_FREELIST") != "0")
+    layouts = abi3 and "feature is off" not in t["abi3_layouts"][1]
+    want = expected(abi3, layouts, os.environ.get("DLBIND_FREELIST") != "0")
     assert {k: v[0] for k, v in t.items()} == want
     # In either mode the first export binds `__dlpack__` / `__dlpack_device__` to the class
     # itself (full API: its dict and PyType_Modified; abi3: setattr), so CPython specialises the
@@ -70,10 +75,15 @@ def test_the_shortcuts_of_this_interpreter_and_build(capsys):
     if not abi3:
         assert ("nonzero" in t["version_tag_caches"][1]) == (V >= (3, 13)), t["version_tag_caches"]
         assert t["getattr_optional"][1] == "linked"
-    else:
-        # An abi3 build resolves the renamed function at run time, by the running version's name.
+    elif layouts and V < (3, 15):
+        # abi3 with the feature finds the renamed function at run time, by the running version's
+        # name, in the interpreter's own image.
         want_sym = "PyObject_GetOptionalAttr" if V >= (3, 13) else "_PyObject_LookupAttr"
         assert t["getattr_optional"][1] == want_sym
+    else:
+        # abi3 by default: the limited API's getattr, no symbol looked up by name.
+        assert t["getattr_optional"][1] == "PyObject_GetAttr"
+    if abi3:
         # No free list is installed, though the demo asks for one: enable_freelist succeeds
         # and does nothing, so the same module source builds in either mode.
         many = [m.from_dlpack(m.Tensor.arange(3, dtype="float32")) for _ in range(10)]

@@ -16,6 +16,8 @@ use pyo3::types::{PyBytes, PyInt, PyTuple};
 
 mod adapters;
 mod growable;
+#[cfg(feature = "immutable-type")]
+mod immutable;
 mod testing;
 
 /// An n-d array in host or device memory, exported and imported through DLPack.
@@ -609,6 +611,8 @@ pub(crate) const TENSOR_FREELIST: usize = 64;
 fn dlbind_demo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Tensor>()?;
     m.add_class::<growable::Growable>()?;
+    #[cfg(feature = "immutable-type")]
+    m.add_class::<immutable::Fixed>()?;
     tuning::enable_freelist::<Tensor>(m.py(), TENSOR_FREELIST)?;
     // `dlbind_demo.from_dlpack` and `Tensor.from_dlpack` (dlbind's raw fastcall, built on the
     // derived `FromDLPack`); with the free list above, released `Tensor`s skip PyO3's

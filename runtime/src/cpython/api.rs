@@ -8,7 +8,7 @@
 //! a function call each, which is what an abi3 build trades for one wheel on every version.
 
 use std::ffi::{CStr, c_int, c_void};
-#[cfg(Py_LIMITED_API)]
+#[cfg(all(Py_LIMITED_API, feature = "abi3-layouts"))]
 use std::sync::OnceLock;
 
 use pyo3::ffi;
@@ -62,20 +62,11 @@ pub(crate) unsafe fn tuple_item(t: *mut ffi::PyObject, i: ffi::Py_ssize_t) -> *m
     }
 }
 
-#[cfg(all(Py_LIMITED_API, not(Py_3_12)))]
-unsafe extern "C" {
-    /// Exported as a function by every CPython from 3.9 (part of the limited API from 3.12), so
-    /// an abi3 wheel built for 3.11 links it on every version it supports.
-    #[link_name = "PyObject_Vectorcall"]
-    fn PyObject_Vectorcall_311(
-        callable: *mut ffi::PyObject,
-        args: *const *mut ffi::PyObject,
-        nargsf: usize,
-        kwnames: *mut ffi::PyObject,
-    ) -> *mut ffi::PyObject;
-}
-
 /// `PyObject_Vectorcall`: a new reference, or NULL with an exception set.
+///
+/// An abi3 build for 3.11 cannot link it (it joined the limited API in 3.12): there it is the
+/// same call through `PyObject_Call` with an argument tuple and a keyword dict, or, with the
+/// `abi3-layouts` feature, the interpreter's own function found by name.
 ///
 /// # Safety
 /// The GIL is held; `callable` is live; `args` holds `nargs + len(kwnames)` live objects;
@@ -95,8 +86,77 @@ pub(crate) unsafe fn vectorcall(
         }
         #[cfg(all(Py_LIMITED_API, not(Py_3_12)))]
         {
-            PyObject_Vectorcall_311(callable, args, nargsf, kwnames)
+            #[cfg(feature = "abi3-layouts")]
+            {
+                type Vectorcall = unsafe extern "C" fn(
+                    *mut ffi::PyObject,
+                    *const *mut ffi::PyObject,
+                    usize,
+                    *mut ffi::PyObject,
+                ) -> *mut ffi::PyObject;
+                static FN: OnceLock<Option<Vectorcall>> = OnceLock::new();
+                // SAFETY: `PyObject_Vectorcall` has this signature on every version.
+                let f = *FN.get_or_init(|| {
+                    super::abi3_layouts::running()?;
+                    interpreter_symbol::<Vectorcall>(&[c"PyObject_Vectorcall"])
+                });
+                if let Some(f) = f {
+                    return f(callable, args, nargsf, kwnames);
+                }
+            }
+            call_through_tuple(callable, args, nargsf, kwnames)
         }
+    }
+}
+
+/// [`vectorcall`] in the limited API of 3.11: `PyObject_Call(callable, args, kwargs)`.
+///
+/// # Safety
+/// As for [`vectorcall`].
+#[cfg(all(Py_LIMITED_API, not(Py_3_12)))]
+#[cold]
+unsafe fn call_through_tuple(
+    callable: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargsf: usize,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    // SAFETY: caller contract: `args` holds `nargs + len(kwnames)` live objects; every new
+    // reference made here is released here (`PyTuple_SetItem` and `PyDict_SetItem` take or copy
+    // theirs).
+    unsafe {
+        let nargs = vectorcall_nargs(nargsf);
+        let tuple = ffi::PyTuple_New(nargs);
+        if tuple.is_null() {
+            return std::ptr::null_mut();
+        }
+        for i in 0..nargs {
+            let a = *args.offset(i);
+            ffi::Py_INCREF(a);
+            ffi::PyTuple_SetItem(tuple, i, a);
+        }
+        let mut kwargs = std::ptr::null_mut();
+        if !kwnames.is_null() {
+            kwargs = ffi::PyDict_New();
+            if kwargs.is_null() {
+                ffi::Py_DECREF(tuple);
+                return std::ptr::null_mut();
+            }
+            for j in 0..ffi::PyTuple_Size(kwnames) {
+                let key = ffi::PyTuple_GetItem(kwnames, j);
+                if ffi::PyDict_SetItem(kwargs, key, *args.offset(nargs + j)) != 0 {
+                    ffi::Py_DECREF(kwargs);
+                    ffi::Py_DECREF(tuple);
+                    return std::ptr::null_mut();
+                }
+            }
+        }
+        let res = ffi::PyObject_Call(callable, tuple, kwargs);
+        ffi::Py_DECREF(tuple);
+        if !kwargs.is_null() {
+            ffi::Py_DECREF(kwargs);
+        }
+        res
     }
 }
 
@@ -332,8 +392,61 @@ pub(crate) unsafe fn type_lookup(
     }
 }
 
+/// A function of the running interpreter by the first of `names` it exports, looked up in the
+/// image that defines the interpreter (the object `Py_IsInitialized` lives in: libpython, or
+/// the executable when it is linked in), not in the first object of the process that happens to
+/// export the name (a process may hold two libpythons).
+///
+/// # Safety
+/// Every name, if found, is a function of type `F` (a function pointer type).
+#[cfg_attr(all(Py_LIMITED_API, not(feature = "abi3-layouts")), allow(dead_code))]
+pub(crate) unsafe fn interpreter_symbol<F: Copy>(names: &[&CStr]) -> Option<F> {
+    debug_assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>());
+    let handle = interpreter_image()?;
+    names.iter().find_map(|name| {
+        // SAFETY: `handle` is a loaded object's handle (kept open); `dlsym` reads its symbol
+        // table; caller contract for the type.
+        unsafe {
+            let p = libc::dlsym(handle, name.as_ptr());
+            (!p.is_null()).then(|| std::mem::transmute_copy::<*mut c_void, F>(&p))
+        }
+    })
+}
+
+/// The `dlopen` handle of the object that defines the running interpreter's
+/// `Py_IsInitialized` (`RTLD_NOLOAD`: never loads anything; the executable's handle when the
+/// interpreter is linked into it).
+#[cfg_attr(all(Py_LIMITED_API, not(feature = "abi3-layouts")), allow(dead_code))]
+fn interpreter_image() -> Option<*mut c_void> {
+    #[cfg(not(unix))]
+    {
+        // Not reached: other targets are refused at the crate root (`compile_error!`).
+        None
+    }
+    #[cfg(unix)]
+    // SAFETY: `dladdr` only reads the loader's tables for an address inside a loaded object;
+    // `dlopen` with `RTLD_NOLOAD` returns a handle to an object already loaded (or NULL), and
+    // `dlopen(NULL)` the executable's. The handles are never closed (the objects stay loaded
+    // while the interpreter runs).
+    unsafe {
+        let addr = ffi::Py_IsInitialized as *const c_void;
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        if libc::dladdr(addr, &mut info) == 0 || info.dli_fname.is_null() {
+            return None;
+        }
+        let h = libc::dlopen(info.dli_fname, libc::RTLD_LAZY | libc::RTLD_NOLOAD);
+        if !h.is_null() {
+            return Some(h);
+        }
+        // The executable itself (its loader entry has no name to open it by).
+        let h = libc::dlopen(std::ptr::null(), libc::RTLD_LAZY);
+        (!h.is_null()).then_some(h)
+    }
+}
+
 /// How [`getattr_optional_raw`] reaches the interpreter: `"linked"` (full API), the name of
-/// the symbol resolved at run time (abi3), or `"PyObject_GetAttr"` (abi3, neither exported).
+/// the function found by name at run time (abi3 with `abi3-layouts`), or `"PyObject_GetAttr"`
+/// (abi3: the limited API's getattr, the AttributeError cleared).
 pub(crate) fn getattr_optional_source() -> &'static str {
     #[cfg(not(Py_LIMITED_API))]
     {
@@ -341,55 +454,34 @@ pub(crate) fn getattr_optional_source() -> &'static str {
     }
     #[cfg(Py_LIMITED_API)]
     {
-        // SAFETY: a lookup of symbols by name, with the signature they have.
-        unsafe {
-            if interpreter_symbol::<GetOptionalAttr>(&[c"PyObject_GetOptionalAttr"]).is_some() {
-                "PyObject_GetOptionalAttr"
-            } else if interpreter_symbol::<GetOptionalAttr>(&[c"_PyObject_LookupAttr"]).is_some() {
-                "_PyObject_LookupAttr"
-            } else {
-                "PyObject_GetAttr"
+        #[cfg(feature = "abi3-layouts")]
+        if super::abi3_layouts::running().is_some() {
+            // SAFETY: a lookup of symbols by name, with the signature they have.
+            unsafe {
+                if interpreter_symbol::<GetOptionalAttr>(&[c"PyObject_GetOptionalAttr"]).is_some() {
+                    return "PyObject_GetOptionalAttr";
+                }
+                if interpreter_symbol::<GetOptionalAttr>(&[c"_PyObject_LookupAttr"]).is_some() {
+                    return "_PyObject_LookupAttr";
+                }
             }
         }
+        "PyObject_GetAttr"
     }
 }
 
-#[cfg(Py_LIMITED_API)]
+#[cfg(all(Py_LIMITED_API, feature = "abi3-layouts"))]
 type GetOptionalAttr =
     unsafe extern "C" fn(*mut ffi::PyObject, *mut ffi::PyObject, *mut *mut ffi::PyObject) -> c_int;
-
-/// A symbol of the running interpreter by the first of `names` it exports (`dlsym` on the
-/// loaded objects; one build then works with a name that changed between versions).
-///
-/// # Safety
-/// Every name, if found, is a function of type `F` (a function pointer type).
-pub(crate) unsafe fn interpreter_symbol<F: Copy>(names: &[&CStr]) -> Option<F> {
-    debug_assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>());
-    names.iter().find_map(|name| {
-        // SAFETY: `dlsym` with the default handle only searches the loaded objects' symbol
-        // tables; caller contract for the type.
-        unsafe {
-            #[cfg(unix)]
-            let p = libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr());
-            // Not reached: other targets are refused at the crate root (`compile_error!`), and
-            // this keeps that refusal the only error they see.
-            #[cfg(not(unix))]
-            let p = {
-                let _ = name;
-                std::ptr::null_mut::<c_void>()
-            };
-            (!p.is_null()).then(|| std::mem::transmute_copy::<*mut c_void, F>(&p))
-        }
-    })
-}
 
 /// `getattr(o, name)` reporting a missing attribute without raising AttributeError: 1 and a new
 /// reference in `*out`, 0 and NULL when absent, -1 with an error set.
 ///
 /// `PyObject_GetOptionalAttr` from 3.13, `_PyObject_LookupAttr` (the same function) in 3.11 and
-/// 3.12. The full-API build links the right name for the version it targets; an abi3 build finds
-/// whichever the running interpreter exports, and falls back to `PyObject_GetAttr` with the
-/// AttributeError cleared.
+/// 3.12: the full-API build links the right name for the version it targets. An abi3 build
+/// calls `PyObject_GetAttr` and clears the AttributeError (PyO3's compat function); with
+/// `abi3-layouts`, on a version in its table, whichever of the two names the interpreter
+/// exports.
 ///
 /// # Safety
 /// The GIL is held; `o` and `name` are live; `out` is writable.
@@ -406,30 +498,34 @@ pub(crate) unsafe fn getattr_optional_raw(
     }
     #[cfg(Py_LIMITED_API)]
     {
-        static FN: OnceLock<Option<GetOptionalAttr>> = OnceLock::new();
-        // SAFETY: both names are `int (PyObject *, PyObject *, PyObject **)`.
-        let f = *FN.get_or_init(|| unsafe {
-            interpreter_symbol::<GetOptionalAttr>(&[
-                c"PyObject_GetOptionalAttr",
-                c"_PyObject_LookupAttr",
-            ])
-        });
-        // SAFETY: caller contract.
-        unsafe {
-            match f {
-                Some(f) => f(o, name, out),
-                None => ffi::compat::PyObject_GetOptionalAttr(o, name, out),
+        #[cfg(feature = "abi3-layouts")]
+        {
+            static FN: OnceLock<Option<GetOptionalAttr>> = OnceLock::new();
+            // SAFETY: both names are `int (PyObject *, PyObject *, PyObject **)`.
+            let f = *FN.get_or_init(|| unsafe {
+                super::abi3_layouts::running()?;
+                interpreter_symbol::<GetOptionalAttr>(&[
+                    c"PyObject_GetOptionalAttr",
+                    c"_PyObject_LookupAttr",
+                ])
+            });
+            if let Some(f) = f {
+                // SAFETY: caller contract.
+                return unsafe { f(o, name, out) };
             }
         }
+        // SAFETY: caller contract.
+        unsafe { ffi::compat::PyObject_GetOptionalAttr(o, name, out) }
     }
 }
 
-#[cfg(Py_LIMITED_API)]
+#[cfg(all(Py_LIMITED_API, feature = "abi3-layouts"))]
 type ThreadStateGet = unsafe extern "C" fn() -> *mut ffi::PyThreadState;
 
 /// The thread state running on this thread, NULL when none (never a fatal error):
-/// `PyThreadState_GetUnchecked` (3.13) / `_PyThreadState_UncheckedGet` (3.11, 3.12). An abi3
-/// build resolves the name at run time; `None` if the interpreter exports neither.
+/// `PyThreadState_GetUnchecked` (3.13) / `_PyThreadState_UncheckedGet` (3.11, 3.12). The limited
+/// API has neither: an abi3 build answers `None` (callers then take the `PyGILState_Ensure`
+/// path), or, with `abi3-layouts` on a version in its table, finds the name at run time.
 ///
 /// # Safety
 /// The interpreter is initialised.
@@ -440,11 +536,12 @@ pub(crate) unsafe fn current_thread_state() -> Option<*mut ffi::PyThreadState> {
         // SAFETY: caller contract.
         Some(unsafe { ffi::compat::PyThreadState_GetUnchecked() })
     }
-    #[cfg(Py_LIMITED_API)]
+    #[cfg(all(Py_LIMITED_API, feature = "abi3-layouts"))]
     {
         static FN: OnceLock<Option<ThreadStateGet>> = OnceLock::new();
         // SAFETY: both names are `PyThreadState *(void)`.
         let f = *FN.get_or_init(|| unsafe {
+            super::abi3_layouts::running()?;
             interpreter_symbol::<ThreadStateGet>(&[
                 c"PyThreadState_GetUnchecked",
                 c"_PyThreadState_UncheckedGet",
@@ -452,5 +549,9 @@ pub(crate) unsafe fn current_thread_state() -> Option<*mut ffi::PyThreadState> {
         });
         // SAFETY: caller contract; a plain query.
         f.map(|f| unsafe { f() })
+    }
+    #[cfg(all(Py_LIMITED_API, not(feature = "abi3-layouts")))]
+    {
+        None
     }
 }

@@ -182,6 +182,25 @@ pub(crate) unsafe fn has_own_method_descriptor(
     }
 }
 
+/// Whether [`set_type_dict_item`] can change `tp`: always with the full API (it writes the
+/// dict); in an abi3 build (a `setattr` on the type) not for an immutable type
+/// (`Py_TPFLAGS_IMMUTABLETYPE`, PyO3's `#[pyclass(immutable_type)]`).
+///
+/// # Safety
+/// The GIL is held; `tp` is a live type object.
+pub(crate) unsafe fn type_dict_writable(tp: *mut ffi::PyTypeObject) -> bool {
+    #[cfg(not(Py_LIMITED_API))]
+    {
+        let _ = tp;
+        true
+    }
+    // SAFETY: caller contract; `PyType_GetFlags` is in the limited API.
+    #[cfg(Py_LIMITED_API)]
+    unsafe {
+        ffi::PyType_GetFlags(tp) & ffi::Py_TPFLAGS_IMMUTABLETYPE == 0
+    }
+}
+
 /// Sets `key` in the type's own dict and invalidates the method cache (`PyType_Modified`):
 /// PyO3 types may be immutable to `setattr`.
 ///
@@ -247,15 +266,19 @@ const _: () = {
 };
 
 /// Whether method descriptors are [`RawMethodDescr`]s: always in a full-API build; in an abi3
-/// build when the running version is one whose layout the build knows (3.11 to 3.14,
-/// `Py_Version`: an abi3 wheel also runs on versions that do not exist yet) and
-/// `PyMethodDescr_Type.__basicsize__` is the struct's size (checked once; a race repeats it).
+/// build never, unless the `abi3-layouts` feature is on and the running version is in
+/// `abi3_layouts::TABLE` with `PyMethodDescr_Type.__basicsize__` the struct's size (checked once;
+/// a race repeats it).
 pub(crate) fn method_descr_layout_known() -> bool {
     #[cfg(not(Py_LIMITED_API))]
     {
         true
     }
-    #[cfg(Py_LIMITED_API)]
+    #[cfg(all(Py_LIMITED_API, not(feature = "abi3-layouts")))]
+    {
+        false
+    }
+    #[cfg(all(Py_LIMITED_API, feature = "abi3-layouts"))]
     {
         use std::sync::atomic::{AtomicU8, Ordering};
         static KNOWN: AtomicU8 = AtomicU8::new(0);
@@ -264,26 +287,14 @@ pub(crate) fn method_descr_layout_known() -> bool {
             2 => return false,
             _ => {}
         }
-        // SAFETY: `Py_Version` is a constant of the running interpreter (stable ABI from
-        // 3.11); the attribute read runs attached (every caller holds the GIL), its new
-        // reference released here.
-        let known = unsafe {
-            matches!(ffi::Py_Version >> 16, 0x030b..=0x030e) && {
-                let v = ffi::PyObject_GetAttrString(
-                    (&raw mut ffi::PyMethodDescr_Type).cast(),
-                    c"__basicsize__".as_ptr(),
-                );
-                if v.is_null() {
-                    ffi::PyErr_Clear();
-                    false
-                } else {
-                    let n = ffi::PyLong_AsSsize_t(v);
-                    ffi::Py_DECREF(v);
-                    ffi::PyErr_Clear();
-                    n == std::mem::size_of::<RawMethodDescr>() as ffi::Py_ssize_t
-                }
-            }
-        };
+        // SAFETY: the attribute read runs attached (every caller holds the GIL).
+        let known = super::abi3_layouts::running().is_some()
+            && unsafe {
+                super::abi3_layouts::type_usize_attr(
+                    &raw mut ffi::PyMethodDescr_Type,
+                    c"__basicsize__",
+                )
+            } == Some(std::mem::size_of::<RawMethodDescr>());
         KNOWN.store(if known { 1 } else { 2 }, Ordering::Relaxed);
         known
     }

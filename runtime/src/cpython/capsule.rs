@@ -4,10 +4,10 @@
 //! GC-enabled (a capsule is GC-allocated, and tracked only once a traverse function is set).
 //! [`new_capsule`] fills those fields directly and [`name_and_context`] reads them, once a check
 //! at first use has confirmed that `PyCapsule_Type` has exactly one of those two layouts;
-//! otherwise both use the C API. An abi3 build (no struct layout in the limited API) takes the
-//! direct path only on a running version whose layout it knows, 3.11 to 3.14 (`Py_Version`),
-//! with the same check through the type's `__basicsize__` / `__itemsize__` and flags: an abi3
-//! wheel runs on versions that do not exist yet, and on those it uses the C API. No name
+//! otherwise both use the C API. An abi3 build (no struct layout in the limited API) uses the C
+//! API; with the `abi3-layouts` feature it takes the direct path on a running version whose
+//! layout it knows (`abi3_layouts::TABLE`), with the same check through the type's
+//! `__basicsize__` / `__itemsize__` and flags. No name
 //! comparison either way: dlbind's capsules carry the static generated name.
 
 use std::ffi::{c_char, c_void};
@@ -108,56 +108,39 @@ pub(crate) unsafe fn check_layout() -> Layout {
     found
 }
 
-/// [`check_layout`] in an abi3 build: the layout the running version is known to have
-/// (`Py_Version`: 3.11 and 3.12 plain, 3.13 and 3.14 GC-allocated), confirmed by the type's size,
-/// item size and GC flag; the C API on any other version or layout.
+/// [`check_layout`] in an abi3 build: the C API, or with `abi3-layouts` the layout the running
+/// version is known to have (its row of `abi3_layouts::TABLE`: 3.11 and 3.12 plain, 3.13 and
+/// 3.14 GC-allocated), confirmed by the type's size, item size and GC flag.
 ///
 /// # Safety
 /// The GIL is held.
 #[cfg(Py_LIMITED_API)]
 unsafe fn check_layout_limited() -> Layout {
-    // SAFETY: `Py_Version` is a constant of the running interpreter (stable ABI from 3.11);
-    // the type object is a live static; the attribute reads hold the GIL (caller contract).
+    #[cfg(not(feature = "abi3-layouts"))]
+    {
+        Layout::CApi
+    }
+    // SAFETY: the type object is a live static; the attribute reads hold the GIL (caller
+    // contract).
+    #[cfg(feature = "abi3-layouts")]
     unsafe {
-        let gc_layout = match ffi::Py_Version >> 16 {
-            0x030b | 0x030c => false,
-            0x030d | 0x030e => true,
-            _ => return Layout::CApi,
+        use super::abi3_layouts::{running, type_usize_attr};
+        let Some(known) = running() else {
+            return Layout::CApi;
         };
         let tp = &raw mut ffi::PyCapsule_Type;
         let size = type_usize_attr(tp, c"__basicsize__");
         let itemsize = type_usize_attr(tp, c"__itemsize__");
         let gc = ffi::PyType_GetFlags(tp) & ffi::Py_TPFLAGS_HAVE_GC != 0;
-        match (itemsize, gc, gc_layout) {
+        match (itemsize, gc, known.capsule_gc) {
             (Some(0), false, false) if size == Some(std::mem::size_of::<RawCapsule>()) => {
                 Layout::Plain
             }
-            (Some(0), true, true) if size == Some(std::mem::size_of::<RawCapsuleGc>()) => Layout::Gc,
+            (Some(0), true, true) if size == Some(std::mem::size_of::<RawCapsuleGc>()) => {
+                Layout::Gc
+            }
             _ => Layout::CApi,
         }
-    }
-}
-
-/// An integer attribute of a type (`__basicsize__`, `__itemsize__`), or `None` (no error left).
-///
-/// # Safety
-/// The GIL is held; `tp` is a live type object.
-#[cfg(Py_LIMITED_API)]
-unsafe fn type_usize_attr(tp: *mut ffi::PyTypeObject, name: &std::ffi::CStr) -> Option<usize> {
-    // SAFETY: caller contract; the new reference is released here.
-    unsafe {
-        let v = ffi::PyObject_GetAttrString(tp.cast(), name.as_ptr());
-        if v.is_null() {
-            ffi::PyErr_Clear();
-            return None;
-        }
-        let n = ffi::PyLong_AsSsize_t(v);
-        ffi::Py_DECREF(v);
-        if n < 0 {
-            ffi::PyErr_Clear();
-            return None;
-        }
-        Some(n as usize)
     }
 }
 

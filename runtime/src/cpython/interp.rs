@@ -4,27 +4,86 @@
 //! unwinding through an `extern "C"` deleter aborts the process).
 
 use std::ffi::c_int;
-use std::sync::OnceLock;
 
 use pyo3::ffi;
 
 type IsFinalizing = unsafe extern "C" fn() -> c_int;
 
-/// `Py_IsFinalizing` (3.13+) or `_Py_IsFinalizing` (3.11, 3.12), looked up once in the loaded
-/// interpreter (`dlsym`), so one build works with either name; `None` when neither exists.
+/// The interpreter's finalisation query: `Py_IsFinalizing` (3.13+) or `_Py_IsFinalizing` (3.11,
+/// 3.12), linked by a full-API build; an abi3 build with `abi3-layouts`, on a version in its
+/// table, finds either name at run time. `None`: an abi3 build without it (the limited API of
+/// 3.11 has no such query), which watches for finalisation with an `atexit` callback instead
+/// ([`watch_finalization`]).
 fn is_finalizing_fn() -> Option<IsFinalizing> {
-    static FN: OnceLock<Option<IsFinalizing>> = OnceLock::new();
-    // SAFETY: a found symbol of either name has the C signature `int (void)`.
-    *FN.get_or_init(|| unsafe {
-        super::api::interpreter_symbol::<IsFinalizing>(&[c"Py_IsFinalizing", c"_Py_IsFinalizing"])
-    })
+    #[cfg(not(Py_LIMITED_API))]
+    {
+        Some(super::_Py_IsFinalizing)
+    }
+    #[cfg(all(Py_LIMITED_API, feature = "abi3-layouts"))]
+    {
+        static FN: std::sync::OnceLock<Option<IsFinalizing>> = std::sync::OnceLock::new();
+        // SAFETY: a found symbol of either name has the C signature `int (void)`.
+        *FN.get_or_init(|| unsafe {
+            super::abi3_layouts::running()?;
+            super::api::interpreter_symbol::<IsFinalizing>(&[
+                c"Py_IsFinalizing",
+                c"_Py_IsFinalizing",
+            ])
+        })
+    }
+    #[cfg(all(Py_LIMITED_API, not(feature = "abi3-layouts")))]
+    {
+        None
+    }
 }
 
-/// The interpreter is initialised and not finalising, so a thread may take the GIL. Without
-/// either finalisation query, only initialisation is checked (as PyO3 does before 3.13).
+/// Set by the `atexit` callback [`watch_finalization`] registers: Python's `atexit` callbacks
+/// run at the start of `Py_FinalizeEx`, before the runtime is marked finalising. One process-wide
+/// flag (there is one interpreter finalisation to watch), written once. abi3 builds without
+/// `abi3-layouts` only: the others ask the interpreter.
+#[cfg(all(Py_LIMITED_API, not(feature = "abi3-layouts")))]
+static EXITING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Registers the `atexit` callback that sets [`EXITING`] (once per process): what an abi3 build
+/// without a finalisation query asks in [`may_take_gil`]; the other builds do not need it.
+fn watch_finalization(py: pyo3::Python<'_>) -> pyo3::PyResult<()> {
+    #[cfg(not(all(Py_LIMITED_API, not(feature = "abi3-layouts"))))]
+    {
+        let _ = py;
+        Ok(())
+    }
+    #[cfg(all(Py_LIMITED_API, not(feature = "abi3-layouts")))]
+    {
+        watch_atexit(py)
+    }
+}
+
+#[cfg(all(Py_LIMITED_API, not(feature = "abi3-layouts")))]
+fn watch_atexit(py: pyo3::Python<'_>) -> pyo3::PyResult<()> {
+    use pyo3::prelude::*;
+    static WATCHING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if WATCHING.load(std::sync::atomic::Ordering::Relaxed) {
+        return Ok(());
+    }
+    let on_exit = pyo3::types::PyCFunction::new_closure(py, None, None, |_args, _kwargs| {
+        EXITING.store(true, std::sync::atomic::Ordering::Release);
+    })?;
+    py.import("atexit")?.call_method1("register", (on_exit,))?;
+    WATCHING.store(true, std::sync::atomic::Ordering::Relaxed);
+    Ok(())
+}
+
+/// The interpreter is initialised and not finalising (nor running its `atexit` callbacks), so
+/// a thread may take the GIL.
 pub(crate) fn may_take_gil() -> bool {
     // SAFETY: both calls are plain queries CPython allows without the GIL.
-    unsafe { ffi::Py_IsInitialized() != 0 && is_finalizing_fn().is_none_or(|f| f() == 0) }
+    unsafe {
+        #[cfg(all(Py_LIMITED_API, not(feature = "abi3-layouts")))]
+        if EXITING.load(std::sync::atomic::Ordering::Acquire) {
+            return false;
+        }
+        ffi::Py_IsInitialized() != 0 && is_finalizing_fn().is_none_or(|f| f() == 0)
+    }
 }
 
 /// Refuses to set dlbind types up in an interpreter running without the GIL (free-threaded
@@ -35,6 +94,7 @@ pub(crate) fn may_take_gil() -> bool {
 /// is always a GIL.
 pub(crate) fn require_gil(py: pyo3::Python<'_>) -> pyo3::PyResult<()> {
     use pyo3::prelude::*;
+    watch_finalization(py)?;
     let Ok(is_enabled) = py.import("sys")?.getattr("_is_gil_enabled") else {
         return Ok(());
     };
@@ -55,9 +115,10 @@ mod tests {
     #[test]
     fn the_running_interpreter_is_usable_and_has_a_finalizing_query() {
         pyo3::Python::attach(|_| {
-            assert!(
+            assert_eq!(
                 is_finalizing_fn().is_some(),
-                "libpython exports Py_IsFinalizing or _Py_IsFinalizing"
+                cfg!(not(Py_LIMITED_API)) || cfg!(feature = "abi3-layouts"),
+                "a full-API build links the finalisation query"
             );
             assert!(may_take_gil());
         });

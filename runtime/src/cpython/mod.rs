@@ -5,6 +5,7 @@
 //! |---|---|
 //! | this file | symbols libpython exports and PyO3 does not bind; [`getattr_optional`] |
 //! | `shortcuts` | the report of which of these shortcuts this process takes |
+//! | `abi3_layouts` | abi3 with the `abi3-layouts` feature: the versions whose layouts it may use |
 //! | `idcache` | the keyword-name and `max_version` tuples of calls seen before, by identity |
 //! | `typecache` | values found on a type, keyed by the type and its version tag |
 //! | `api` | tuples, type slots, vectorcall counts, version tags, MRO lookups: full API and abi3 |
@@ -26,6 +27,8 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
+#[cfg(all(Py_LIMITED_API, feature = "abi3-layouts"))]
+pub mod abi3_layouts;
 pub mod api;
 pub mod boundary;
 pub mod capsule;
@@ -50,6 +53,10 @@ unsafe extern "C" {
         name: *mut ffi::PyObject,
         out: *mut *mut ffi::PyObject,
     ) -> c_int;
+    /// Whether the interpreter is finalising (`Py_IsFinalizing` since 3.13; exported under
+    /// this name by 3.11 and 3.12).
+    #[cfg_attr(Py_3_13, link_name = "Py_IsFinalizing")]
+    pub(crate) fn _Py_IsFinalizing() -> c_int;
 }
 
 /// `getattr(obj, name)`, `None` when the attribute is missing — without creating and catching

@@ -33,6 +33,10 @@ pub(crate) fn report(py: pyo3::Python<'_>, numpy_header: Option<bool>) -> Vec<Sh
     let ints = unsafe { super::ints::by_identity() };
     let freelists = full && gil && super::freelist::freelists_allowed();
     let descr = super::boundary::method_descr_layout_known();
+    #[cfg(all(Py_LIMITED_API, feature = "abi3-layouts"))]
+    let abi3_layouts = super::abi3_layouts::running().is_some();
+    #[cfg(not(all(Py_LIMITED_API, feature = "abi3-layouts")))]
+    let abi3_layouts = false;
     vec![
         s(
             "full_api",
@@ -41,6 +45,19 @@ pub(crate) fn report(py: pyo3::Python<'_>, numpy_header: Option<bool>) -> Vec<Sh
                 "built for this interpreter's full C API"
             } else {
                 "built for the limited API (abi3): one wheel for every CPython from 3.11"
+            },
+        ),
+        s(
+            "abi3_layouts",
+            abi3_layouts,
+            if full {
+                "full API: the layouts of the version built for"
+            } else if abi3_layouts {
+                "abi3 with the abi3-layouts feature, on a version in its table"
+            } else if cfg!(feature = "abi3-layouts") {
+                "abi3 with the abi3-layouts feature, on a version not in its table: the limited API"
+            } else {
+                "abi3: the limited API only (the abi3-layouts feature is off)"
             },
         ),
         s(
@@ -96,7 +113,7 @@ pub(crate) fn report(py: pyo3::Python<'_>, numpy_header: Option<bool>) -> Vec<Sh
             "dlpack_vectorcall_entry",
             descr,
             if !descr {
-                "CPython's method_vectorcall_FASTCALL_KEYWORDS (abi3 on a version it does not know)"
+                "CPython's method_vectorcall_FASTCALL_KEYWORDS (abi3: no descriptor layout)"
             } else if full {
                 "__dlpack__'s descriptor has dlbind's vectorcall entry"
             } else {

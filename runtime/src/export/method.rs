@@ -16,7 +16,7 @@ use super::access::{SourceAccess, with_held};
 use crate::args::{parse_export_request, parse_fastcall_kwargs, type_error};
 use crate::cpython::boundary::{
     at_c_boundary, has_own_method_descriptor, leaked_fastcall_def, leaked_noargs_def,
-    set_type_dict_item,
+    set_type_dict_item, type_dict_writable,
 };
 use crate::cpython::idcache::{
     cached_kwnames, only_max_version, seen_max_version, versioned_defaults, versioned_max_version,
@@ -100,15 +100,19 @@ where
         // SAFETY: CPython holds the GIL for us; `slf` is a `T` (the descriptor is bound to `T`).
         // A panic is caught here and reported as `at_c_boundary` does.
         unsafe {
-            at_c_boundary(|| protocol::DLPACK_METHOD, ptr::null_mut(), |py| {
-                // `slf` is never NULL (CPython lends it for the call): borrowed as it is.
-                let this = Bound::ref_from_ptr(py, &slf).cast_unchecked::<T>();
-                <T::Frozen as SourceAccess<T>>::with(
-                    this,
-                    #[inline(always)]
-                    |src| negotiate_and_export_raw(this.as_ptr(), src, req),
-                )
-            })
+            at_c_boundary(
+                || protocol::DLPACK_METHOD,
+                ptr::null_mut(),
+                |py| {
+                    // `slf` is never NULL (CPython lends it for the call): borrowed as it is.
+                    let this = Bound::ref_from_ptr(py, &slf).cast_unchecked::<T>();
+                    <T::Frozen as SourceAccess<T>>::with(
+                        this,
+                        #[inline(always)]
+                        |src| negotiate_and_export_raw(this.as_ptr(), src, req),
+                    )
+                },
+            )
         }
     } else {
         // A non-frozen class: the same raw path, with a shared borrow of `slf` as the owner
@@ -117,14 +121,18 @@ where
         // error ("Already borrowed") is restored by `at_c_boundary`.
         // SAFETY: as above.
         unsafe {
-            at_c_boundary(|| protocol::DLPACK_METHOD, ptr::null_mut(), |py| {
-                let this = Bound::ref_from_ptr(py, &slf).cast_unchecked::<T>();
-                with_held(
-                    this,
-                    #[inline(always)]
-                    |held, src| negotiate_and_export_raw(held, src, req),
-                )
-            })
+            at_c_boundary(
+                || protocol::DLPACK_METHOD,
+                ptr::null_mut(),
+                |py| {
+                    let this = Bound::ref_from_ptr(py, &slf).cast_unchecked::<T>();
+                    with_held(
+                        this,
+                        #[inline(always)]
+                        |held, src| negotiate_and_export_raw(held, src, req),
+                    )
+                },
+            )
         }
     }
 }
@@ -258,20 +266,24 @@ where
     // SAFETY: CPython holds the GIL for us and passes `nargs + len(kwnames)` live arguments;
     // `slf` is a `T` (the descriptor is bound to `T`).
     unsafe {
-        at_c_boundary(|| protocol::DLPACK_METHOD, ptr::null_mut(), |py| {
-            let nargs = crate::cpython::api::vectorcall_nargs(nargsf as usize);
-            let this = Borrowed::from_ptr(py, slf).cast_unchecked::<T>();
-            parse_fastcall_kwargs(py, args, nargs, kwnames).and_then(|[s, mv, dd, c]| {
-                dlpack_method(
-                    &this,
-                    s.as_deref(),
-                    mv.as_deref(),
-                    dd.as_deref(),
-                    c.as_deref(),
-                )
-                .map(Py::into_ptr)
-            })
-        })
+        at_c_boundary(
+            || protocol::DLPACK_METHOD,
+            ptr::null_mut(),
+            |py| {
+                let nargs = crate::cpython::api::vectorcall_nargs(nargsf as usize);
+                let this = Borrowed::from_ptr(py, slf).cast_unchecked::<T>();
+                parse_fastcall_kwargs(py, args, nargs, kwnames).and_then(|[s, mv, dd, c]| {
+                    dlpack_method(
+                        &this,
+                        s.as_deref(),
+                        mv.as_deref(),
+                        dd.as_deref(),
+                        c.as_deref(),
+                    )
+                    .map(Py::into_ptr)
+                })
+            },
+        )
     }
 }
 
@@ -289,6 +301,10 @@ where
     // SAFETY: the type object is live and ready.
     unsafe {
         let tp = ty.as_type_ptr();
+        if !type_dict_writable(tp) {
+            // An immutable type in an abi3 build: its `__dlpack__` stays the derived one.
+            return Ok(());
+        }
         let descr = class_dlpack_descriptor::<T>(py, tp)?;
         set_type_dict_item(py, tp, n.dlpack.bind(py), &descr)
     }
@@ -431,11 +447,15 @@ where
 {
     // SAFETY: CPython holds the GIL for us and checked that `slf` is a `T`.
     unsafe {
-        at_c_boundary(|| protocol::DLPACK_DEVICE_METHOD, ptr::null_mut(), |py| {
-            let slf = Borrowed::from_ptr(py, slf).cast_unchecked::<T>();
-            let device = <T::Frozen as SourceAccess<T>>::with(&slf, |src| src.dlpack_device())?;
-            crate::cpython::names::device_tuple(py, device)
-        })
+        at_c_boundary(
+            || protocol::DLPACK_DEVICE_METHOD,
+            ptr::null_mut(),
+            |py| {
+                let slf = Borrowed::from_ptr(py, slf).cast_unchecked::<T>();
+                let device = <T::Frozen as SourceAccess<T>>::with(&slf, |src| src.dlpack_device())?;
+                crate::cpython::names::device_tuple(py, device)
+            },
+        )
     }
 }
 
@@ -473,11 +493,15 @@ where
 {
     // SAFETY: caller contract.
     unsafe {
-        at_c_boundary(|| method, false, |py| {
-            check_type::<T>(py, slf, method)?;
-            bind_to_class::<T>(py)?;
-            Ok(true)
-        })
+        at_c_boundary(
+            || method,
+            false,
+            |py| {
+                check_type::<T>(py, slf, method)?;
+                bind_to_class::<T>(py)?;
+                Ok(true)
+            },
+        )
     }
 }
 
@@ -512,6 +536,11 @@ where
     let n = names(py);
     // SAFETY: GIL held; `tp` is `T`'s live, ready type object (an instance exists).
     unsafe {
+        // An immutable type in an abi3 build cannot be changed: its `object`-bound attributes
+        // stay, and each call checks the type itself (what they do before binding).
+        if !type_dict_writable(tp) {
+            return Ok(());
+        }
         if !has_own_method_descriptor(tp, n.dlpack.bind(py)) {
             let d = class_dlpack_descriptor::<T>(py, tp)?;
             set_type_dict_item(py, tp, n.dlpack.bind(py), &d)?;
