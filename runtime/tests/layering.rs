@@ -216,3 +216,128 @@ fn the_c_strides_rule_is_written_once() {
         );
     }
 }
+
+/// Issue 42: how long a source file may be before its first `#[cfg(test)]` line (the tests at
+/// its end aside).
+const MAX_LINES: usize = 800;
+
+/// The lines of `text` before its first `#[cfg(test)]` line (all of them when it has none).
+fn lines_before_tests(text: &str) -> usize {
+    text.lines()
+        .take_while(|l| !l.trim_start().starts_with("#[cfg(test)]"))
+        .count()
+}
+
+/// Test-only files: those that say `#![cfg(test)]`, and those of modules declared under
+/// `#[cfg(test)]` (`#[cfg(test)] mod tests;`, a `#[path]` honoured).
+fn test_only_files(all: &[(PathBuf, String)]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for (path, text) in all {
+        if text.lines().any(|l| l.trim() == "#![cfg(test)]") {
+            out.push(path.clone());
+        }
+        let dir = path.parent().unwrap();
+        // A `foo.rs`'s submodules live in `foo/`; a `mod.rs`'s or `lib.rs`'s beside it.
+        let stem = path.file_stem().unwrap();
+        let sub = if stem == "mod" || stem == "lib" {
+            dir.to_path_buf()
+        } else {
+            dir.join(stem)
+        };
+        let (mut under_test, mut path_attr) = (false, None);
+        for line in text.lines().map(str::trim) {
+            if line == "#[cfg(test)]" {
+                (under_test, path_attr) = (true, None);
+                continue;
+            }
+            if !under_test {
+                continue;
+            }
+            if let Some(p) = line
+                .strip_prefix("#[path = \"")
+                .and_then(|r| r.strip_suffix("\"]"))
+            {
+                path_attr = Some(dir.join(p));
+                continue;
+            }
+            if line.starts_with("#[") || line.starts_with("//") {
+                continue;
+            }
+            let decl = line
+                .split_once("mod ")
+                .filter(|(vis, _)| vis.is_empty() || vis.starts_with("pub"))
+                .and_then(|(_, rest)| rest.strip_suffix(';'));
+            if let Some(name) = decl {
+                match path_attr.take() {
+                    Some(p) => out.push(p),
+                    None => {
+                        out.push(sub.join(format!("{name}.rs")));
+                        out.push(sub.join(name).join("mod.rs"));
+                    }
+                }
+            }
+            under_test = false;
+        }
+    }
+    out
+}
+
+/// Issue 42: no file under `src/` has more than 800 lines before its first `#[cfg(test)]` line
+/// (a module that grows past that splits along its seams into a folder of smaller ones). Test
+/// files (`*tests.rs`) and test-only modules are exempt.
+#[test]
+fn no_source_file_over_800_lines() {
+    let in_progress = [
+        "cpython/freelist.rs", // split in progress (issue 42)
+    ];
+    let all = files(&src());
+    let test_only = test_only_files(&all);
+    let mut over = Vec::new();
+    for (path, text) in &all {
+        let rel = path.strip_prefix(src()).unwrap();
+        if path.to_string_lossy().ends_with("tests.rs")
+            || test_only.contains(path)
+            || in_progress.iter().any(|p| rel == Path::new(p))
+        {
+            continue;
+        }
+        let n = lines_before_tests(text);
+        if n > MAX_LINES {
+            over.push(format!("src/{}: {n} lines", rel.display()));
+        }
+    }
+    over.sort();
+    assert!(
+        over.is_empty(),
+        "files over {MAX_LINES} lines before their first #[cfg(test)] (issue 42: split them into \
+         a folder of modules):\n{}",
+        over.join("\n")
+    );
+}
+
+/// The length check above counts up to the tests and finds test-only modules (a test that can
+/// fail).
+#[test]
+fn the_length_checker_stops_at_the_tests() {
+    assert_eq!(lines_before_tests("a\nb\n#[cfg(test)]\nmod tests {}\n"), 2);
+    assert_eq!(lines_before_tests("a\nb\nc\n"), 3);
+    assert_eq!(lines_before_tests("a\n    #[cfg(test)]\n"), 1);
+    let dir = Path::new("/s");
+    let all = vec![
+        (
+            dir.join("lib.rs"),
+            "mod a;\n#[cfg(test)]\nmod checks;\n#[cfg(test)]\n#[path = \"x/y.rs\"]\nmod y;\n"
+                .to_string(),
+        ),
+        (
+            dir.join("a.rs"),
+            "#[cfg(test)]\npub(crate) mod more;\n".to_string(),
+        ),
+        (dir.join("b.rs"), "#![cfg(test)]\n".to_string()),
+    ];
+    let found = test_only_files(&all);
+    for want in ["checks.rs", "checks/mod.rs", "x/y.rs", "a/more.rs", "b.rs"] {
+        assert!(found.contains(&dir.join(want)), "{want}: {found:?}");
+    }
+    assert!(!found.contains(&dir.join("a.rs")), "{found:?}");
+}
