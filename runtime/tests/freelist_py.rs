@@ -5,7 +5,7 @@ mod common;
 
 use dlbind::cpython::freelist::{
     MAX_CAPACITY, ReleasePython, Released, builds_directly, enable_direct_release, enable_freelist,
-    freelist_len, new_instance, new_instance_tracked,
+    freelist_len, new_instance, new_instance_tracked, skew_probed_basicsize,
 };
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -434,5 +434,170 @@ fn direct_release_drops_once_gives_owners_back_and_falls_back_to_pyo3() {
         let n: usize = hook_calls.getattr("n").unwrap().extract().unwrap();
         sys.setattr("unraisablehook", old_hook).unwrap();
         assert_eq!(n, 3, "one unraisable report per panicking release");
+    });
+}
+
+/// Frozen classes of each layout the probe models: without a weak-reference slot, and with one
+/// after a value smaller than the slot's alignment (padding between the two).
+#[pyclass(frozen)]
+struct Plain {
+    v: u64,
+}
+
+#[pyclass(frozen, weakref)]
+struct Narrow {
+    tag: u8,
+}
+
+#[test]
+fn the_direct_path_is_taken_on_this_pyo3() {
+    let _g = common::serial();
+    Python::attach(|py| {
+        enable_freelist::<Plain>(py, 4).unwrap();
+        let first = new_instance(py, Plain { v: 1 }).unwrap();
+        // Only on the PyO3 release the probe models (the build script's `AUDITED_PYO3`). After a
+        // PyO3 update this fails until the new release's class layout is read and the build
+        // script names it (docs/decisions/0017-pyo3-object-layout.md).
+        assert!(
+            builds_directly::<Plain>(py),
+            "the audited PyO3 is compiled and a frozen class without a weak-reference slot has its layout"
+        );
+        let second = new_instance(py, Plain { v: 2 }).unwrap();
+        assert_eq!((first.get().v, second.get().v), (1, 2));
+        drop((first, second));
+        assert_eq!(freelist_len::<Plain>(py), Some(2));
+
+        enable_freelist::<Narrow>(py, 4).unwrap();
+        let n = new_instance(py, Narrow { tag: 7 }).unwrap();
+        assert!(
+            builds_directly::<Narrow>(py),
+            "a weak-reference slot after a one-byte value: the model's offsets"
+        );
+        let m = new_instance(py, Narrow { tag: 8 }).unwrap();
+        assert_eq!((n.get().tag, m.get().tag), (7, 8));
+        let weakref = py.import("weakref").unwrap();
+        let r = weakref.call_method1("ref", (&m,)).unwrap();
+        drop(m);
+        assert!(r.call0().unwrap().is_none());
+        drop(n);
+    });
+}
+
+/// Counts the drops of `Skewed` values.
+struct SkewedDrop;
+
+static SKEWED_DROPS: AtomicUsize = AtomicUsize::new(0);
+
+impl Drop for SkewedDrop {
+    fn drop(&mut self) {
+        SKEWED_DROPS.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A frozen class with a direct release, probed while the probe sees another instance size.
+#[pyclass(frozen, weakref)]
+struct Skewed {
+    tag: u32,
+    owner: std::sync::Mutex<Option<Py<PyAny>>>,
+    _count: SkewedDrop,
+}
+
+impl ReleasePython for Skewed {
+    fn release_python_refs(&mut self, py: Python<'_>) -> Released {
+        if let Some(o) = self.owner.get_mut().unwrap().take() {
+            drop(o.into_bound(py));
+        }
+        Released::Drop
+    }
+}
+
+/// Puts the probe's view of `tp_basicsize` back when dropped (a failing assertion included).
+struct Unskew;
+
+impl Drop for Unskew {
+    fn drop(&mut self) {
+        skew_probed_basicsize(0);
+    }
+}
+
+#[test]
+fn a_layout_the_probe_does_not_model_is_built_and_released_by_pyo3() {
+    let _g = common::serial();
+    Python::attach(|py| {
+        enable_freelist::<Skewed>(py, 4).unwrap();
+        enable_direct_release::<Skewed>(py).unwrap();
+        let ty = py.get_type::<Skewed>();
+        let type_rc = ty.refcnt();
+        let owner = py.eval(c"object()", None, None).unwrap();
+        let owner_rc = owner.refcnt();
+        let drops = SKEWED_DROPS.load(Ordering::SeqCst);
+        let make = |tag: u32| {
+            new_instance(
+                py,
+                Skewed {
+                    tag,
+                    owner: std::sync::Mutex::new(Some(owner.clone().unbind())),
+                    _count: SkewedDrop,
+                },
+            )
+            .unwrap()
+        };
+
+        // A PyO3 whose class object is 8 bytes larger than the model's: refused at the probe.
+        let unskew = Unskew;
+        skew_probed_basicsize(8);
+        let first = make(0);
+        drop(unskew);
+        assert!(
+            !builds_directly::<Skewed>(py),
+            "another instance size: PyO3's constructor"
+        );
+        assert_eq!(first.get().tag, 0);
+
+        // Every later instance is PyO3's (through the list's `tp_alloc`), released by PyO3's
+        // `tp_dealloc` (the direct release falls back), its memory kept by the list.
+        let six: Vec<_> = (1..7).map(make).collect();
+        assert!(!builds_directly::<Skewed>(py), "refused for good");
+        for (i, b) in (1..).zip(&six) {
+            assert_eq!(b.get().tag, i);
+            assert!(gc_tracked(py, b.as_any()));
+            assert_eq!(b.refcnt(), 1);
+        }
+        assert_eq!(owner.refcnt(), owner_rc + 7);
+        let addrs: Vec<usize> = six.iter().map(|b| b.as_ptr() as usize).collect();
+        let weakref = py.import("weakref").unwrap();
+        let r = weakref.call_method1("ref", (&six[0],)).unwrap();
+        drop(six);
+        assert!(r.call0().unwrap().is_none(), "the weak reference died");
+        assert_eq!(owner.refcnt(), owner_rc + 1, "owners given back at once");
+        assert_eq!(
+            SKEWED_DROPS.load(Ordering::SeqCst),
+            drops + 6,
+            "each value dropped once"
+        );
+        assert_eq!(
+            freelist_len::<Skewed>(py),
+            Some(4),
+            "the list kept its capacity"
+        );
+        assert_eq!(
+            ty.refcnt(),
+            type_rc + 1 + 4,
+            "the type's count: the live instance's and the list's items'"
+        );
+
+        // PyO3 takes its memory from the list, and fills it whole.
+        let again = make(42);
+        assert_eq!(freelist_len::<Skewed>(py), Some(3));
+        assert!(addrs.contains(&(again.as_ptr() as usize)));
+        assert_eq!(again.get().tag, 42);
+        assert!(gc_tracked(py, again.as_any()));
+        assert!(!builds_directly::<Skewed>(py));
+
+        drop((first, again));
+        assert_eq!(owner.refcnt(), owner_rc);
+        assert_eq!(SKEWED_DROPS.load(Ordering::SeqCst), drops + 8);
+        assert_eq!(freelist_len::<Skewed>(py), Some(4));
+        assert_eq!(ty.refcnt(), type_rc + 4, "nothing leaked a type reference");
     });
 }
