@@ -175,7 +175,7 @@ fn source_impl(model: &Model) -> TokenStream {
     let fixed_device = match &model.device {
         Some(_) => quote! {},
         None => quote! {
-            #[inline(always)]
+            #[inline]
             fn dlpack_fixed_device() -> ::core::option::Option<::dlbind::__private::Device> {
                 ::core::option::Option::Some(::dlbind::__private::Device::CPU)
             }
@@ -431,7 +431,7 @@ fn py_ident(name: &str, what: &str) -> syn::Result<Ident> {
 /// descriptors (`dlbind::__private::dlpack_descriptor`, `dlpack_device_descriptor`; the first
 /// call binds them to the class, see the runtime's `export::method`). `__dlpack__` parses
 /// the keyword-only arguments itself, matching the interned keyword names of the generated
-/// `dlbind::spec::protocol` module by identity. PyO3's generic argument parser costs ~20 ns per call,
+/// `dlbind::spec::protocol` module by identity. PyO3's generic argument parser costs more per call,
 /// which alone misses the "≤ 0.9× numpy" export target. The method name comes from the spec IR;
 /// the keyword names are checked here against the IR so a spec whose names are not identifiers
 /// fails at compile time, and the runtime reads the same names from the generated code.

@@ -422,9 +422,8 @@ pub fn expand(input: &DeriveInput, model: &Model) -> syn::Result<TokenStream> {
                 __v: &#d::PythonView<'_, '_>,
             ) -> ::core::option::Option<#p::pyo3::PyResult<Self>> {
                 #want
-                // A nested function marked `inline(always)`, not a closure called in place: LLVM
-                // left such a closure out of line in the demo's `Tensor`, returning the value
-                // through memory (+138 instructions on `from_dlpack(numpy array)`).
+                // A nested function, not a closure called in place: LLVM left such a closure out
+                // of line in the demo's `Tensor`, returning the value through memory.
                 #[inline(always)]
                 fn __dlbind_view(
                     __v: &#d::PythonView<'_, '_>,

@@ -18,14 +18,14 @@ use crate::spec::protocol;
 
 use crate::cpython::names::names;
 
-#[inline(always)]
+#[inline]
 pub(super) fn given<'a, 'py>(o: Option<&'a Bound<'py, PyAny>>) -> Option<&'a Bound<'py, PyAny>> {
     // SAFETY: pointer comparison with the None singleton.
     o.filter(|o| o.as_ptr() != unsafe { ffi::Py_None() })
 }
 
 /// An int that is not a bool, as i64 (`Err(sign)` when it does not fit: +1 / -1).
-#[inline(always)]
+#[inline]
 pub(super) fn as_int(o: *mut ffi::PyObject) -> Option<Result<i64, c_int>> {
     // SAFETY: `o` is a live object; type checks and `PyLong_AsLongLongAndOverflow` on an int
     // cannot fail except by overflow, which is reported through `overflow`.
@@ -52,7 +52,7 @@ pub(super) fn as_int(o: *mut ffi::PyObject) -> Option<Result<i64, c_int>> {
 }
 
 /// A tuple of exactly two ints (bools refused): the raw items, each possibly out of range.
-#[inline(always)]
+#[inline]
 pub(super) fn int_pair(o: &Bound<'_, PyAny>) -> Option<(Result<i64, c_int>, Result<i64, c_int>)> {
     let p = o.as_ptr();
     // SAFETY: `p` is live; tuple items are borrowed for the duration of the checks.
@@ -70,7 +70,7 @@ pub(super) fn int_pair(o: &Bound<'_, PyAny>) -> Option<(Result<i64, c_int>, Resu
 }
 
 /// `(major, minor)` from a tuple of two ints (bools refused); out-of-range values saturate.
-#[inline(always)]
+#[inline]
 fn parse_max_version(o: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
     let p = o.as_ptr();
     // SAFETY: `p` is live; tuple items are borrowed for the duration of the checks.
@@ -108,7 +108,7 @@ pub(super) fn type_error(msg: impl Into<std::borrow::Cow<'static, str>>) -> Dlpa
 /// Always inlined: with more than one exported class in a module (each class's `__dlpack__`
 /// calls it), LLVM otherwise keeps it out of line, and the call alone cost the argument-free
 /// `t.__dlpack__()` ~4-5 ns (measured with the demo's second class, `Growable`).
-#[inline(always)]
+#[inline]
 pub fn parse_export_request(
     stream: Option<&Bound<'_, PyAny>>,
     max_version: Option<&Bound<'_, PyAny>>,
@@ -263,7 +263,7 @@ fn numpy_bool(c: &Bound<'_, PyAny>) -> Option<bool> {
 ///
 /// # Safety
 /// `args` holds `nargs + len(kwnames)` live objects; `kwnames` is NULL or a tuple of str.
-#[inline(always)]
+#[inline]
 pub(super) unsafe fn parse_fastcall_kwargs<'a, 'py>(
     py: Python<'py>,
     args: *const *mut ffi::PyObject,

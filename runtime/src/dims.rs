@@ -32,7 +32,7 @@ impl Dims {
     /// # Safety
     /// `dst` is valid for writes of a `Dims` and does not overlap `self`.
     #[doc(hidden)]
-    #[inline(always)]
+    #[inline]
     pub unsafe fn clone_to(&self, dst: *mut Dims) {
         match &self.0 {
             // SAFETY: an inline `Dims` owns nothing, so a bitwise copy is a clone; `dst` is
@@ -56,7 +56,7 @@ impl Dims {
     /// # Safety
     /// `dst` is valid for writes of a `Dims`.
     #[doc(hidden)]
-    #[inline(always)]
+    #[inline]
     pub unsafe fn write_from_slice(dst: *mut Dims, s: &[i64]) {
         if s.len() > INLINE {
             // SAFETY: caller contract.

@@ -1,14 +1,12 @@
 //! Rules built on the spec's dtype table ([`crate::spec::dtypes`]): which dtypes dlbind can
 //! describe, their element size, and their name in messages.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use crate::spec::dtypes::{dtype_by_dl, required_bits};
 
 use crate::copy::ElemSize;
 use crate::error::DlpackError;
-use crate::spec::errors::FailureKind;
 use crate::ffi::{DLDataType, DLDataTypeCode};
+use crate::spec::errors::FailureKind;
 
 /// Checks that `dtype` is something dlbind can describe: a code the spec knows, `bits` as the
 /// spec's per-code rule demands (FP6 = 6, FP4 = 4, FP8/bool = 8), whole bytes otherwise, and
@@ -20,74 +18,80 @@ pub fn validate_dtype(dtype: DLDataType) -> Result<ElemSize, DlpackError> {
 
 /// [`validate_dtype`]'s element size when the dtype is valid, decided in registers (no error
 /// value is built): for hot paths that build the error only after a `None`. Every export of a
-/// type that does not vouch for its layout runs this (the README's `Frame`), with the same
-/// dtype call after call: the dtype seen valid last is remembered process-wide ([`LAST_VALID`];
-/// a dtype's validity is a function of its value alone, so any value in it is still valid), and
-/// a new one is checked by [`check_dtype`] (a test compares the two answers on every code, bit
-/// width and a few lane counts).
-#[inline(always)]
+/// type that does not vouch for its layout runs this (the README's `Frame`). A pure function of
+/// the dtype: one load from [`ELEM`], a table the compiler builds from the spec's rules
+/// ([`check_dtype`]; a test compares the two on every code, bit width and a few lane counts).
+#[inline]
 pub(crate) fn valid_elem_size(dtype: DLDataType) -> Option<ElemSize> {
-    is_valid(dtype).then(|| elem_size_of_valid(dtype))
+    let e = ELEM[elem_index(dtype)];
+    (dtype.lanes == 1 && e != INVALID).then(|| decode(e))
 }
 
 /// Whether [`valid_elem_size`] accepts `dtype`: for a caller that needs the element size only
 /// on some paths (it then asks [`elem_size_of_valid`]).
-#[inline(always)]
+#[inline]
 pub(crate) fn is_valid(dtype: DLDataType) -> bool {
-    u64::from(packed(dtype)) == LAST_VALID.load(Ordering::Relaxed) || is_valid_new(dtype)
-}
-
-/// [`is_valid`] for a dtype other than the one seen valid last: checked, and remembered when
-/// valid.
-#[inline(never)]
-fn is_valid_new(dtype: DLDataType) -> bool {
-    let valid = check_dtype(dtype).is_ok();
-    if valid {
-        LAST_VALID.store(u64::from(packed(dtype)), Ordering::Relaxed);
-    }
-    valid
-}
-
-/// The dtype [`valid_elem_size`] saw valid last, as [`packed`] writes it, widened to 64 bits so
-/// that its starting value, [`NONE_SEEN`], equals no dtype (every 32-bit pattern is some dtype's,
-/// the all-zero one included).
-static LAST_VALID: AtomicU64 = AtomicU64::new(NONE_SEEN);
-
-/// [`LAST_VALID`] before any dtype was seen valid: above every widened 32-bit word.
-const NONE_SEEN: u64 = u64::MAX;
-const _: () = assert!(NONE_SEEN > u32::MAX as u64);
-
-/// The dtype's three fields in one word, for [`LAST_VALID`]: its four bytes as they lie in
-/// memory (`repr(C)`: code, bits, lanes), the word the compiler loaded.
-#[inline(always)]
-const fn packed(dtype: DLDataType) -> u32 {
-    let lanes = dtype.lanes.to_ne_bytes();
-    u32::from_ne_bytes([dtype.code, dtype.bits, lanes[0], lanes[1]])
+    dtype.lanes == 1 && ELEM[elem_index(dtype)] != INVALID
 }
 
 /// The element size of a dtype [`is_valid`] accepts.
-#[inline(always)]
+#[inline]
 pub(crate) fn elem_size_of_valid(dtype: DLDataType) -> ElemSize {
-    // Its bits read off the word [`packed`] compares: the field read on its own made the
-    // compiler split the word and put it together again for the comparison (10 instructions).
-    let bits = (packed(dtype) >> 8) as u8;
-    if bits.is_multiple_of(8) {
-        ElemSize::Bytes(usize::from(bits / 8))
+    decode(ELEM[elem_index(dtype)])
+}
+
+/// For every `(code, bits)` with `lanes == 1`, the element size [`check_dtype`] gives, encoded
+/// in a byte (see [`decode`]), or [`INVALID`]: 64 KiB, built at compile time.
+static ELEM: [u8; 1 << 16] = elem_table();
+
+/// [`ELEM`]'s entry of a refused `(code, bits)`.
+const INVALID: u8 = 0;
+/// [`ELEM`]: a sub-byte width is stored with this bit set (whole bytes are 1 to 31).
+const SUB_BYTE: u8 = 0x80;
+
+#[inline]
+fn elem_index(dtype: DLDataType) -> usize {
+    (usize::from(dtype.code) << 8) | usize::from(dtype.bits)
+}
+
+#[inline]
+fn decode(e: u8) -> ElemSize {
+    if e & SUB_BYTE == 0 {
+        ElemSize::Bytes(usize::from(e))
     } else {
         ElemSize::SubByte {
-            bits: u32::from(bits),
+            bits: u32::from(e & !SUB_BYTE),
         }
     }
 }
 
+const fn elem_table() -> [u8; 1 << 16] {
+    let mut t = [INVALID; 1 << 16];
+    let mut i = 0;
+    while i < (1 << 16) {
+        let d = DLDataType {
+            code: (i >> 8) as u8,
+            bits: (i & 0xff) as u8,
+            lanes: 1,
+        };
+        t[i] = match check_dtype(d) {
+            Ok(ElemSize::Bytes(n)) => n as u8,
+            Ok(ElemSize::SubByte { bits }) => SUB_BYTE | bits as u8,
+            Err(_) => INVALID,
+        };
+        i += 1;
+    }
+    t
+}
+
 /// The rules of [`validate_dtype`], with the reason of a refusal.
-#[inline(always)]
-fn check_dtype(dtype: DLDataType) -> Result<ElemSize, DtypeProblem> {
+#[inline]
+const fn check_dtype(dtype: DLDataType) -> Result<ElemSize, DtypeProblem> {
     if dtype.lanes != 1 {
         return Err(DtypeProblem::Lanes);
     }
     let code = DLDataTypeCode(dtype.code);
-    if code.name().is_none() || code == DLDataTypeCode::kDLOpaqueHandle {
+    if code.name().is_none() || code.0 == DLDataTypeCode::kDLOpaqueHandle.0 {
         return Err(DtypeProblem::Code);
     }
     if let Some(bits) = required_bits(dtype.code)
@@ -104,8 +108,8 @@ pub fn elem_size(dtype: DLDataType) -> Result<ElemSize, DlpackError> {
     elem_size_of(dtype).map_err(|why| unsupported(dtype, why))
 }
 
-#[inline(always)]
-fn elem_size_of(dtype: DLDataType) -> Result<ElemSize, DtypeProblem> {
+#[inline]
+const fn elem_size_of(dtype: DLDataType) -> Result<ElemSize, DtypeProblem> {
     let bits = dtype.bits as u32 * dtype.lanes as u32;
     if bits == 0 {
         Err(DtypeProblem::ZeroBits)
@@ -170,13 +174,9 @@ pub fn describe(dtype: DLDataType) -> String {
 mod tests {
     use super::*;
 
-    /// The remembered dtype answers as the rules do, for every code, bit width and a few lane
-    /// counts.
+    /// The table answers as the rules do, for every code, bit width and a few lane counts.
     #[test]
-    fn remembered_check_agrees_with_the_rules() {
-        // From the starting state, which the first dtype below (all zeros) must not match. (Other
-        // tests running beside this one can only store other valid dtypes.)
-        LAST_VALID.store(NONE_SEEN, Ordering::Relaxed);
+    fn table_check_agrees_with_the_rules() {
         let mut valid = 0;
         // Under Miri, the first four codes (all 256 take 15 minutes there).
         for code in 0..=if cfg!(miri) { 3 } else { u8::MAX } {
@@ -184,8 +184,6 @@ mod tests {
                 for lanes in [0u16, 1, 2, 4, u16::MAX] {
                     let d = DLDataType { code, bits, lanes };
                     let rules = check_dtype(d).ok();
-                    // Twice: the first call may remember `d`, the second may answer from that.
-                    assert_eq!(valid_elem_size(d), rules, "{code} {bits} {lanes}");
                     assert_eq!(valid_elem_size(d), rules, "{code} {bits} {lanes}");
                     valid += usize::from(rules.is_some());
                 }
@@ -193,9 +191,17 @@ mod tests {
         }
         // Some dtypes pass (the comparison is not vacuous), and a known one among them.
         assert!(valid > 100, "{valid}");
-        let f32 = DLDataType { code: DLDataTypeCode::kDLFloat.0, bits: 32, lanes: 1 };
+        let f32 = DLDataType {
+            code: DLDataTypeCode::kDLFloat.0,
+            bits: 32,
+            lanes: 1,
+        };
         assert_eq!(valid_elem_size(f32), Some(ElemSize::Bytes(4)));
-        let opaque = DLDataType { code: DLDataTypeCode::kDLOpaqueHandle.0, bits: 64, lanes: 1 };
+        let opaque = DLDataType {
+            code: DLDataTypeCode::kDLOpaqueHandle.0,
+            bits: 64,
+            lanes: 1,
+        };
         assert_eq!(valid_elem_size(opaque), None);
     }
 }

@@ -42,7 +42,7 @@ impl Extent {
     }
 
     /// Whether every byte `r` addresses lies inside this extent.
-    #[inline(always)]
+    #[inline]
     pub const fn covers(self, r: Reach) -> bool {
         r.below <= self.below as u64 && r.above <= self.above as u64
     }
@@ -110,7 +110,7 @@ pub enum ReachError {
 /// The bytes `shape` and `strides` (elements; `None`: C-contiguous) address at `elem`'s width.
 /// A negative dimension is refused even when another one is 0; an empty tensor addresses
 /// nothing (its strides are not looked at); a dimension of 1 adds nothing whatever its stride.
-#[inline(always)]
+#[inline]
 pub fn reach(shape: &[i64], strides: Option<&[i64]>, elem: ElemSize) -> Result<Reach, ReachError> {
     match reach_fast(shape, strides, elem) {
         Some(r) => Ok(r),
@@ -121,7 +121,7 @@ pub fn reach(shape: &[i64], strides: Option<&[i64]>, elem: ElemSize) -> Result<R
 /// [`reach`] for the common case, in registers: whole-byte elements, every dimension at least
 /// 1, and positions and bytes that fit 64 bits; `None` sends anything else (empty tensors,
 /// negative dimensions, sub-byte elements, overflow) to [`reach_exact`], which decides.
-#[inline(always)]
+#[inline]
 fn reach_fast(shape: &[i64], strides: Option<&[i64]>, elem: ElemSize) -> Option<Reach> {
     let ElemSize::Bytes(b) = elem else {
         return None;

@@ -49,9 +49,9 @@ pub trait DimValue: Copy {
 macro_rules! dim_value {
     ($($t:ty),*) => {$(
         impl DimValue for $t {
-            #[inline(always)]
+            #[inline]
             fn to_dim(self) -> i64 { self as i64 }
-            #[inline(always)]
+            #[inline]
             #[allow(irrefutable_let_patterns, clippy::useless_conversion)]
             fn from_dim(v: i64) -> Option<Self> { <$t>::try_from(v).ok() }
         }
@@ -65,7 +65,7 @@ dim_value!(i8, i16, i32, i64, isize, u8, u16, u32, u64, usize);
 /// general loop into a call to `memcpy` (for `i64` fields), whose call and variable-length
 /// stores cost more than the copy itself on the export path (~2-3 ns per `__dlpack__`,
 /// measured), depending on how the surrounding code happens to be inlined.
-#[inline(always)]
+#[inline]
 pub fn fill_dims<T: DimValue>(src: &[T], out: &mut [i64]) {
     let n = out.len().min(src.len());
     match n {
@@ -83,7 +83,7 @@ pub fn fill_dims<T: DimValue>(src: &[T], out: &mut [i64]) {
 }
 
 /// The first `N` values of `src` into `out` (both hold at least `N`).
-#[inline(always)]
+#[inline]
 fn fill_fixed<T: DimValue, const N: usize>(src: &[T], out: &mut [i64]) {
     let (src, out) = (&src[..N], &mut out[..N]);
     for i in 0..N {
@@ -102,12 +102,12 @@ pub mod nd {
     use crate::spec::elements::DLPackElement;
 
     /// Address of element 0.
-    #[inline(always)]
+    #[inline]
     pub fn data_ptr<S: Data, D: Dimension>(a: &ArrayBase<S, D>) -> *mut c_void {
         a.as_ptr() as *mut c_void
     }
     /// The element dtype.
-    #[inline(always)]
+    #[inline]
     pub fn dtype<S: Data, D: Dimension>(_a: &ArrayBase<S, D>) -> DLDataType
     where
         S::Elem: DLPackElement,
@@ -115,17 +115,17 @@ pub mod nd {
         <S::Elem as DLPackElement>::DTYPE
     }
     /// Number of dimensions.
-    #[inline(always)]
+    #[inline]
     pub fn ndim<S: Data, D: Dimension>(a: &ArrayBase<S, D>) -> usize {
         a.ndim()
     }
     /// Writes the shape.
-    #[inline(always)]
+    #[inline]
     pub fn fill_shape<S: Data, D: Dimension>(a: &ArrayBase<S, D>, out: &mut [i64]) {
         super::fill_dims(a.shape(), out)
     }
     /// Writes the strides (elements, any sign). Always returns `true`.
-    #[inline(always)]
+    #[inline]
     pub fn fill_strides<S: Data, D: Dimension>(a: &ArrayBase<S, D>, out: &mut [i64]) -> bool {
         super::fill_dims(a.strides(), out);
         true
@@ -148,7 +148,7 @@ pub trait AssertPyClass {}
 impl<T: pyo3::PyClass> AssertPyClass for T {}
 
 /// Compile-time check used by the derive: `T` must be a `#[pyclass]`.
-#[inline(always)]
+#[inline]
 pub const fn assert_pyclass<T: AssertPyClass>() {}
 
 #[cfg(test)]

@@ -24,14 +24,18 @@ impl Writability {
     /// `ReadOnly` when `readonly`, else `Writable`.
     #[inline]
     pub const fn from_readonly(readonly: bool) -> Self {
-        if readonly { Writability::ReadOnly } else { Writability::Writable }
+        if readonly {
+            Writability::ReadOnly
+        } else {
+            Writability::Writable
+        }
     }
 
     /// What may be exported of data that `self` (a type's field) and `storage` (what holds the
     /// memory) both describe: the narrower of the two. Read-only if either is, unknown if
     /// either is, writable only if both are: a field can narrow what the storage allows, never
     /// widen it.
-    #[inline(always)]
+    #[inline]
     pub const fn narrow(self, storage: Writability) -> Self {
         match (self, storage) {
             (Writability::ReadOnly, _) | (_, Writability::ReadOnly) => Writability::ReadOnly,
@@ -60,22 +64,22 @@ pub trait ReadonlyField {
 }
 
 impl ReadonlyField for bool {
-    #[inline(always)]
+    #[inline]
     fn writability(&self) -> Writability {
         Writability::from_readonly(*self)
     }
-    #[inline(always)]
+    #[inline]
     fn from_writability(w: Writability) -> Self {
         !w.is_writable()
     }
 }
 
 impl ReadonlyField for Writability {
-    #[inline(always)]
+    #[inline]
     fn writability(&self) -> Writability {
         *self
     }
-    #[inline(always)]
+    #[inline]
     fn from_writability(w: Writability) -> Self {
         w
     }

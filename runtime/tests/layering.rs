@@ -287,9 +287,6 @@ fn test_only_files(all: &[(PathBuf, String)]) -> Vec<PathBuf> {
 /// files (`*tests.rs`) and test-only modules are exempt.
 #[test]
 fn no_source_file_over_800_lines() {
-    let in_progress = [
-        "cpython/freelist.rs", // split in progress (issue 42)
-    ];
     let all = files(&src());
     let test_only = test_only_files(&all);
     let mut over = Vec::new();
@@ -297,7 +294,6 @@ fn no_source_file_over_800_lines() {
         let rel = path.strip_prefix(src()).unwrap();
         if path.to_string_lossy().ends_with("tests.rs")
             || test_only.contains(path)
-            || in_progress.iter().any(|p| rel == Path::new(p))
         {
             continue;
         }

@@ -25,8 +25,8 @@ use crate::copy::is_c_contiguous;
 use crate::dtype::{describe, itemsize};
 use crate::error::DlpackError;
 use crate::export::DLPackSource;
-use crate::spec::errors::FailureKind;
 use crate::export::access::SourceAccess;
+use crate::spec::errors::FailureKind;
 
 /// What `view.internal` owns.
 struct BufMeta {
@@ -186,7 +186,7 @@ where
 ///
 /// # Safety
 /// `view` is non-NULL and writable (a `Py_buffer` CPython passed to `bf_getbuffer`).
-#[inline(always)]
+#[inline]
 unsafe fn fill_view(
     view: *mut ffi::Py_buffer,
     flags: c_int,

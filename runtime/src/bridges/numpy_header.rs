@@ -4,8 +4,7 @@
 //! capsule. The result is what numpy's own `__dlpack__` would have given — same data pointer,
 //! shape, element strides, dtype, CPU device, read-only exactly when the array is not writeable,
 //! the array kept alive by a strong reference for the view's lifetime — without the capsule, the
-//! manager allocation or the Python-level call (~90 ns of the ~170 ns import on the reference
-//! machine).
+//! manager allocation or the Python-level call (most of an import's cost; `bench/`).
 //!
 //! It only ever *accepts* what numpy's `__dlpack__` accepts, and otherwise steps aside
 //! (returns `None`) so that the ordinary `__dlpack__` path runs and numpy raises its own error:

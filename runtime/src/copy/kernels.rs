@@ -218,7 +218,7 @@ pub(super) unsafe fn rows(
 ///
 /// # Safety
 /// The `n` source elements are readable (any alignment); `dst` writable for `n * size_of::<T>()`.
-#[inline(always)]
+#[inline]
 unsafe fn strided_row<T: Copy>(src: *const u8, stride: isize, n: usize, dst: *mut u8) {
     let d = dst as *mut T;
     if stride == 0 {

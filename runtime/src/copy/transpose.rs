@@ -194,7 +194,7 @@ fn batch_offsets(dims: &[usize], s: &[isize], d: &[isize], mut flat: usize) -> (
 ///
 /// # Safety
 /// All addressed elements valid (see `run`).
-#[inline(always)]
+#[inline]
 #[allow(clippy::too_many_arguments)]
 unsafe fn tile_scalar<T: Copy>(
     src: *const u8,
@@ -403,7 +403,7 @@ mod x86 {
 
     /// # Safety
     /// The 16×16 block is valid (SSE2 is baseline on x86_64).
-    #[inline(always)]
+    #[inline]
     unsafe fn micro_1(src: *const u8, sb: isize, dst: *mut u8, da: isize) {
         // SAFETY: 16 unaligned 16-byte loads / stores of valid rows.
         unsafe {
@@ -418,7 +418,7 @@ mod x86 {
 
     /// # Safety
     /// The 16 (a) × 64 (b) block is valid; destination rows 16-byte aligned.
-    #[inline(always)]
+    #[inline]
     unsafe fn line_1_nt(src: *const u8, sb: isize, dst: *mut u8, da: isize) {
         // SAFETY: 64 unaligned loads of valid rows; 64 aligned streaming stores to valid rows.
         unsafe {
@@ -513,7 +513,7 @@ mod x86 {
 
     /// # Safety
     /// The 8×8 block is valid (SSE2 is baseline on x86_64).
-    #[inline(always)]
+    #[inline]
     unsafe fn micro_2(src: *const u8, sb: isize, dst: *mut u8, da: isize) {
         // SAFETY: 8 unaligned 16-byte loads / stores of valid rows.
         unsafe {
@@ -527,7 +527,7 @@ mod x86 {
 
     /// # Safety
     /// The 8 (a) × 32 (b) block is valid; destination rows 16-byte aligned.
-    #[inline(always)]
+    #[inline]
     unsafe fn line_2_nt(src: *const u8, sb: isize, dst: *mut u8, da: isize) {
         // SAFETY: 32 unaligned loads of valid rows; 32 aligned streaming stores to valid rows.
         unsafe {

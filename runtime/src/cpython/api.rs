@@ -19,7 +19,7 @@ pub(crate) const VECTORCALL_ARGUMENTS_OFFSET: usize = 1 << (usize::BITS - 1);
 
 /// `PyVectorcall_NARGS`: the argument count in a vectorcall's `nargsf` (an inline function in
 /// every version's headers, so one definition serves both build modes).
-#[inline(always)]
+#[inline]
 pub(crate) fn vectorcall_nargs(nargsf: usize) -> ffi::Py_ssize_t {
     (nargsf & !VECTORCALL_ARGUMENTS_OFFSET) as ffi::Py_ssize_t
 }
@@ -28,7 +28,7 @@ pub(crate) fn vectorcall_nargs(nargsf: usize) -> ffi::Py_ssize_t {
 ///
 /// # Safety
 /// `t` is a live tuple (or tuple subclass instance); the GIL is held.
-#[inline(always)]
+#[inline]
 pub(crate) unsafe fn tuple_size(t: *mut ffi::PyObject) -> ffi::Py_ssize_t {
     // SAFETY: caller contract.
     unsafe {
@@ -47,7 +47,7 @@ pub(crate) unsafe fn tuple_size(t: *mut ffi::PyObject) -> ffi::Py_ssize_t {
 ///
 /// # Safety
 /// `t` is a live tuple; `0 <= i < tuple_size(t)`; the GIL is held.
-#[inline(always)]
+#[inline]
 pub(crate) unsafe fn tuple_item(t: *mut ffi::PyObject, i: ffi::Py_ssize_t) -> *mut ffi::PyObject {
     // SAFETY: caller contract (the index is in range, so the limited call cannot fail).
     unsafe {
@@ -71,7 +71,7 @@ pub(crate) unsafe fn tuple_item(t: *mut ffi::PyObject, i: ffi::Py_ssize_t) -> *m
 /// # Safety
 /// The GIL is held; `callable` is live; `args` holds `nargs + len(kwnames)` live objects;
 /// `kwnames` is NULL or a tuple of str.
-#[inline(always)]
+#[inline]
 pub(crate) unsafe fn vectorcall(
     callable: *mut ffi::PyObject,
     args: *const *mut ffi::PyObject,
@@ -176,7 +176,7 @@ unsafe fn slot(tp: *mut ffi::PyTypeObject, which: c_int) -> *mut c_void {
 ///
 /// # Safety
 /// `tp` is a live, ready type object; the GIL is held.
-#[inline(always)]
+#[inline]
 pub(crate) unsafe fn type_alloc(tp: *mut ffi::PyTypeObject) -> ffi::allocfunc {
     // SAFETY: caller contract; the slot holds an `allocfunc` (or NULL).
     unsafe {
@@ -193,7 +193,7 @@ pub(crate) unsafe fn type_alloc(tp: *mut ffi::PyTypeObject) -> ffi::allocfunc {
 ///
 /// # Safety
 /// `tp` is a live, ready type object; the GIL is held.
-#[inline(always)]
+#[inline]
 pub(crate) unsafe fn type_free(tp: *mut ffi::PyTypeObject) -> Option<ffi::freefunc> {
     // SAFETY: caller contract; the slot holds a `freefunc` (or NULL).
     unsafe {
@@ -320,7 +320,7 @@ pub(crate) unsafe fn type_name_is(
 /// # Safety
 /// `tp` is a live type object; the GIL is held.
 #[cfg_attr(Py_GIL_DISABLED, allow(dead_code))]
-#[inline(always)]
+#[inline]
 pub(crate) unsafe fn version_tag(tp: *mut ffi::PyTypeObject) -> u32 {
     #[cfg(Py_LIMITED_API)]
     {

@@ -34,13 +34,12 @@ pub(crate) unsafe fn this_thread_holds_gil() -> bool {
 /// returned then. Panics never cross the C boundary.
 ///
 /// `what` gives the entry point's name; it is called and formatted only when a panic is caught.
-/// A closure that captures nothing (`|| NAME`) costs nothing on the call: a `&str` passed as a
-/// value was stored on the stack on every call for the unwinding path to read (3 instructions
-/// of each export, measured).
+/// A closure that captures nothing (`|| NAME`) costs nothing on the call, where a `&str` passed
+/// as a value is stored on the stack on every call for the unwinding path to read.
 ///
 /// # Safety
 /// The calling thread holds the GIL.
-#[inline(always)]
+#[inline]
 pub(crate) unsafe fn at_c_boundary<R, D: std::fmt::Display>(
     what: impl FnOnce() -> D,
     failed: R,
@@ -353,7 +352,7 @@ pub(crate) unsafe fn set_method_vectorcall(
 /// # Safety
 /// `descr` is a live method descriptor whose entry [`set_method_vectorcall`] replaced (so its
 /// layout is known).
-#[inline(always)]
+#[inline]
 pub(crate) unsafe fn descriptor_type(descr: *mut ffi::PyObject) -> *mut ffi::PyTypeObject {
     // SAFETY: caller contract.
     unsafe { (*descr.cast::<RawMethodDescr>()).d_type }

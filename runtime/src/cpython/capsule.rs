@@ -54,7 +54,7 @@ pub(crate) enum Layout {
 ///
 /// # Safety
 /// The GIL is held.
-#[inline(always)]
+#[inline]
 unsafe fn layout() -> Layout {
     match LAYOUT.load(Ordering::Relaxed) {
         1 => Layout::Plain,
@@ -195,7 +195,7 @@ pub(crate) unsafe fn new_capsule(
 ///
 /// # Safety
 /// `c` points to a freshly allocated capsule of a checked layout.
-#[inline(always)]
+#[inline]
 unsafe fn fill(
     c: *mut RawCapsule,
     pointer: *mut c_void,
@@ -216,7 +216,7 @@ unsafe fn fill(
 ///
 /// # Safety
 /// The GIL is held (or the caller is a capsule destructor); `capsule` is a live, exact capsule.
-#[inline(always)]
+#[inline]
 pub(crate) unsafe fn name_and_context(capsule: *mut ffi::PyObject) -> (*const c_char, *mut c_void) {
     // SAFETY: caller contract; the direct path reads fields of the checked layout (both
     // layouts start with `RawCapsule`, and both have an odd code: one test decides).

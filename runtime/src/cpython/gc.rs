@@ -108,13 +108,13 @@ fn subtype_clear(py: Python<'_>) -> Option<usize> {
 ///
 /// CPython leaves such objects out of the collector the same way (a tuple of untracked
 /// objects is untracked at its next collection, `_PyTuple_MaybeUntrack`); dlbind decides at
-/// creation, so the instance is never linked into the collector's lists at all (on 3.14, a
-/// `PyObject_GC_Track` and a `PyObject_GC_UnTrack` of 17 instructions each per import). An
+/// creation, so the instance is never linked into the collector's lists at all (no
+/// `PyObject_GC_Track` and `PyObject_GC_UnTrack` per import; costs: `bench/`). An
 /// untracked instance is still reported by `gc.get_referents`; `gc.is_tracked` says `False`.
 ///
 /// # Safety
 /// `o` is a live object; the GIL is held.
-#[inline(always)]
+#[inline]
 pub(crate) unsafe fn referent_needs_tracking(
     o: *mut ffi::PyObject,
     own: impl FnOnce() -> *mut ffi::PyTypeObject,

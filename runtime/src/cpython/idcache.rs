@@ -16,7 +16,7 @@ use pyo3::ffi;
 /// Whether `mv` is the `max_version` tuple [`versioned_max_version`] accepted last: one load
 /// and one compare. That tuple is kept alive by a strong reference while it is remembered, so
 /// its address is not another object's, and a tuple of ints cannot change.
-#[inline(always)]
+#[inline]
 pub(crate) fn seen_max_version(mv: *mut ffi::PyObject) -> bool {
     MAX_VERSION_SEEN.load(Ordering::Relaxed) == mv
 }
@@ -36,7 +36,7 @@ static MAX_VERSION_SEEN: AtomicPtr<ffi::PyObject> = AtomicPtr::new(std::ptr::nul
 ///
 /// # Safety
 /// The GIL is held; `mv` is a live object.
-#[inline(always)]
+#[inline]
 pub(crate) unsafe fn versioned_max_version(mv: *mut ffi::PyObject) -> bool {
     // SAFETY: caller contract; the items are read after the exact type and size are checked.
     // The strong reference is taken before the pointer is published, and the old tuple is
@@ -91,7 +91,7 @@ pub(crate) fn remember_kwnames(kwnames: *mut ffi::PyObject, slots: u32) {
 }
 
 /// The slots of `kwnames` when it is the keyword-name tuple remembered last.
-#[inline(always)]
+#[inline]
 pub(crate) fn cached_kwnames(kwnames: *mut ffi::PyObject) -> Option<u32> {
     (kwnames == KW_TUPLE.load(Ordering::Relaxed)).then(|| KW_SLOTS.load(Ordering::Relaxed))
 }
@@ -106,7 +106,7 @@ static MV_KWNAMES: AtomicPtr<ffi::PyObject> = AtomicPtr::new(std::ptr::null_mut(
 ///
 /// # Safety
 /// The GIL is held; `kwnames` is a tuple of str.
-#[inline(always)]
+#[inline]
 pub(crate) unsafe fn only_max_version(kwnames: *mut ffi::PyObject) -> bool {
     // SAFETY: caller contract.
     kwnames == MV_KWNAMES.load(Ordering::Relaxed) || unsafe { only_max_version_slow(kwnames) }
@@ -115,7 +115,7 @@ pub(crate) unsafe fn only_max_version(kwnames: *mut ffi::PyObject) -> bool {
 /// Whether `kwnames` is the `("max_version",)` tuple [`only_max_version`] accepted last: the
 /// identity check alone (one load), for a caller that must not spend more on other calls
 /// (`__dlpack__`'s own vectorcall entry).
-#[inline(always)]
+#[inline]
 pub(crate) fn is_max_version_kwnames(kwnames: *mut ffi::PyObject) -> bool {
     !kwnames.is_null() && kwnames == MV_KWNAMES.load(Ordering::Relaxed)
 }
@@ -154,7 +154,7 @@ unsafe fn only_max_version_slow(kwnames: *mut ffi::PyObject) -> bool {
 /// # Safety
 /// The GIL is held; `args` holds the call's `len(kwnames)` keyword values (no positional ones),
 /// `slots` is what [`cached_kwnames`] returned for its `kwnames`.
-#[inline(always)]
+#[inline]
 pub(crate) unsafe fn versioned_defaults(args: *const *mut ffi::PyObject, slots: u32) -> bool {
     // SAFETY: caller contract: `slots & 7` values follow.
     unsafe {

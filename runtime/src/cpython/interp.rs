@@ -44,7 +44,7 @@ fn is_finalizing_fn() -> Option<IsFinalizing> {
 #[cfg(all(Py_LIMITED_API, not(feature = "abi3-layouts")))]
 static EXITING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// Registers the `atexit` callback that sets [`EXITING`] (once per process): what an abi3 build
+/// Registers the `atexit` callback that sets `EXITING` (once per process): what an abi3 build
 /// without a finalisation query asks in [`may_take_gil`]; the other builds do not need it.
 fn watch_finalization(py: pyo3::Python<'_>) -> pyo3::PyResult<()> {
     #[cfg(not(all(Py_LIMITED_API, not(feature = "abi3-layouts"))))]

@@ -21,7 +21,7 @@ static SHIFT: AtomicUsize = AtomicUsize::new(0);
 ///
 /// # Safety
 /// The GIL is held; `o` is a live object.
-#[inline(always)]
+#[inline]
 pub(crate) unsafe fn small_int(o: *mut ffi::PyObject) -> Option<i64> {
     let mut base = BASE.load(Ordering::Relaxed);
     if base == 0 {
@@ -57,7 +57,7 @@ pub(crate) unsafe fn by_identity() -> bool {
 ///
 /// # Safety
 /// The GIL is held; `major` and `minor` are live objects.
-#[inline(always)]
+#[inline]
 pub(crate) unsafe fn small_major_at_least_1(
     major: *mut ffi::PyObject,
     minor: *mut ffi::PyObject,

@@ -64,7 +64,7 @@ static DEVICE_TUPLE_PTRS: [AtomicPtr<pyo3::ffi::PyObject>; DEVICE_TUPLES] =
 static KW_MAX_VERSION_PTR: AtomicPtr<pyo3::ffi::PyObject> = AtomicPtr::new(std::ptr::null_mut());
 
 /// The interned `max_version` (null before [`names`] first returned).
-#[inline(always)]
+#[inline]
 pub(crate) fn kw_max_version_ptr() -> *mut pyo3::ffi::PyObject {
     KW_MAX_VERSION_PTR.load(Ordering::Relaxed)
 }
@@ -76,7 +76,7 @@ pub(crate) fn kw_max_version_ptr() -> *mut pyo3::ffi::PyObject {
 /// The calling thread holds the GIL (the incref), and [`names`] has returned before, on this
 /// thread or on one whose work this thread has seen (as a method descriptor installed after it
 /// is seen by whoever calls that method).
-#[inline(always)]
+#[inline]
 pub(crate) unsafe fn cached_device_tuple(device: Device) -> Option<*mut pyo3::ffi::PyObject> {
     if device.device_id != 0 {
         return None;

@@ -32,7 +32,7 @@ impl SpareBlock {
     ///
     /// # Safety
     /// The GIL is held.
-    #[inline(always)]
+    #[inline]
     pub(crate) unsafe fn take(&self) -> Option<*mut c_void> {
         let spare = self.0.load(Ordering::Relaxed);
         // Neither NULL (empty) nor OFF.
@@ -48,7 +48,7 @@ impl SpareBlock {
     ///
     /// # Safety
     /// The GIL is held; `block` is a block of this slot's kind that nothing refers to.
-    #[inline(always)]
+    #[inline]
     pub(crate) unsafe fn give(&self, block: *mut c_void) -> bool {
         if self.0.load(Ordering::Relaxed).is_null() {
             self.0.store(block, Ordering::Relaxed);

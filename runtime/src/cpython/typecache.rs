@@ -75,7 +75,7 @@ impl<V: Copy, const N: usize> TypeCache<V, N> {
     /// # Safety
     /// The GIL is held; `tp` is a live type object.
     #[cfg(not(Py_GIL_DISABLED))]
-    #[inline(always)]
+    #[inline]
     unsafe fn tag(tp: *mut ffi::PyTypeObject) -> u32 {
         // SAFETY: caller contract.
         unsafe {
@@ -92,7 +92,7 @@ impl<V: Copy, const N: usize> TypeCache<V, N> {
     }
 
     #[cfg(not(Py_GIL_DISABLED))]
-    #[inline(always)]
+    #[inline]
     fn slot(tp: *mut ffi::PyTypeObject) -> usize {
         ((tp as usize) >> 6) & (N - 1)
     }
@@ -101,7 +101,7 @@ impl<V: Copy, const N: usize> TypeCache<V, N> {
     ///
     /// # Safety
     /// The GIL is held; `tp` is a live type object.
-    #[inline(always)]
+    #[inline]
     pub(crate) unsafe fn get(&self, tp: *mut ffi::PyTypeObject) -> Option<V> {
         #[cfg(not(Py_GIL_DISABLED))]
         // SAFETY: caller contract (GIL held: no other access runs).

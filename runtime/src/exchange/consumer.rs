@@ -18,7 +18,7 @@ use super::lookup::{TableKind, lookup_table};
 /// Refuses a torch tensor whose negative bit (any dtype) or, when `complex`, conjugate bit is
 /// set (`x.is_neg()`, `x.is_conj()`; torch sets the conjugate bit on complex tensors only, and a
 /// torch without those methods has no such bits): its stored values are not its values. Each
-/// question is a torch method call (~50 ns), so the conjugate one is asked only when it can be
+/// question is a torch method call, so the conjugate one is asked only when it can be
 /// yes.
 fn refuse_torch_lazy_bits(obj: &Bound<'_, PyAny>, complex: bool) -> PyResult<()> {
     let py = obj.py();
@@ -131,7 +131,9 @@ pub fn import_via_exchange_api_with<R>(
     }
     note_exchange_import();
     // SAFETY: ours, checked (above); the handle takes it over.
-    Some(f(unsafe { ImportedTensor::take_versioned_unchecked(m, extent) }))
+    Some(f(unsafe {
+        ImportedTensor::take_versioned_unchecked(m, extent)
+    }))
 }
 
 /// A table's exports do not synchronise (`…_no_sync`): for memory on a device with streams,

@@ -291,7 +291,7 @@ unsafe fn is_torch_tensor_type(py: Python<'_>, tp: *mut ffi::PyTypeObject) -> bo
 /// As for `lookup_exchange_api`.
 ///
 /// The cache hit is inlined into the caller; the lookup itself is not ([`lookup_table_slow`]).
-#[inline(always)]
+#[inline]
 pub(super) unsafe fn lookup_table(
     py: Python<'_>,
     o: *mut ffi::PyObject,

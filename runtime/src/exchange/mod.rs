@@ -44,7 +44,7 @@
 //! object whose data is writable, [`import_via_exchange_api_with`] calls the fill, checks the
 //! result as every import does (`import::validate_dltensor`), copies shape and strides at once
 //! and keeps a strong reference to the object: what the owning export would give, without the
-//! managed tensor (its allocation and deleter; ~15 ns of ~70). Everything else takes the owning
+//! managed tensor (its allocation and deleter). Everything else takes the owning
 //! export: read-only data (the fill refuses it), device memory or a pending stream (the owning
 //! export does the stream work), and every other table (other modules, even ones built with
 //! dlbind, torch, tvm-ffi). Each lending table has a probe (the type check, read-only flag,
@@ -57,12 +57,12 @@ pub mod probe;
 pub mod producer;
 
 pub use consumer::import_via_exchange_api_with;
-#[cfg(feature = "test-util")]
-pub use lookup::lookup_exchange_api;
 pub(crate) use counters::note_same_type_view;
 pub use counters::{
     exchange_imports, same_type_views, same_type_views_enabled, set_same_type_views,
 };
+#[cfg(feature = "test-util")]
+pub use lookup::lookup_exchange_api;
 
 use std::ffi::c_void;
 use std::ptr;
@@ -73,12 +73,12 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 
 use crate::export::DLPackSource;
+use crate::export::access::SourceAccess;
 use crate::ffi::{
     DLPACK_EXCHANGE_API_CAPSULE_NAME, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION,
     DLPackExchangeAPI, DLPackExchangeAPIHeader, DLPackVersion,
 };
 use crate::import::ImportedTensor;
-use crate::export::access::SourceAccess;
 
 /// Builds a Python object of the user's type from an imported tensor: what the table's
 /// `managed_tensor_allocator` and `managed_tensor_to_py_object_no_sync` call.

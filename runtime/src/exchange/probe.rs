@@ -21,8 +21,8 @@ use pyo3::PyClass;
 use pyo3::prelude::*;
 
 use super::Constructor;
-use crate::import::FromDLPack;
 use crate::export::UncheckedExtent;
+use crate::import::FromDLPack;
 use crate::import::ImportedTensor;
 
 /// A type-level probe (zero-sized).

@@ -41,7 +41,7 @@ const OWNING_REQUEST: ExportRequest = ExportRequest {
 ///
 /// # Safety
 /// The calling thread holds the GIL.
-#[inline(always)]
+#[inline]
 unsafe fn with_gil_held(what: &'static str, f: impl FnOnce(Python<'_>) -> PyResult<()>) -> c_int {
     // SAFETY: caller contract (GIL held).
     unsafe {
@@ -63,7 +63,7 @@ impl std::fmt::Display for ExchangeEntry {
 ///
 /// # Safety
 /// GIL held; `obj` is NULL or a live object.
-#[inline(always)]
+#[inline]
 unsafe fn as_source<'a, 'py, T: PyClass>(
     py: Python<'py>,
     obj: *mut c_void,

@@ -43,11 +43,11 @@ pub trait SourceAccess<T: PyClass> {
 
 impl<T: PyClass<Frozen = True> + Sync> SourceAccess<T> for True {
     const FROZEN: bool = true;
-    #[inline(always)]
+    #[inline]
     fn with<R>(slf: &Bound<'_, T>, f: impl FnOnce(&T) -> R) -> PyResult<R> {
         Ok(f(slf.get()))
     }
-    #[inline(always)]
+    #[inline]
     fn with_owner<'py, R>(
         slf: &Bound<'py, T>,
         f: impl FnOnce(&Bound<'py, PyAny>, &T) -> R,
@@ -58,7 +58,7 @@ impl<T: PyClass<Frozen = True> + Sync> SourceAccess<T> for True {
 
 impl<T: PyClass<Frozen = False>> SourceAccess<T> for False {
     const FROZEN: bool = false;
-    #[inline(always)]
+    #[inline]
     fn with<R>(slf: &Bound<'_, T>, f: impl FnOnce(&T) -> R) -> PyResult<R> {
         let r = slf.try_borrow()?;
         Ok(f(&r))
@@ -87,7 +87,7 @@ impl<T: PyClass<Frozen = False>> SourceAccess<T> for False {
 /// [`SourceAccess::with`]; this would work for it but count a borrow).
 ///
 /// [`Keep`]: super::borrow::Keep
-#[inline(always)]
+#[inline]
 pub(crate) fn with_held<'py, T: PyClass, R>(
     slf: &Bound<'py, T>,
     f: impl FnOnce(HeldBorrow, &T) -> R,
@@ -106,7 +106,7 @@ pub(crate) fn with_held<'py, T: PyClass, R>(
 
 /// Whether `T` is a `#[pyclass(frozen)]`, for code whose bounds do not name [`SourceAccess`]
 /// (a constant once monomorphised: the comparison folds away).
-#[inline(always)]
+#[inline]
 pub(crate) fn is_frozen<T: PyClass>() -> bool {
     TypeId::of::<T::Frozen>() == TypeId::of::<True>()
 }

@@ -28,10 +28,10 @@ pub(super) static LIVE_EXPORTS: AtomicUsize = AtomicUsize::new(0);
 
 /// Adds `delta` to the live-export count. Only called with the GIL held (building a tensor
 /// requires it, and the deleter counts while it holds the GIL), so the GIL orders the updates
-/// and a plain load + store is enough: no locked read-modify-write on the export hot path
-/// (measured at ~4 ns per export). Without a GIL (free-threaded builds, which dlbind does not
+/// and a plain load + store is enough: no locked read-modify-write on the export hot path.
+/// Without a GIL (free-threaded builds, which dlbind does not
 /// target yet) the count would be approximate; it is diagnostics only.
-#[inline(always)]
+#[inline]
 pub(super) fn count_exports(delta: isize) {
     LIVE_EXPORTS.store(
         LIVE_EXPORTS
@@ -101,7 +101,7 @@ pub fn spare_blocks_held() -> usize {
 /// # Safety
 /// The GIL is held: it orders every access to the spare slots (plain load + store, no locked
 /// instruction), as for the live-export counter.
-#[inline(always)]
+#[inline]
 pub(super) unsafe fn take_block<M: ManagedKind>(ndim: usize, size: usize) -> *mut u8 {
     if 2 * ndim <= SMALL_DIMS {
         // SAFETY: the GIL is held (caller contract).
@@ -122,7 +122,7 @@ pub(super) unsafe fn take_block<M: ManagedKind>(ndim: usize, size: usize) -> *mu
 /// # Safety
 /// The GIL is held; `block` came from [`take_block`] for kind `M` and `ndim`, and nothing
 /// refers to it any more.
-#[inline(always)]
+#[inline]
 pub(super) unsafe fn give_block<M: ManagedKind>(block: *mut c_void, ndim: usize) {
     // SAFETY: the GIL is held and nothing refers to `block` (caller contract).
     if !(2 * ndim <= SMALL_DIMS && unsafe { M::spare().give(block) }) {
@@ -147,7 +147,7 @@ impl ManagedKind for DLManagedTensor {
         // SAFETY: the caller guarantees `p` is live.
         unsafe { (*p).deleter }
     }
-    #[inline(always)]
+    #[inline]
     fn spare() -> &'static SpareBlock {
         &SPARE_LEGACY
     }
@@ -171,7 +171,7 @@ impl ManagedKind for DLManagedTensorVersioned {
         // SAFETY: the caller guarantees `p` is live. `deleter` is in the ABI-stable prefix.
         unsafe { (*p).deleter }
     }
-    #[inline(always)]
+    #[inline]
     fn spare() -> &'static SpareBlock {
         &SPARE_VERSIONED
     }

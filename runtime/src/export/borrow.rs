@@ -72,7 +72,7 @@ pub fn live_borrow_guards() -> usize {
 /// Adds `delta` to the borrow count. Only called attached to the interpreter (a borrow is taken
 /// and dropped with the GIL held), so the GIL orders the updates: a plain load + store, no
 /// locked read-modify-write on the export path (as `block::count_exports`; diagnostics only).
-#[inline(always)]
+#[inline]
 fn count_borrows(delta: isize) {
     LIVE_BORROWS.store(
         LIVE_BORROWS
@@ -105,7 +105,7 @@ pub(crate) struct HeldBorrow {
 impl HeldBorrow {
     /// Keeps `r`'s shared borrow (and its strong reference) until the result is dropped or the
     /// [`Unborrow`] of [`Self::into_raw`] runs.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn new<T: PyClass>(r: PyRef<'_, T>) -> Self {
         const {
             assert!(
@@ -134,7 +134,7 @@ impl HeldBorrow {
     }
 
     /// The borrowed object (borrowed pointer: the strong reference stays with the borrow).
-    #[inline(always)]
+    #[inline]
     pub(crate) fn object(&self) -> *mut ffi::PyObject {
         self.obj
     }
@@ -142,7 +142,7 @@ impl HeldBorrow {
     /// Moves the borrow out: the slot and the function that ends it, which the new owner (an
     /// export's manager block) must call exactly once with that slot, attached to the
     /// interpreter (see [`Unborrow`]).
-    #[inline(always)]
+    #[inline]
     pub(crate) fn into_raw(self) -> (BorrowSlot, Unborrow) {
         let me = ManuallyDrop::new(self);
         (me.slot, me.unborrow)
@@ -188,7 +188,7 @@ pub(crate) trait Keep {
 }
 
 impl Keep for *mut ffi::PyObject {
-    #[inline(always)]
+    #[inline]
     unsafe fn into_kept(self) -> (*mut ffi::PyObject, BorrowSlot, Option<Unborrow>) {
         if !self.is_null() {
             // SAFETY: a live object, attached (caller contract).
@@ -199,7 +199,7 @@ impl Keep for *mut ffi::PyObject {
 }
 
 impl Keep for HeldBorrow {
-    #[inline(always)]
+    #[inline]
     unsafe fn into_kept(self) -> (*mut ffi::PyObject, BorrowSlot, Option<Unborrow>) {
         let obj = self.object();
         let (slot, unborrow) = self.into_raw();

@@ -27,7 +27,7 @@ use crate::gpu::DeviceRuntime;
 ///
 /// # Safety
 /// `a` is a NUL-terminated string.
-#[inline(always)]
+#[inline]
 pub(super) unsafe fn c_str_eq(a: *const std::ffi::c_char, b: &CStr) -> bool {
     for (i, &want) in b.to_bytes_with_nul().iter().enumerate() {
         // SAFETY: every earlier byte of `a` matched a non-NUL byte of `b`, so `a` has not ended
@@ -100,7 +100,7 @@ pub(super) unsafe fn wrap_capsule<M: ManagedKind>(
 ///
 /// # Safety
 /// As for [`wrap_capsule`].
-#[inline(always)]
+#[inline]
 unsafe fn capsule_or_delete<M: ManagedKind>(m: NonNull<M>) -> *mut ffi::PyObject {
     // SAFETY: the name is a 'static C string (PyCapsule keeps the pointer); the destructor
     // follows the DLPack rules for exactly this struct kind.
@@ -152,7 +152,7 @@ pub fn export_to_capsule_on<S: DLPackSource + ?Sized>(
 }
 
 /// Plans `req` for `src` ([`plan_export`]) and exports it ([`export_planned_on`]).
-#[inline(always)]
+#[inline]
 pub(super) fn negotiate_and_export<S: DLPackSource + ?Sized>(
     owner: &Bound<'_, PyAny>,
     src: &S,
@@ -167,7 +167,7 @@ pub(super) fn negotiate_and_export<S: DLPackSource + ?Sized>(
 ///
 /// # Safety
 /// Attached (`py`); `owner` keeps `src`'s memory alive (a live object or a borrow of one).
-#[inline(always)]
+#[inline]
 pub(super) unsafe fn negotiate_and_export_kept<S: DLPackSource + ?Sized, K: Keep>(
     py: Python<'_>,
     owner: K,

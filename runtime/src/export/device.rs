@@ -5,9 +5,8 @@
 
 use std::ffi::c_void;
 
-
-use super::request::ExportPlan;
 use super::DLPackSource;
+use super::request::ExportPlan;
 use crate::layout::c_strides_into;
 use std::sync::Arc;
 
@@ -16,9 +15,9 @@ use crate::copy::{contiguous_nbytes, copy_to_contiguous};
 use crate::device::Device;
 use crate::dtype::elem_size;
 use crate::error::DlpackError;
-use crate::spec::errors::FailureKind;
 use crate::ffi::DLDataType;
 use crate::gpu::{self, DeviceRuntime, OwnedAllocation, TensorLayout};
+use crate::spec::errors::FailureKind;
 
 /// The data an export points at, when it is not simply the source's own host memory.
 pub(super) struct Prepared {
@@ -34,7 +33,7 @@ pub(super) struct Prepared {
 
 /// Whether an export needs the GPU planner: a non-CPU source or target, or a source that
 /// reports a stream with pending work.
-#[inline(always)]
+#[inline]
 pub(super) fn gpu_involved<S: DLPackSource + ?Sized>(src: &S, plan: &ExportPlan) -> bool {
     !(src.dlpack_device().is_cpu() && plan.device.is_cpu()) || src.dlpack_stream().is_some()
 }

@@ -45,7 +45,7 @@ where
 }
 
 /// `slf` exported as `req` asks (the part of [`dlpack_method`] after argument parsing).
-#[inline(always)]
+#[inline]
 fn export_with<T>(slf: &Bound<'_, T>, req: &ExportRequest) -> PyResult<Py<PyAny>>
 where
     T: PyClass + DLPackSource,
@@ -316,8 +316,7 @@ where
 /// `dlpack_fastcall_unbound::<T>`, checks that `self` is a `T`, replaces `T.__dlpack__` and
 /// `T.__dlpack_device__` with descriptors bound to `T` itself (`bind_to_class`) and exports.
 /// From then on CPython checks the type and its method-call fast path applies (a descriptor
-/// bound to another type than the object's is never specialised): ~170 instructions less per
-/// `t.__dlpack__()`.
+/// bound to another type than the object's is never specialised).
 pub fn dlpack_descriptor<T>(py: Python<'_>) -> PyResult<Py<PyAny>>
 where
     T: PyClass + DLPackSource,

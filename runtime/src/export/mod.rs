@@ -89,7 +89,7 @@ pub unsafe trait DLPackSource {
     /// `Some(Device::CPU)` for a type without a `#[dlpack(device)]` field; the default `None`
     /// asks the value. (A function rather than a constant, so that `dyn DLPackSource` stays
     /// usable.)
-    #[inline(always)]
+    #[inline]
     fn dlpack_fixed_device() -> Option<Device>
     where
         Self: Sized,
@@ -126,7 +126,7 @@ pub unsafe trait DLPackSource {
     /// [`DataSource::extent`] and [`DataSource::device`]; `None` (the default, for a hand-written
     /// impl) checks nothing, the impl vouching by its safety contract.
     #[doc(hidden)]
-    #[inline(always)]
+    #[inline]
     fn __dlbind_storage(&self) -> Option<(Extent, Device)> {
         None
     }
@@ -217,12 +217,12 @@ pub unsafe trait DataSource {
     /// shape and strides against it.
     fn extent(&self) -> Extent;
     /// Whether consumers may write the memory. The default: read-only.
-    #[inline(always)]
+    #[inline]
     fn writability(&self) -> Writability {
         Writability::ReadOnly
     }
     /// Where the memory is. The default: the CPU.
-    #[inline(always)]
+    #[inline]
     fn device(&self) -> Device {
         Device::CPU
     }
@@ -272,7 +272,7 @@ macro_rules! slice_data_source {
             }
             /// Read-only: the slice is reached through `&self` (Rust's aliasing rules forbid
             /// writes through it while `&self` code may read it).
-            #[inline(always)]
+            #[inline]
             fn writability(&self) -> Writability {
                 Writability::ReadOnly
             }

@@ -41,7 +41,7 @@ pub(crate) unsafe extern "C" fn deleter_versioned(p: *mut DLManagedTensorVersion
 ///
 /// # Safety
 /// `p` is NULL or a tensor created by `build_managed` whose deleter has not run yet.
-#[inline(always)]
+#[inline]
 pub(super) unsafe fn deleter<M: ManagedKind>(p: *mut M) {
     if p.is_null() {
         return;
@@ -57,7 +57,7 @@ pub(super) unsafe fn deleter<M: ManagedKind>(p: *mut M) {
 ///
 /// # Safety
 /// As for [`deleter`], `p` non-null; `gil_held` only if this thread holds the GIL.
-#[inline(always)]
+#[inline]
 pub(super) unsafe fn release<M: ManagedKind>(p: *mut M, gil_held: bool) {
     let hdr = p.cast::<Header<M>>();
     // Rust-owned memory needs no interpreter. Each is looked at in place and moved out (exactly
@@ -105,7 +105,7 @@ pub(super) unsafe fn release<M: ManagedKind>(p: *mut M, gil_held: bool) {
 /// # Safety
 /// Attached to the interpreter; `hdr` is a live block `build_managed` filled whose owner was not
 /// dropped yet. The block is still the caller's afterwards (only the owner's fields are spent).
-#[inline(always)]
+#[inline]
 unsafe fn drop_owner<M>(hdr: *mut Header<M>) {
     // SAFETY: caller contract: with `unborrow` set, `borrow` holds the borrow it ends; else
     // `owner` is NULL or a strong reference the block holds. Dropping either may run the

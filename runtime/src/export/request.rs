@@ -17,11 +17,11 @@
 
 use crate::device::Device;
 use crate::error::DlpackError;
-use crate::spec::errors::FailureKind;
 use crate::ffi::{
     DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION,
     DLPACK_MINOR_VERSION, DLPackVersion,
 };
+use crate::spec::errors::FailureKind;
 use crate::spec::streams::{StreamAction, resolve_stream};
 use crate::writability::Writability;
 
@@ -186,7 +186,7 @@ pub fn plan_export(req: &ExportRequest, src: SourceInfo) -> Result<ExportPlan, D
 /// data is writable; a legacy capsule (no flags) for writable data and for data of unknown
 /// writability (a legacy import: it loses nothing it had), `ReadOnlyLegacy` for known
 /// read-only data.
-#[inline(always)]
+#[inline]
 fn read_only_flags(w: Writability, versioned: bool) -> Result<u64, DlpackError> {
     match w {
         Writability::Writable => Ok(0),
@@ -275,7 +275,10 @@ mod tests {
             assert!(p.versioned, "{copy:?}");
             assert_eq!(p.flags, DLPACK_FLAG_BITMASK_READ_ONLY, "{copy:?}");
             // Known read-only still refuses the legacy capsule.
-            assert_eq!(kind(plan_export(&req(None, copy, None, None), CPU_RO)), FailureKind::ReadOnlyLegacy);
+            assert_eq!(
+                kind(plan_export(&req(None, copy, None, None), CPU_RO)),
+                FailureKind::ReadOnlyLegacy
+            );
         }
     }
 
@@ -332,7 +335,10 @@ mod tests {
             for c in [None, Some(true), Some(false)] {
                 let k = kind(plan_export(&req(Some((1, 0)), c, Some(d), None), CPU_RW));
                 assert_eq!(k, FailureKind::UnsupportedDevice, "{d:?} {c:?}");
-                assert_eq!(k.exception(), crate::spec::errors::PyExceptionKind::BufferError);
+                assert_eq!(
+                    k.exception(),
+                    crate::spec::errors::PyExceptionKind::BufferError
+                );
             }
         }
         // Host → CUDA is a host-to-device copy (the GPU planner serves it); copy=False refuses.
@@ -453,7 +459,10 @@ mod tests {
         for s in [-1, 0, 1, 2, 7] {
             let e = plan_export(&req(None, None, None, Some(s)), CPU_RW).unwrap_err();
             assert_eq!(e.kind(), FailureKind::InvalidStream);
-            assert_eq!(e.exception(), crate::spec::errors::PyExceptionKind::ValueError);
+            assert_eq!(
+                e.exception(),
+                crate::spec::errors::PyExceptionKind::ValueError
+            );
         }
         // CUDA source: every stream value is checked by the generated table, nothing else.
         let cuda = SourceInfo {

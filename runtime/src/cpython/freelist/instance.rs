@@ -24,7 +24,7 @@ use super::registry::{Direct, keep_or_free, list_of};
 /// header and GC tracking as `PyType_GenericAlloc` makes them, with `value` written at that
 /// offset: the bytes PyO3 would have written, without `object.__new__` and PyO3's initializer.
 /// When it does not, or `T` has no free list, every instance is `Bound::new`.
-#[inline(always)]
+#[inline]
 #[allow(dead_code)] // the derive calls `new_instance_tracked`; tests call this
 pub fn new_instance<T>(py: Python<'_>, value: T) -> PyResult<Bound<'_, T>>
 where
@@ -39,7 +39,7 @@ where
 /// `FromDLPack::__dlbind_needs_tracking`), whether it came from the list or from
 /// `PyType_GenericAlloc`. An instance made by PyO3 (the first, probed one; every one when the
 /// probe refused) is tracked.
-#[inline(always)]
+#[inline]
 pub fn new_instance_tracked<T>(
     py: Python<'_>,
     value: T,
@@ -115,7 +115,7 @@ where
 ///
 /// # Safety
 /// GIL held, until the `Unfilled` is filled or dropped.
-#[inline(always)]
+#[inline]
 pub(crate) unsafe fn pop_for_fill<'a, T: PyClass>(
     py: Python<'_>,
 ) -> Option<(Unfilled, &'a mut std::mem::MaybeUninit<T>)> {
@@ -144,7 +144,7 @@ impl Unfilled {
     /// # Safety
     /// A whole, valid `T` has been written to the place [`pop_for_fill`] gave; `track` is
     /// `true` unless the value's `FromDLPack::__dlbind_needs_tracking` said otherwise.
-    #[inline(always)]
+    #[inline]
     pub(crate) unsafe fn filled(self, track: bool) -> *mut ffi::PyObject {
         let obj = self.0;
         std::mem::forget(self);

@@ -81,7 +81,7 @@ pub(super) static REGISTRY: Registry = Registry(UnsafeCell::new(Lists {
 ///
 /// # Safety
 /// GIL held, and no other reference into the registry is live.
-#[inline(always)]
+#[inline]
 pub(super) unsafe fn list_of(ty: *mut ffi::PyTypeObject) -> Option<&'static mut List> {
     // SAFETY: caller contract (GIL held: exclusive access).
     let r = unsafe { &mut *REGISTRY.0.get() };
@@ -101,7 +101,7 @@ impl List {
     /// # Safety
     /// GIL held; `keep` lies in `[size_of::<PyObject>(), basicsize)` and the caller fills it
     /// before anything can look at the object.
-    #[inline(always)]
+    #[inline]
     pub(super) unsafe fn pop(
         &mut self,
         keep: std::ops::Range<usize>,
@@ -117,7 +117,7 @@ impl List {
     ///
     /// # Safety
     /// As for [`List::pop`].
-    #[inline(always)]
+    #[inline]
     pub(super) unsafe fn pop_untracked(
         &mut self,
         keep: std::ops::Range<usize>,
@@ -149,7 +149,7 @@ impl List {
     ///
     /// # Safety
     /// As for [`keep_or_free`].
-    #[inline(always)]
+    #[inline]
     pub(super) unsafe fn keep_or_free(&mut self, o: *mut ffi::PyObject) {
         if self.items.len() < self.capacity {
             self.items.push(o);
@@ -165,7 +165,7 @@ impl List {
 ///
 /// # Safety
 /// `base[range]` is writable and `base` is 8-byte aligned (pymalloc aligns to 16).
-#[inline(always)]
+#[inline]
 unsafe fn zero(base: *mut u8, range: std::ops::Range<usize>) {
     // SAFETY: caller contract.
     unsafe {
@@ -190,7 +190,7 @@ unsafe fn zero(base: *mut u8, range: std::ops::Range<usize>) {
 /// # Safety
 /// GIL held; `o`'s `tp_dealloc` has run and it is untracked; `o` holds a strong reference to
 /// its type that passes to this call; `o` is not used after this.
-#[inline(always)]
+#[inline]
 pub(super) unsafe fn keep_or_free(o: *mut ffi::PyObject) {
     // SAFETY: caller contract.
     unsafe {
@@ -206,7 +206,7 @@ pub(super) unsafe fn keep_or_free(o: *mut ffi::PyObject) {
 ///
 /// # Safety
 /// As for [`keep_or_free`].
-#[inline(always)]
+#[inline]
 pub(super) unsafe fn free_item(o: *mut ffi::PyObject) {
     // SAFETY: caller contract: the type outlives the memory freed first.
     unsafe {
