@@ -19,6 +19,7 @@
 #   DLBIND_SKIP_RUST=1       skip steps 2-3b (codegen check, lint, cargo test, Miri)
 #   DLBIND_SKIP_MIRI=1       skip step 3b (Miri over the Rust-only tests, scripts/miri.sh, ~7 min cold; skipped anyway without a nightly toolchain)
 #   DLBIND_SKIP_DOWNSTREAM=1 skip step 6 (packaging + the downstream crate, ~1.6 min cold)
+#   DLBIND_SKIP_PYO3_RANGE=1 skip step 6b (the demo against the PyO3 range's other end, when one exists)
 #   DLBIND_SKIP_MEMCHECK=1   skip step 5b (valgrind memcheck subset + checker self-test, ~2 min; skipped anyway without valgrind)
 #   DLBIND_SKIP_MATRIX=1     skip step 7 (the interpreter matrix: 3.12, 3.13, 3.14, abi3, targets, 3.14t)
 #   DLBIND_MATRIX="3.13 abi3" run only these matrix entries (default: all of them)
@@ -184,6 +185,17 @@ if [[ "${DLBIND_SKIP_DOWNSTREAM:-0}" != 1 ]]; then
   check "downstream" "$ROOT/scripts/downstream.sh"
 else
   step "6/7 skipped (DLBIND_SKIP_DOWNSTREAM=1)"
+fi
+
+# ---------------------------------------------------------------- 6b. the PyO3 range
+# The demo and the pytest suite at both ends of the PyO3 range dlbind's requirement admits
+# (issue 42, decision 0017): an end equal to Cargo.lock's pyo3 is what steps 4-5 built and
+# tested; any other is built in a copy of the tree and tested (scripts/pyo3_range.sh).
+if [[ "${DLBIND_SKIP_PYO3_RANGE:-0}" != 1 ]]; then
+  step "6b/7 both ends of the PyO3 range (scripts/pyo3_range.sh --skip-locked)"
+  check "pyo3 range" env VENV="$VENV" "$ROOT/scripts/pyo3_range.sh" --skip-locked
+else
+  step "6b/7 skipped (DLBIND_SKIP_PYO3_RANGE=1)"
 fi
 
 # ---------------------------------------------------------------- 3b. Miri's result
