@@ -292,9 +292,7 @@ fn no_source_file_over_800_lines() {
     let mut over = Vec::new();
     for (path, text) in &all {
         let rel = path.strip_prefix(src()).unwrap();
-        if path.to_string_lossy().ends_with("tests.rs")
-            || test_only.contains(path)
-        {
+        if path.to_string_lossy().ends_with("tests.rs") || test_only.contains(path) {
             continue;
         }
         let n = lines_before_tests(text);
