@@ -105,9 +105,8 @@ pub(super) fn type_error(msg: impl Into<std::borrow::Cow<'static, str>>) -> Dlpa
 /// * `copy`: `None`, `True` or `False` → TypeError otherwise;
 /// * `stream`: `None` or an int (not a bool) → TypeError otherwise; outside `i64` → ValueError.
 ///
-/// Always inlined: with more than one exported class in a module (each class's `__dlpack__`
-/// calls it), LLVM otherwise keeps it out of line, and the call alone cost the argument-free
-/// `t.__dlpack__()` ~4-5 ns (measured with the demo's second class, `Growable`).
+/// `#[inline]`: with more than one exported class in a module (each class's `__dlpack__` calls
+/// it) LLVM may keep it out of line; `bench/results-inline.md` shows what that costs today.
 #[inline]
 pub fn parse_export_request(
     stream: Option<&Bound<'_, PyAny>>,

@@ -63,8 +63,8 @@ dim_value!(i8, i16, i32, i64, isize, u8, u16, u32, u64, usize);
 ///
 /// Ranks 1 to 4 (nearly every export) are written with fixed-size stores: LLVM turns the
 /// general loop into a call to `memcpy` (for `i64` fields), whose call and variable-length
-/// stores cost more than the copy itself on the export path (~2-3 ns per `__dlpack__`,
-/// measured), depending on how the surrounding code happens to be inlined.
+/// stores cost more than the copy itself on the export path, depending on how the surrounding
+/// code happens to be inlined.
 #[inline]
 pub fn fill_dims<T: DimValue>(src: &[T], out: &mut [i64]) {
     let n = out.len().min(src.len());

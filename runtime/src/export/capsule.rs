@@ -22,7 +22,7 @@ use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned};
 use crate::gpu::DeviceRuntime;
 
 /// Whether the C string `a` equals `b`, reading `a` only up to the first difference: a consumer's
-/// "used_…" name differs at its first byte (`PyCapsule_IsValid`'s `strcmp` cost ~3 ns on every
+/// "used_…" name differs at its first byte (`PyCapsule_IsValid`'s `strcmp` is a call on every
 /// consumed export's release).
 ///
 /// # Safety

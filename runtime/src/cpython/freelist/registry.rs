@@ -170,8 +170,8 @@ unsafe fn zero(base: *mut u8, range: std::ops::Range<usize>) {
     // SAFETY: caller contract.
     unsafe {
         if (range.start | range.end).is_multiple_of(8) {
-            // Volatile word stores: LLVM turns a loop of plain ones into a `memset` call, a
-            // dozen instructions for the usual single word.
+            // Volatile word stores: LLVM turns a loop of plain ones into a `memset` call, which
+            // costs more than the usual single word's store.
             let mut p = base.add(range.start).cast::<u64>();
             let end = base.add(range.end).cast::<u64>();
             while p < end {
