@@ -407,7 +407,15 @@ pub(crate) unsafe fn interpreter_symbol<F: Copy>(names: &[&CStr]) -> Option<F> {
         // SAFETY: `handle` is a loaded object's handle (kept open); `dlsym` reads its symbol
         // table; caller contract for the type.
         unsafe {
+            #[cfg(unix)]
             let p = libc::dlsym(handle, name.as_ptr());
+            // Not reached: other targets are refused at the crate root (`compile_error!`), and
+            // this keeps that refusal the only error they see.
+            #[cfg(not(unix))]
+            let p = {
+                let _ = (handle, name);
+                std::ptr::null_mut::<c_void>()
+            };
             (!p.is_null()).then(|| std::mem::transmute_copy::<*mut c_void, F>(&p))
         }
     })
