@@ -88,17 +88,11 @@ pub(crate) unsafe fn vectorcall(
         {
             #[cfg(feature = "abi3-layouts")]
             {
-                type Vectorcall = unsafe extern "C" fn(
-                    *mut ffi::PyObject,
-                    *const *mut ffi::PyObject,
-                    usize,
-                    *mut ffi::PyObject,
-                ) -> *mut ffi::PyObject;
-                static FN: OnceLock<Option<Vectorcall>> = OnceLock::new();
-                // SAFETY: `PyObject_Vectorcall` has this signature on every version.
+                static FN: OnceLock<Option<ffi::vectorcallfunc>> = OnceLock::new();
+                // SAFETY: `PyObject_Vectorcall` has a vectorcall entry's signature.
                 let f = *FN.get_or_init(|| {
                     super::abi3_layouts::running()?;
-                    interpreter_symbol::<Vectorcall>(&[c"PyObject_Vectorcall"])
+                    interpreter_symbol::<ffi::vectorcallfunc>(&[c"PyObject_Vectorcall"])
                 });
                 if let Some(f) = f {
                     return f(callable, args, nargsf, kwnames);
@@ -114,7 +108,6 @@ pub(crate) unsafe fn vectorcall(
 /// # Safety
 /// As for [`vectorcall`].
 #[cfg(all(Py_LIMITED_API, not(Py_3_12)))]
-#[cold]
 unsafe fn call_through_tuple(
     callable: *mut ffi::PyObject,
     args: *const *mut ffi::PyObject,
