@@ -15,6 +15,7 @@ pub enum Key {
     Stream,
     Array,
     CustomTraverse,
+    UncheckedExtent,
 }
 
 impl Key {
@@ -28,6 +29,7 @@ impl Key {
         Key::Stream,
         Key::Array,
         Key::CustomTraverse,
+        Key::UncheckedExtent,
     ];
 
     pub fn name(self) -> &'static str {
@@ -41,6 +43,7 @@ impl Key {
             Key::Stream => "stream",
             Key::Array => "array",
             Key::CustomTraverse => "custom_traverse",
+            Key::UncheckedExtent => "unchecked_extent",
         }
     }
 

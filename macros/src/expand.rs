@@ -111,10 +111,26 @@ fn source_impl(model: &Model) -> TokenStream {
     // any other type's are checked on every export unless it `unsafe impl`s `UncheckedExtent`.
     let layout_trusted = match &model.data.kind {
         DataKind::Array { .. } => quote! { true },
-        _ => quote! {
-            use ::dlbind::__private::probe::{ExtentOfData as _, ExtentTrusted as _};
-            (&&&::dlbind::__private::probe::Probe::<Self>::new()).dlbind_trusted()
-        },
+        _ if model.unchecked_extent => {
+            // The attribute says so and the type's `unsafe impl UncheckedExtent` promises it:
+            // a safe attribute alone never skips the check.
+            let ident = &model.ident;
+            quote! {
+                const _: () = ::dlbind::__private::assert_unchecked_extent::<#ident>();
+                true
+            }
+        }
+        _ => quote! { false },
+    };
+    // What lets the type `unsafe impl UncheckedExtent` (without the attribute that impl is a
+    // compile error: it would skip nothing).
+    let declares = if model.unchecked_extent && !matches!(model.data.kind, DataKind::Array { .. }) {
+        quote! {
+            #[automatically_derived]
+            impl ::dlbind::__private::DeclaresUncheckedExtent for #ident {}
+        }
+    } else {
+        quote!()
     };
 
     let dtype = match &model.dtype {
@@ -213,7 +229,7 @@ fn source_impl(model: &Model) -> TokenStream {
     // SAFETY (of the emitted impl): the pointer is the data field's own (`Vec`/`Box`/`Arc`
     // slice, ndarray array or `DataSource`), shape and strides are the fields the user marked,
     // and every export checks them against the storage's extent (`__dlbind_storage`; skipped
-    // only for ndarray arrays and `unsafe impl UncheckedExtent` types), refuses a device field
+    // only for ndarray arrays and `#[dlpack(unchecked_extent)]` types), refuses a device field
     // other than the storage's, and exports writable only what the storage calls writable
     // (never memory reached through `&`). `assert_pyclass` requires a `#[pyclass]`, and the memory stays put
     // while an export lives: a frozen class has no `&mut self`, and every export of a non-frozen
@@ -251,20 +267,21 @@ fn source_impl(model: &Model) -> TokenStream {
             fn dlpack_layout_trusted(&self) -> bool { #layout_trusted }
             #stream
         }
+        #declares
     }
 }
 
 /// `unsafe impl dlbind::__private::ExchangeSource`: what the C exchange table needs beyond
-/// `DLPackSource`. Both answers are found by autoref specialization
-/// (`dlbind::__private::probe`), since a derive cannot see trait impls or deref targets:
-/// * the constructor: `Some` when the type implements `dlbind::FromDLPack`;
+/// `DLPackSource`:
+/// * the constructor: `Some` when the type implements `dlbind::FromDLPack`, found by autoref
+///   specialization (`dlbind::__private::probe`): that impl comes from another derive or from
+///   the user's hand, which this derive cannot see;
 /// * borrowed dims for the non-owning `dltensor_from_py_object_no_sync`: when both the shape
-///   and strides field types deref to `[i64]` (or are `[i64; N]`). Types without a strides
+///   and strides fields index (`field[..]`) to `[i64]` (`DimValue::as_i64s`). Types without a strides
 ///   field, or `#[dlpack(array)]` types, get a NULL entry (the spec allows it), and so do
 ///   non-frozen classes (decided by the runtime's table builder: the fill cannot hold a borrow).
 fn exchange_impl(model: &Model) -> TokenStream {
     let ident = &model.ident;
-    let probe = quote!(::dlbind::__private::probe::Probe);
     let dims = match (&model.data.kind, &model.shape, &model.strides) {
         (DataKind::Array { .. }, _, _) | (_, None, _) | (_, _, None) => None,
         (_, Some(shape), Some(strides)) => Some((shape, strides)),
@@ -272,19 +289,18 @@ fn exchange_impl(model: &Model) -> TokenStream {
     let (supported, get) = match dims {
         None => (quote! { false }, quote! { ::core::option::Option::None }),
         Some((shape, strides)) => {
-            let (sty, tty) = (&shape.ty, &strides.ty);
+            let (sm, tm) = (&shape.member, &strides.member);
             let (sa, ta) = (access(shape), access(strides));
             (
                 quote! {
-                    use ::dlbind::__private::probe::{DimsViaArray as _, DimsViaDeref as _, NoDims as _};
-                    (&&&#probe::<#sty>::new()).dlbind_dims().is_some()
-                        && (&&&#probe::<#tty>::new()).dlbind_dims().is_some()
+                    ::dlbind::__private::dims_are_i64::<Self, _>(|__s: &Self| &__s.#sm[..])
+                        && ::dlbind::__private::dims_are_i64::<Self, _>(|__s: &Self| &__s.#tm[..])
                 },
                 quote! {
-                    use ::dlbind::__private::probe::{DimsViaArray as _, DimsViaDeref as _, NoDims as _};
-                    let fs = (&&&#probe::<#sty>::new()).dlbind_dims()?;
-                    let ft = (&&&#probe::<#tty>::new()).dlbind_dims()?;
-                    ::core::option::Option::Some((fs(&#sa), ft(&#ta)))
+                    ::core::option::Option::Some((
+                        ::dlbind::__private::borrowed_dims(&#sa[..])?,
+                        ::dlbind::__private::borrowed_dims(&#ta[..])?,
+                    ))
                 },
             )
         }
@@ -297,7 +313,7 @@ fn exchange_impl(model: &Model) -> TokenStream {
             #[inline]
             fn exchange_constructor() -> ::core::option::Option<::dlbind::__private::Constructor> {
                 use ::dlbind::__private::probe::{NoConstructor as _, ViaConstructor as _};
-                (&&&#probe::<Self>::new()).dlbind_constructor()
+                (&&&::dlbind::__private::probe::Probe::<Self>::new()).dlbind_constructor()
             }
             #[inline]
             fn exchange_dims_supported() -> bool { #supported }
@@ -578,8 +594,11 @@ mod tests {
         };
         let m = Model::from_derive_input(&input, &spec).unwrap();
         let s = expand(&m, &spec).unwrap().to_string();
-        assert!(s.contains("Probe :: < Vec < i64 > >"), "{s}");
-        assert!(s.contains("fs (& self . s) , ft (& self . st)"), "{s}");
+        assert!(
+            s.contains("dims_are_i64 :: < Self , _ > (| __s : & Self | & __s . s [..])"),
+            "{s}"
+        );
+        assert!(s.contains("borrowed_dims (& self . st [..]) ?"), "{s}");
         spec.exchange_attr = Some("__exchange_v9__".into());
         let s = expand(&m, &spec).unwrap().to_string();
         assert!(s.contains("name = \"__exchange_v9__\""), "{s}");

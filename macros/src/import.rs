@@ -320,10 +320,8 @@ pub fn expand(input: &DeriveInput, model: &Model) -> syn::Result<TokenStream> {
         }
     });
 
-    let probe = quote!((&&#p::probe::Probe::<Self>::new()));
-    let frozen = quote! {
-        use #p::probe::{NotFrozen as _, ViaFrozen as _};
-    };
+    // Frozen or not, from PyO3's own `PyClass::Frozen` (`derived::ClassKind`).
+    let kind = quote!(<<Self as #p::pyo3::PyClass>::Frozen as #d::ClassKind<Self>>);
 
     // The direct release (no PyO3 deallocation trampoline), for a type whose fields are all
     // roles: the buffer's Python reference given back at once, the rest (dims, dtype, device,
@@ -374,8 +372,7 @@ pub fn expand(input: &DeriveInput, model: &Model) -> syn::Result<TokenStream> {
             quote! {
                 #[inline]
                 fn __dlbind_setup(py: #p::pyo3::Python<'_>) {
-                    use #p::probe::{NoRelease as _, ViaRelease as _};
-                    #probe.dlbind_direct_release(py)
+                    #kind::direct_release(py)
                 }
             },
         )
@@ -438,8 +435,7 @@ pub fn expand(input: &DeriveInput, model: &Model) -> syn::Result<TokenStream> {
             fn share_from(
                 __source: &#p::pyo3::Bound<'_, Self>,
             ) -> ::core::option::Option<#p::pyo3::PyResult<Self>> {
-                #frozen
-                let __this = #probe.dlbind_frozen(__source)?;
+                let __this = #kind::frozen_ref(__source)?;
                 ::core::option::Option::Some(::core::result::Result::Ok(#share_literal))
             }
 
@@ -448,8 +444,7 @@ pub fn expand(input: &DeriveInput, model: &Model) -> syn::Result<TokenStream> {
                 __source: &#p::pyo3::Bound<'_, Self>,
                 mut __out: #d::Slot<'__a, Self>,
             ) -> ::core::option::Option<#d::Written<'__a, Self>> {
-                #frozen
-                let __this = #probe.dlbind_frozen(__source)?;
+                let __this = #kind::frozen_ref(__source)?;
                 let __p = __out.as_mut_ptr();
                 unsafe {
                     #(#share_writes)*
@@ -466,8 +461,7 @@ pub fn expand(input: &DeriveInput, model: &Model) -> syn::Result<TokenStream> {
                 py: #p::pyo3::Python<'_>,
                 value: Self,
             ) -> #p::pyo3::PyResult<#p::pyo3::Bound<'_, Self>> {
-                #frozen
-                #probe.dlbind_instance(py, value, |__v: &Self| {
+                #kind::instance(py, value, |__v: &Self| {
                     #d::FromDLPack::__dlbind_needs_tracking(__v, py)
                 })
             }

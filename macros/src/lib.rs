@@ -30,6 +30,7 @@
 //! | `readonly` | field (`bool`, or `dlbind::Writability` for data of unknown writability) or struct | — | narrows the storage's writability (`Vec`/`Box`/`Arc`/ndarray: read-only; `Buffer`: its own) |
 //! | `stream` | field | `Option<u64>` | CUDA/ROCm stream with pending work on the data (default: the device's default stream) |
 //! | `custom_traverse` | struct | — | the type writes `__traverse__` itself (see below) |
+//! | `unchecked_extent` | struct | — | exports skip the dtype and span checks; needs `unsafe impl dlbind::UncheckedExtent` (see below) |
 //!
 //! For a `DataSource` data field the derive also emits `__traverse__`, reporting the Python
 //! objects the storage keeps alive (`DataSource::visit_python_refs`: a `Buffer` view's owner, a
@@ -55,9 +56,9 @@
 //!
 //! Every export checks the dtype, that the shape and strides stay inside the extent the data
 //! field's storage vouches for (`DataSource::extent`) and that a device field is the storage's
-//! device; a type whose constructors guarantee the layout may `unsafe impl
-//! dlbind::UncheckedExtent` to skip the span check (detected like `FromDLPack`, by autoref
-//! specialization).
+//! device; a type whose constructors guarantee the layout may skip the span check with
+//! `#[dlpack(unchecked_extent)]` plus `unsafe impl dlbind::UncheckedExtent` (the attribute tells
+//! the derive, the unsafe impl is the promise; either alone is a compile error).
 //!
 //! Misuse is a compile error pointing at the offending span; see `tests/ui/cases/`.
 //! The emitted `__dlpack__` takes its method and keyword names from the generated table, so
@@ -67,10 +68,12 @@
 //! `type(x).__dlpack_c_exchange_api__` (name from the spec), a `"dlpack_exchange_api"`
 //! capsule pointing at a static `DLPackExchangeAPI` (see `dlbind::exchange`). Its allocator and
 //! `to_py_object` entries build the type through `dlbind::FromDLPack` when the
-//! type implements it (detected by autoref specialization, no attribute needed; otherwise they
-//! set a `TypeError`); the non-owning `dltensor_from_py_object_no_sync` entry is present when
-//! the class is frozen and its shape and strides fields deref to `[i64]` (or are `[i64; N]`),
-//! NULL otherwise.
+//! type implements it (detected by autoref specialization, no attribute needed: the impl comes
+//! from another derive or the user's hand, which this derive cannot see; otherwise they set a
+//! `TypeError`); the non-owning `dltensor_from_py_object_no_sync` entry is present when the
+//! class is frozen and its shape and strides fields hold `i64` (`field[..]` is a `[i64]`:
+//! `Vec<i64>`, `Dims`, `[i64; N]`, `Box<[i64]>`, …), NULL otherwise. Whether the class is frozen
+//! comes from PyO3's own `PyClass::Frozen`.
 //!
 //! Adding an emitted item (e.g. the buffer-protocol bridges) means one more function in
 //! `expand.rs` fed by the same `model::Model`.

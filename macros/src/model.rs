@@ -83,6 +83,9 @@ pub struct Model {
     /// Struct-level `#[dlpack(custom_traverse)]`: the type writes its own `__traverse__`, so
     /// the derive emits none (see `expand::gc_traverse`).
     pub custom_traverse: bool,
+    /// Struct-level `#[dlpack(unchecked_extent)]`: exports skip the span check, which the
+    /// type's `unsafe impl dlbind::UncheckedExtent` vouches for (the expansion requires it).
+    pub unchecked_extent: bool,
 }
 
 /// Role slots filled while walking the fields.
@@ -209,6 +212,8 @@ struct StructItems {
     readonly: Option<Span>,
     /// `custom_traverse`.
     custom_traverse: Option<Span>,
+    /// `unchecked_extent`.
+    unchecked_extent: Option<Span>,
 }
 
 fn struct_item(item: &Item, top: &mut StructItems) -> syn::Result<()> {
@@ -216,6 +221,7 @@ fn struct_item(item: &Item, top: &mut StructItems) -> syn::Result<()> {
         dtype,
         readonly,
         custom_traverse,
+        unchecked_extent,
     } = top;
     match item.key {
         Key::Dtype => {
@@ -257,12 +263,27 @@ fn struct_item(item: &Item, top: &mut StructItems) -> syn::Result<()> {
             }
             *custom_traverse = Some(item.span);
         }
+        Key::UncheckedExtent => {
+            if let Some(v) = &item.value {
+                return Err(syn::Error::new(
+                    v.span(),
+                    "`unchecked_extent` takes no value",
+                ));
+            }
+            if unchecked_extent.is_some() {
+                return Err(syn::Error::new(
+                    item.span,
+                    "duplicate struct-level `unchecked_extent`",
+                ));
+            }
+            *unchecked_extent = Some(item.span);
+        }
         k => {
             return Err(syn::Error::new(
                 item.span,
                 format!(
                     "`#[dlpack({})]` goes on a field; on the struct only `dtype = \"…\"`, \
-                     `readonly` and `custom_traverse` are allowed",
+                     `readonly`, `custom_traverse` and `unchecked_extent` are allowed",
                     k.name()
                 ),
             ));
@@ -312,10 +333,11 @@ fn field_item(item: &Item, f: FieldRef, slots: &mut Slots) -> syn::Result<()> {
         Key::Device => &mut slots.device,
         Key::Readonly => &mut slots.readonly,
         Key::Stream => &mut slots.stream,
-        Key::CustomTraverse => {
+        Key::CustomTraverse | Key::UncheckedExtent => {
+            let name = item.key.name();
             return Err(syn::Error::new(
                 item.span,
-                "`custom_traverse` goes on the struct: `#[dlpack(custom_traverse)]` above it",
+                format!("`{name}` goes on the struct: `#[dlpack({name})]` above it"),
             ));
         }
     };
@@ -346,6 +368,17 @@ fn finish(
     };
 
     let kind = data_kind(data_key, &data_field, errors)?;
+    if let (DataKind::Array { .. }, Some(span)) = (&kind, top.unchecked_extent) {
+        push_err(
+            errors,
+            syn::Error::new(
+                span,
+                "`unchecked_extent` has nothing to skip on a `#[dlpack(array)]` type: an ndarray \
+             array's shape and strides are its own and are never checked",
+            ),
+        );
+        return None;
+    }
     let ok = dims_are_valid(&kind, &slots.shape, &slots.strides, &data_field, errors);
     let dtype = dtype_source(top.dtype, slots.dtype, &kind, &data_field, spec, errors);
     let readonly = readonly_source(top.readonly, slots.readonly, errors);
@@ -365,6 +398,7 @@ fn finish(
         readonly: readonly?,
         stream: slots.stream,
         custom_traverse: top.custom_traverse.is_some(),
+        unchecked_extent: top.unchecked_extent.is_some(),
     })
 }
 
@@ -952,6 +986,36 @@ mod tests {
             struct T { #[dlpack(data)] a: Vec<num_complex::Complex<u8>>, #[dlpack(shape)] s: Vec<usize> }
         });
         assert!(e.contains("has no DLPack dtype code"), "{e}");
+    }
+
+    #[test]
+    fn unchecked_extent_is_a_struct_item_for_non_array_data() {
+        let m = model(parse_quote! {
+            #[dlpack(unchecked_extent)]
+            struct T { #[dlpack(data)] a: Vec<f32>, #[dlpack(shape)] s: Vec<i64> }
+        })
+        .unwrap();
+        assert!(m.unchecked_extent);
+        let e = err(parse_quote! {
+            struct T { #[dlpack(data)] a: Vec<f32>, #[dlpack(shape)] s: Vec<i64>, #[dlpack(unchecked_extent)] x: u8 }
+        });
+        assert!(e.contains("`unchecked_extent` goes on the struct"), "{e}");
+        let e = err(parse_quote! {
+            #[dlpack(unchecked_extent, unchecked_extent)]
+            struct T { #[dlpack(data)] a: Vec<f32>, #[dlpack(shape)] s: Vec<i64> }
+        });
+        assert!(
+            e.contains("duplicate struct-level `unchecked_extent`"),
+            "{e}"
+        );
+        let e = err(parse_quote! {
+            #[dlpack(unchecked_extent)]
+            struct T { #[dlpack(array)] a: ndarray::ArrayD<f32> }
+        });
+        assert!(
+            e.contains("nothing to skip on a `#[dlpack(array)]` type"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub use crate::writability::{ReadonlyField, Writability};
 pub mod derived {
     pub use crate::bridges::PythonView;
     pub use crate::cpython::freelist::{ReleasePython, Released};
+    pub use crate::import::class_kind::ClassKind;
     pub use crate::import::derived::{DimsField, Want, check, dims, released};
     pub use crate::import::{FromDLPack, ImportedTensor, Slot, Written};
     pub use crate::storage::Buffer;
@@ -38,16 +39,48 @@ pub mod bridges {
     };
 }
 
-/// Converts one shape/stride value of any integer type to the ABI's `i64`, and back.
-pub trait DimValue: Copy {
+mod sealed {
+    /// Only dlbind implements [`super::DimValue`]: the derive's `unsafe impl ExchangeSource`
+    /// trusts [`super::DimValue::as_i64s`] to borrow exactly the field it was given.
+    pub trait Sealed {}
+}
+
+pub use crate::export::DeclaresUncheckedExtent;
+
+/// What `#[dlpack(unchecked_extent)]` expands to: a compile error unless `T` vouches for its
+/// exports' layout with an `unsafe impl UncheckedExtent` (the attribute alone is safe to write
+/// and so never skips the span check).
+#[diagnostic::on_unimplemented(
+    message = "`#[dlpack(unchecked_extent)]` on `{Self}` needs `unsafe impl dlbind::UncheckedExtent for {Self} {{}}`",
+    note = "the attribute only tells the derive; the unsafe impl is the promise that every value's layout lies inside its data"
+)]
+pub trait VouchesForExtent {}
+impl<T: crate::export::UncheckedExtent> VouchesForExtent for T {}
+
+/// See [`VouchesForExtent`].
+pub const fn assert_unchecked_extent<T: VouchesForExtent>() {}
+
+/// Converts one shape/stride value of any integer type to the ABI's `i64`, and back (sealed:
+/// implemented for the ten primitive integers).
+pub trait DimValue: Copy + sealed::Sealed {
+    /// Whether the values are the ABI's `i64` already ([`Self::as_i64s`] answers `Some`).
+    const IS_I64: bool = false;
     /// The value as `i64` (wrapping for out-of-range `u64`/`usize`, which no real shape has).
     fn to_dim(self) -> i64;
     /// An imported `i64` value as this type, `None` when out of its range.
     fn from_dim(v: i64) -> Option<Self>;
+    /// `s` itself as `&[i64]` when the values are `i64` (a field the C exchange table can lend
+    /// without copying), else `None`.
+    #[inline]
+    fn as_i64s(s: &[Self]) -> Option<&[i64]> {
+        let _ = s;
+        None
+    }
 }
 
 macro_rules! dim_value {
     ($($t:ty),*) => {$(
+        impl sealed::Sealed for $t {}
         impl DimValue for $t {
             #[inline]
             fn to_dim(self) -> i64 { self as i64 }
@@ -57,7 +90,39 @@ macro_rules! dim_value {
         }
     )*};
 }
-dim_value!(i8, i16, i32, i64, isize, u8, u16, u32, u64, usize);
+dim_value!(i8, i16, i32, isize, u8, u16, u32, u64, usize);
+
+impl sealed::Sealed for i64 {}
+impl DimValue for i64 {
+    const IS_I64: bool = true;
+    #[inline]
+    fn to_dim(self) -> i64 {
+        self
+    }
+    #[inline]
+    fn from_dim(v: i64) -> Option<Self> {
+        Some(v)
+    }
+    #[inline]
+    fn as_i64s(s: &[Self]) -> Option<&[i64]> {
+        Some(s)
+    }
+}
+
+/// Whether the dims field that `f` borrows holds `i64` values (the exchange table's
+/// `dltensor_from_py_object_no_sync` then lends it as it is). `f` is the derive's
+/// `|s| &s.field[..]`: only its type is used.
+#[inline(always)]
+pub const fn dims_are_i64<S: ?Sized, T: DimValue>(f: fn(&S) -> &[T]) -> bool {
+    let _ = f;
+    T::IS_I64
+}
+
+/// A dims field borrowed as `&[i64]` when its values are `i64` ([`DimValue::as_i64s`]).
+#[inline(always)]
+pub fn borrowed_dims<T: DimValue>(s: &[T]) -> Option<&[i64]> {
+    T::as_i64s(s)
+}
 
 /// Fills `out` from any integer slice (shape or strides fields).
 ///

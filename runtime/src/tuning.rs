@@ -13,8 +13,8 @@
 //! ValueError, a ninth type a RuntimeError. The pool keeps at most 8 mappings.
 //!
 //! A derived type whose constructors keep every value's dtype valid and its shape and strides
-//! inside its data may skip the per-export checks with an `unsafe impl`
-//! [`UncheckedExtent`](crate::UncheckedExtent): a promise, not a knob.
+//! inside its data may skip the per-export checks with `#[dlpack(unchecked_extent)]` and an
+//! `unsafe impl` [`UncheckedExtent`](crate::UncheckedExtent): a promise, not a knob.
 //!
 //! ## Environment switches (read once, at first use)
 //! | variable | effect |

@@ -42,7 +42,7 @@ struct Raw {
 /// As `Raw`, with the extent vouched for (`UncheckedExtent`): no span check.
 #[pyclass(frozen)]
 #[derive(DLPackExport)]
-#[dlpack(dtype = "float32")]
+#[dlpack(dtype = "float32", unchecked_extent)]
 struct Trusted {
     #[dlpack(data)]
     buf: dlbind::Buffer,

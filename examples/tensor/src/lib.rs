@@ -30,6 +30,7 @@ mod testing;
 /// it too.
 #[pyclass(frozen, weakref, module = "dlbind_demo")]
 #[derive(DLPackExport, FromDLPack)]
+#[dlpack(unchecked_extent)]
 pub struct Tensor {
     #[dlpack(data)]
     buf: Buffer,

@@ -132,8 +132,9 @@ pub unsafe trait DLPackSource {
     }
     /// Whether the type vouches for every value's layout — a dtype dlbind can describe, and
     /// shape and strides inside its data — so that exports skip both checks (not the device
-    /// check). The derive returns `true` for a type that implements [`UncheckedExtent`] (whose
-    /// safety contract says so) and for an ndarray data field (consistent by construction);
+    /// check). The derive returns `true` for a type with `#[dlpack(unchecked_extent)]` (which
+    /// requires [`UncheckedExtent`], whose safety contract says so) and for an ndarray data
+    /// field (consistent by construction);
     /// the default is `false`: every export checks the dtype (and the span, against the
     /// storage's extent).
     fn dlpack_layout_trusted(&self) -> bool {
@@ -180,10 +181,25 @@ fn device_mismatch(said: Device, on: Device) -> crate::error::DlpackError {
 }
 
 /// Opt-out of the export-side layout checks for a derived type whose constructors already keep
-/// every value's dtype valid and its shape and strides inside its data: `#[derive(DLPackExport)]`
-/// then reports a trusted layout ([`DLPackSource::dlpack_layout_trusted`]), and exports skip the
-/// per-call dtype and span checks. The storage's device and writability are still applied: a
-/// field may narrow them, never widen them. The only way to skip the span check.
+/// every value's dtype valid and its shape and strides inside its data: with the struct-level
+/// `#[dlpack(unchecked_extent)]`, `#[derive(DLPackExport)]` then reports a trusted layout
+/// ([`DLPackSource::dlpack_layout_trusted`]), and exports skip the per-call dtype and span
+/// checks. The storage's device and writability are still applied: a field may narrow them,
+/// never widen them. The only way to skip the span check.
+///
+/// The attribute and this impl go together: the attribute alone is a compile error (a safe
+/// attribute never skips a check), and so is this impl on a type whose derive lacks the
+/// attribute (it would skip nothing).
+///
+/// ```ignore
+/// #[pyclass(frozen)]
+/// #[derive(DLPackExport)]
+/// #[dlpack(unchecked_extent)]
+/// struct Checked { /* constructors keep the layout inside the data */ }
+///
+/// // SAFETY: every constructor of `Checked` checks its shape against its data.
+/// unsafe impl dlbind::UncheckedExtent for Checked {}
+/// ```
 ///
 /// # Safety
 /// For every value of the type that safe code can build: its dtype is one dlbind can describe
@@ -191,7 +207,17 @@ fn device_mismatch(said: Device, on: Device) -> crate::error::DlpackError {
 /// `dlbind::layout::validate_dtype` accepts), and the elements its shape and strides address (at
 /// that dtype's width, from `dlpack_data_ptr()`) lie inside memory that stays readable while the
 /// value lives. Without this impl the derive checks both on every export.
-pub unsafe trait UncheckedExtent {}
+pub unsafe trait UncheckedExtent: DeclaresUncheckedExtent {}
+
+/// Implemented by `#[derive(DLPackExport)]` for a type with `#[dlpack(unchecked_extent)]`: what
+/// lets it implement [`UncheckedExtent`] (the two say the same thing, and neither works alone).
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "`unsafe impl UncheckedExtent for {Self}` needs `#[dlpack(unchecked_extent)]` on the struct",
+    label = "the derive is not told to skip the span check",
+    note = "write `#[dlpack(unchecked_extent)]` next to `#[derive(DLPackExport)]`: the impl's promise and the attribute go together"
+)]
+pub trait DeclaresUncheckedExtent {}
 
 /// Storage that can back a `#[dlpack(data)]` field. The storage vouches for the memory it
 /// holds: which bytes around its data pointer may be addressed ([`Self::extent`]), whether

@@ -12,6 +12,7 @@
 //! 5. `target`: [`FromDLPack`], what an import builds when it builds your type; `slot`: the
 //!    typed writer of its in-place hooks ([`Slot`], [`Written`]).
 
+pub(crate) mod class_kind;
 pub(crate) mod derived;
 #[cfg(feature = "ndarray")]
 mod nd;
