@@ -8,9 +8,12 @@
 #   2. examples/downstream (a user's crate: `dlbind = "0.1"`, [patch.crates-io] pointing at the
 #      unpacked .crate files), copied OUTSIDE the repository so nothing of this workspace (its
 #      .cargo/config.toml) reaches the build, built with maturin and tested with pytest against
-#      numpy and JAX; its build script compiles C against DEP_DLBIND_INCLUDE;
+#      numpy and JAX; its build script compiles C against DEP_DLBIND_INCLUDE; its tests also run
+#      the Python sessions of the READMEs packaged in the .crate files (the registry pages, whose
+#      Rust blocks are its src/image.rs and src/matrix.rs);
 #   3. the derive's spanned compile errors, from the packaged crates;
-#   4. `cargo install` of the packaged dlbind-codegen, run in an empty directory;
+#   4. `cargo install` of the packaged dlbind-codegen, run in an empty directory, with the
+#      `dlbind` commands of its packaged README as written;
 #   5. the derive's dependency tree: no YAML parser, template engine or diff library.
 #
 #   --crate-only: step 2 alone, against the crates an earlier full run left in
@@ -52,6 +55,9 @@ if [[ $rc != 0 ]]; then echo "!! cargo package failed (exit $rc)"; exit 1; fi
 PACKAGES="$PKG_TARGET/package"
 for c in dlbind dlbind-macros dlbind-codegen; do
   echo "$c: $(tar tzf "$PACKAGES/$c-0.1.0.crate" | wc -l) files"
+  # The registry page is the packaged README (Cargo.toml `readme`); tests read it from the .crate.
+  tar tzf "$PACKAGES/$c-0.1.0.crate" | grep -x "$c-0.1.0/README.md" >/dev/null \
+    || { echo "!! $c-0.1.0.crate has no README.md"; exit 1; }
 done
 rm -rf "$KEPT" && mkdir -p "$KEPT" && cp "$PACKAGES"/*.crate "$KEPT"/
 else
@@ -111,7 +117,8 @@ cli_checks() {
   "$bin" generate --out gen >gen.txt && head -1 gen.txt | grep -q 'the spec embedded in dlbind' || return 1
   "$bin" generate --out gen | head -1 >/dev/null || return 1  # a closed pipe ends it quietly, no panic
   # The embedded spec generates exactly the repository's generated/ (same banners).
-  diff -r gen "$ROOT/generated" || return 1
+  # (__pycache__: bytecode a test run left in the checkout, ignored by git.)
+  diff -r -x __pycache__ gen "$ROOT/generated" || return 1
   "$bin" check --out gen || return 1
   cp "$ROOT/tests/fixtures/custom/spec.yaml" my.yaml
   "$bin" generate --spec my.yaml --out gen2 >/dev/null || return 1
@@ -123,7 +130,30 @@ cli_checks() {
   cd / && rm -rf "$d"
   echo "dlbind generate/check ran in an empty directory (embedded spec and --spec)"
 }
+# The packaged codegen README's ```sh block, its `dlbind` lines run as written, in order, in an
+# empty directory holding the files they name (my.yaml: a custom spec; old.yaml, new.yaml: DLPack
+# 1.3 and the current spec, a compatible change); each must exit 0.
+cli_readme() {
+  local bin="$WORK/cli/bin/dlbind" d line n=0
+  d="$(mktemp -d)"
+  cd "$d"
+  cp "$ROOT/tests/fixtures/custom/spec.yaml" my.yaml
+  cp "$ROOT/tests/fixtures/dlpack-1.3/spec.yaml" old.yaml
+  cp "$ROOT/spec/dlpack.yaml" new.yaml
+  while IFS= read -r line; do
+    line="${line%%#*}"
+    [[ "$line" == "dlbind "* ]] || continue
+    n=$((n + 1))
+    # shellcheck disable=SC2086  # the README's words, split as a shell would
+    "$bin" ${line#dlbind } >out.txt 2>&1 || { echo "!! codegen README: \`$line\` failed"; cat out.txt; return 1; }
+  done < <(sed -n '/^```sh$/,/^```$/p' "$WORK/cli-src/dlbind-codegen-0.1.0/README.md")
+  [[ $n -ge 3 ]] || { echo "!! codegen README: $n dlbind commands in its sh block"; return 1; }
+  diff -r -x __pycache__ generated "$ROOT/generated" >/dev/null || { echo "!! codegen README: generated/ differs"; return 1; }
+  cd / && rm -rf "$d"
+  echo "the codegen README's $n dlbind commands ran"
+}
 check "CLI outside a checkout" cli_checks
+check "codegen README commands" cli_readme
 
 # ------------------------------------------------------------------ 5. what the derive compiles
 say "cargo tree -p dlbind-macros (in the downstream build)"

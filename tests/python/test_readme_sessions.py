@@ -1,7 +1,10 @@
 """The Python sessions in README.md, the manual pages under docs/manual/ that have one and
 examples/tensor/README.md, run as doctests: each ```python block with `>>>` prompts must print
 what the page shows (ELLIPSIS on, so a `...` stands for the rest of a long message). A page that
-drifts from the code fails here."""
+drifts from the code fails here. The registry pages' sessions (runtime/README.md) use modules
+of examples/downstream, built against the packaged crates by scripts/downstream.sh: they run there
+(examples/downstream/tests/test_crate_readmes.py, reading the READMEs packaged in the .crate
+files); tests/python/test_crate_readmes.py checks that no other crate README has a session."""
 
 import doctest
 import re

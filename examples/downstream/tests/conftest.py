@@ -30,3 +30,5 @@ def load(name: str):
 
 load("frames")
 load("downstream_checks")
+load("images")
+load("matrices")
