@@ -77,6 +77,14 @@ def test_downstream_root_compiles_every_readme_file():
         assert f'load("{module}")' in (DOWNSTREAM / "tests" / "conftest.py").read_text()
 
 
+def test_macros_page_and_description_name_every_derive():
+    derives = re.findall(r"#\[proc_macro_derive\((\w+)", (ROOT / "macros" / "src" / "lib.rs").read_text())
+    assert derives
+    description = cargo("dlbind-macros")["package"]["description"]
+    for name in derives:
+        assert f"#[derive({name})]" in description and f"#[derive({name})]" in readme("dlbind-macros")
+
+
 def test_runtime_toml_block_is_the_downstream_crates():
     (block,) = blocks(readme("dlbind"), "toml")
     shown = tomllib.loads(block)
