@@ -739,7 +739,7 @@ fn bool_tensors_with_bytes_other_than_0_and_1_are_refused_when_packed() {
         assert_eq!(e.kind(), FailureKind::MalformedTensor);
         assert_eq!(
             e.message(),
-            "arrow: to_vec: bool element 1 (C order) holds the byte 7, wanted 0 or 1"
+            "arrow: bool element 1 (C order) holds the byte 7, wanted 0 or 1"
         );
         // Reversed (a non-contiguous bool tensor packs from a copy).
         let t = export(ndarray::array![true, false, false].slice_move(ndarray::s![..;-1])).unwrap();

@@ -341,7 +341,7 @@ fn tensors_no_image_can_be_are_refused_by_name() {
     assert_eq!(e.kind(), FailureKind::UnsupportedLayout);
     assert_eq!(
         e.message(),
-        "image import: shape [] is not (height, width, 1) or (height, width)"
+        "image: shape [], wanted (height, width, 1) or (height, width)"
     );
     let e = import::<Rgb<u8>>(nd_export(ndarray::Array1::<u8>::zeros(0)).unwrap()).unwrap_err();
     assert_eq!(e.kind(), FailureKind::UnsupportedLayout);

@@ -228,7 +228,7 @@ fn bad_files_and_names_are_refused() {
     let e = SafetensorsFile::new(bytes).unwrap_err();
     assert_eq!(e.kind(), FailureKind::MalformedTensor);
     assert!(
-        e.message().starts_with("safetensors header"),
+        e.message().starts_with("safetensors: malformed header"),
         "{}",
         e.message()
     );
@@ -332,6 +332,9 @@ fn a_zero_d_sub_byte_tensor_is_refused_by_the_format() {
         // One element of 4 or 6 bits is not a whole byte: safetensors refuses the header.
         let e = SafetensorsFile::new(file(&[("s", &name, &[], &[0x0f])], None)).unwrap_err();
         assert_eq!(e.kind(), FailureKind::MalformedTensor, "{name}");
-        assert!(e.message().starts_with("safetensors header"), "{e}");
+        assert!(
+            e.message().starts_with("safetensors: malformed header"),
+            "{e}"
+        );
     }
 }

@@ -214,7 +214,7 @@ def test_primitive_import_checks_dtype_and_rank():
     t = ad.arrow_primitive(src, "float32")
     assert t.data_ptr == src.ctypes.data
     assert t.readonly, "arrow shares the producer's memory: never handed out writable"
-    with pytest.raises(BufferError, match="float32, not int64"):
+    with pytest.raises(BufferError, match=r"^arrow: tensor dtype is float32, wanted int64"):
         ad.arrow_primitive(src, "int64")
     with pytest.raises(BufferError, match="1-D"):
         ad.arrow_primitive(src.reshape(2, 2), "float32")
@@ -342,5 +342,5 @@ def test_zero_d_tensors_are_refused_by_name():
 
 def test_bool_bytes_other_than_0_and_1_are_refused_when_packed():
     b = np.array([1, 7, 0], np.uint8).view(np.bool_)
-    with pytest.raises(BufferError, match=r"arrow: to_vec: bool element 1 \(C order\) holds the byte 7"):
+    with pytest.raises(BufferError, match=r"^arrow: bool element 1 \(C order\) holds the byte 7, wanted 0 or 1$"):
         ad.arrow_to_pyarrow(b, copy=True)

@@ -68,7 +68,7 @@ def test_sub_image_view_keeps_its_holder():
     del h
     gc.collect()
     np.testing.assert_array_equal(a, gradient(6, 4)[2:4, 1:4])
-    with pytest.raises(BufferError, match="outside"):
+    with pytest.raises(BufferError, match=r"^image: SubImage at \(1, 1\) of 2 x 1, wanted one inside its 2 x 2 parent$"):
         A.ImageHolder(2, 2).crop(1, 1, 2, 1)
 
 
@@ -86,9 +86,9 @@ def test_numpy_arrays_read_as_images():
 
 def test_incompatible_arrays_are_refused():
     g = gradient(4, 3)
-    with pytest.raises(BufferError, match=r"not \(height, width, 3\)"):
+    with pytest.raises(BufferError, match=r"^image: shape .*, wanted \(height, width, 3\)$"):
         A.image_rgb_pixel(g[..., :2], 0, 0)
-    with pytest.raises(BufferError, match="uint16, not uint8|not uint8"):
+    with pytest.raises(BufferError, match=r"^image: tensor dtype is \w+, wanted uint8$"):
         A.image_rgb_pixel(g.astype(np.uint16), 0, 0)
     with pytest.raises(BufferError, match="contiguous"):
         A.image_rgb_pixel(g[:, ::-1], 0, 0)
@@ -98,7 +98,7 @@ def test_incompatible_arrays_are_refused():
     ro.flags.writeable = False
     with pytest.raises(BufferError, match="read-only"):
         A.image_invert(ro)
-    with pytest.raises(BufferError, match=r"not \(height, width, 1\) or \(height, width\)"):
+    with pytest.raises(BufferError, match=r"^image: shape .*, wanted \(height, width, 1\) or \(height, width\)$"):
         A.image_luma_mean(np.zeros(4, np.uint8))
 
 
@@ -134,7 +134,7 @@ def test_empty_arrays_import_as_images_and_0d_is_refused():
     with pytest.raises(ValueError, match="outside the image"):   # imported: 0 x 2, no pixel
         A.image_rgb_pixel(np.zeros((2, 0, 3), np.uint8), 0, 0)
     A.image_invert(np.zeros((0, 4, 3), np.uint8))
-    with pytest.raises(BufferError, match=r"image import: shape \[\] is not"):
+    with pytest.raises(BufferError, match=r"^image: shape \[\], wanted"):
         A.image_luma_mean(np.array(3, np.uint8))
-    with pytest.raises(BufferError, match=r"image import: shape \[2, 2, 0\] is not"):
+    with pytest.raises(BufferError, match=r"^image: shape \[2, 2, 0\], wanted"):
         A.image_rgb_pixel(np.zeros((2, 2, 0), np.uint8), 0, 0)

@@ -66,7 +66,7 @@ def test_jax_reads_the_export():
                                   np.arange(12, dtype=np.float32).reshape(3, 4))
     # And JAX arrays come in as ndarray views.
     assert A.ndarray_count_true(jnp.array([[True, False], [True, True]])) == 3
-    with pytest.raises(BufferError, match="float32, not float64"):
+    with pytest.raises(BufferError, match=r"^ndarray: tensor dtype is float32, wanted float64$"):
         A.ndarray_sum(jnp.arange(6.0, dtype=jnp.float32))
 
 
@@ -126,9 +126,9 @@ def test_imports_sum_trace_scale():
 
 
 def test_import_errors_are_the_spec_exceptions():
-    with pytest.raises(BufferError, match=r"has 3 dimension\(s\).*Ix2 needs 2"):
+    with pytest.raises(BufferError, match=r"^ndarray: the tensor has 3 dimension\(s\) \(shape \[2, 2, 2\]\), wanted 2 for ndarray::Ix2$"):
         A.ndarray_trace(np.zeros((2, 2, 2)))
-    with pytest.raises(BufferError, match="float32, not float64"):
+    with pytest.raises(BufferError, match=r"^ndarray: tensor dtype is float32, wanted float64$"):
         A.ndarray_sum(np.zeros(3, dtype=np.float32))
     with pytest.raises(BufferError, match="read-only"):
         ro = np.zeros(3)
@@ -151,10 +151,10 @@ def test_import_errors_are_the_spec_exceptions():
 def test_device_memory_is_refused(device):
     # A capsule whose DLTensor claims device memory (host memory all the same, never read).
     cap = H.device_tagged_capsule(np.zeros(3), H.SPEC.device_type(device))
-    with pytest.raises(BufferError, match="not host-accessible"):
+    with pytest.raises(BufferError, match=r"^ndarray: memory on device .* is not host-accessible, wanted host-accessible$"):
         A.ndarray_sum(cap)
     cap = H.device_tagged_capsule(np.zeros((2, 2)), H.SPEC.device_type(device))
-    with pytest.raises(BufferError, match="not host-accessible"):
+    with pytest.raises(BufferError, match=r"^ndarray: memory on device .* is not host-accessible, wanted host-accessible$"):
         A.ndarray_trace(cap)
 
 

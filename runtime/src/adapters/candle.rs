@@ -17,6 +17,15 @@
 //! source straight into candle's buffer, any other layout through dlbind's strided copy first).
 //!
 //! Empty tensors (a 0 in any dimension) and 0-d tensors go both ways.
+//!
+//! **`f8e4m3`**: candle-core 0.11's own `to_dtype(DType::F64)` of an `F8E4M3` tensor recurses
+//! until the stack overflows and aborts the process (candle alone reproduces it). This adapter
+//! copies bytes and never converts; a tensor [`to_candle`] gives as `F8E4M3` is converted through
+//! `DType::F32`.
+
+/// The `candle-core` crate this adapter is built against (for a matching version), under its
+/// library name.
+pub use ::candle_core;
 
 use std::ffi::c_void;
 
@@ -38,8 +47,9 @@ use crate::storage::Buffer;
 
 type Result<T> = std::result::Result<T, DlpackError>;
 
+/// An error in the adapters' one form: `candle: <what was given>, wanted <what>`.
 fn err(kind: FailureKind, msg: impl Into<String>) -> DlpackError {
-    DlpackError::new(kind, msg.into())
+    DlpackError::new(kind, format!("candle: {}", msg.into()))
 }
 
 /// A spec dtype by name (names the generated table has).
@@ -132,7 +142,8 @@ fn locate(
         err(
             FailureKind::UnsupportedDtype,
             format!(
-                "candle dtype {:?} is stored one element per byte and has no packed DLPack layout",
+                "tensor dtype is {:?} (stored one element per byte), wanted one with a DLPack \
+                 layout (sub-byte floats are packed in DLPack)",
                 tensor.dtype()
             ),
         )
@@ -141,8 +152,8 @@ fn locate(
         return Err(err(
             FailureKind::UnsupportedDevice,
             format!(
-                "the candle tensor is on {:?}; dlbind's candle adapter exports CPU tensors \
-                 (candle's CUDA storage needs candle's `cuda` feature)",
+                "tensor is on {:?}, wanted the CPU (candle's CUDA storage needs candle's \
+                 `cuda` feature)",
                 tensor.device().location()
             ),
         ));
@@ -159,7 +170,7 @@ fn locate(
             err(
                 FailureKind::MalformedTensor,
                 format!(
-                    "candle's start offset {} is past its storage of {len} bytes",
+                    "start offset {} is past the storage's {len} bytes, wanted one inside it",
                     layout.start_offset()
                 ),
             )
@@ -354,14 +365,19 @@ pub fn to_candle(tensor: &ImportedTensor) -> Result<candle_core::Tensor> {
     let dtype = candle_dtype_of(tensor.dtype()).ok_or_else(|| {
         err(
             FailureKind::UnsupportedDtype,
-            format!("candle has no dtype for {}", describe(tensor.dtype())),
+            format!(
+                "tensor dtype is {}, wanted one candle has (u8, u32, i16, i32, i64, bf16, f16, \
+                 f32, f64, float8_e4m3fn, float8_e8m0fnu)",
+                describe(tensor.dtype())
+            ),
         )
     })?;
     if !tensor.device().is_host_accessible() {
         return Err(err(
             FailureKind::UnsupportedDevice,
             format!(
-                "the tensor is on device {}; dlbind's candle adapter builds CPU tensors",
+                "tensor is on device {}, wanted host memory (candle tensors are built on the \
+                 CPU)",
                 tensor.device()
             ),
         ));
@@ -383,7 +399,7 @@ pub fn to_candle(tensor: &ImportedTensor) -> Result<candle_core::Tensor> {
         unsafe { std::slice::from_raw_parts(src.data_ptr().cast::<u8>(), nbytes) }
     };
     candle_core::Tensor::from_raw_buffer(bytes, dtype, &shape, &candle_core::Device::Cpu)
-        .map_err(|e| err(FailureKind::MalformedTensor, format!("candle: {e}")))
+        .map_err(|e| err(FailureKind::MalformedTensor, e.to_string()))
 }
 
 #[cfg(test)]

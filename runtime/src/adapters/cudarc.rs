@@ -16,6 +16,9 @@
 //! (checked: device, dtype, C-contiguous) is then seen as a [`CudaView`] on that stream that
 //! keeps the producer's tensor alive until it drops.
 
+/// The `cudarc` crate this adapter is built against (for a matching version).
+pub use ::cudarc;
+
 use std::ffi::c_void;
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
@@ -38,8 +41,9 @@ use crate::storage::Buffer;
 
 type Result<T> = std::result::Result<T, DlpackError>;
 
+/// An error in the adapters' one form: `cudarc: <what was given>, wanted <what>`.
 fn err(kind: FailureKind, msg: impl Into<String>) -> DlpackError {
-    DlpackError::new(kind, msg.into())
+    DlpackError::new(kind, format!("cudarc: {}", msg.into()))
 }
 
 /// A stream as the DLPack producer stream it stands for (the null stream is CUDA's legacy
@@ -101,14 +105,18 @@ impl CudaTensor {
         if device.device_type != DLDeviceType::kDLCUDA {
             return Err(err(
                 FailureKind::UnsupportedDevice,
-                format!("cudarc memory is kDLCUDA device memory, not {device}"),
+                format!("device {device}, wanted kDLCUDA (cudarc memory is CUDA device memory)"),
             ));
         }
         let strides = match strides {
             Some(s) if s.len() != shape.len() => {
                 return Err(err(
                     FailureKind::MalformedTensor,
-                    format!("{} strides for {} dimensions", s.len(), shape.len()),
+                    format!(
+                        "{} strides, wanted one per dimension ({})",
+                        s.len(),
+                        shape.len()
+                    ),
                 ));
             }
             Some(s) => s.to_vec(),
@@ -175,7 +183,7 @@ impl CudaTensor {
         if offset > len {
             return Err(err(
                 FailureKind::MalformedTensor,
-                format!("offset {offset} is past the slice's {len} elements"),
+                format!("offset {offset}, wanted one inside the slice's {len} elements"),
             ));
         }
         let stream = Arc::clone(slice.stream());
@@ -272,7 +280,7 @@ fn check_len(shape: &[usize], len: usize) -> Result<()> {
     if n != Some(len) {
         return Err(err(
             FailureKind::MalformedTensor,
-            format!("shape {shape:?} does not hold the slice's {len} elements"),
+            format!("shape {shape:?}, wanted one that holds the slice's {len} elements"),
         ));
     }
     Ok(())
@@ -320,7 +328,7 @@ fn stream_arg(stream: StreamHandle) -> Result<i64> {
         StreamHandle(h) => i64::try_from(h).map_err(|_| {
             err(
                 FailureKind::InvalidStream,
-                format!("stream handle {h:#x} is not a DLPack stream value"),
+                format!("stream handle {h:#x}, wanted a DLPack stream value (at most i64::MAX)"),
             )
         }),
     }
@@ -341,7 +349,7 @@ pub fn import_on_stream(obj: &Bound<'_, PyAny>, stream: StreamHandle) -> PyResul
     if device.device_type != DLDeviceType::kDLCUDA {
         return Err(err(
             FailureKind::UnsupportedDevice,
-            format!("a cudarc view needs kDLCUDA device memory; the producer's is on {device}"),
+            format!("the producer's memory is on {device}, wanted kDLCUDA device memory"),
         )
         .into());
     }
@@ -386,7 +394,7 @@ impl<T: DeviceRepr + DLPackElement> ImportedSlice<T> {
             return Err(err(
                 FailureKind::UnsupportedDevice,
                 format!(
-                    "the tensor is on {}, the stream's GPU is {gpu}",
+                    "tensor is on {}, wanted the stream's GPU {gpu}",
                     tensor.device()
                 ),
             ));
@@ -395,7 +403,7 @@ impl<T: DeviceRepr + DLPackElement> ImportedSlice<T> {
             return Err(err(
                 FailureKind::UnsupportedDtype,
                 format!(
-                    "the tensor's dtype is {}, not {}",
+                    "tensor dtype is {}, wanted {}",
                     describe(tensor.dtype()),
                     T::NAME
                 ),
@@ -405,8 +413,8 @@ impl<T: DeviceRepr + DLPackElement> ImportedSlice<T> {
             return Err(err(
                 FailureKind::UnsupportedLayout,
                 format!(
-                    "a CudaView is linear; the tensor's strides {:?} for shape {:?} are not \
-                     C-contiguous",
+                    "tensor strides {:?} for shape {:?}, wanted C-contiguous ones (a CudaView \
+                     is linear)",
                     tensor.strides(),
                     tensor.shape()
                 ),

@@ -52,7 +52,7 @@ fn layout_error(msg: String) -> DlpackError {
 
 /// An `i64` of a size or stride, refused when it does not fit.
 fn dim(what: &str, v: usize) -> Result<i64, DlpackError> {
-    i64::try_from(v).map_err(|_| layout_error(format!("{what} {v} does not fit an i64")))
+    i64::try_from(v).map_err(|_| layout_error(format!("image: {what} {v}, wanted one within i64")))
 }
 
 /// Exports an [`ImageBuffer`] as a writable `(height, width, channels)` tensor of its
@@ -72,7 +72,7 @@ where
             let shape = vec![i64::from(h), i64::from(w), i64::from(P::CHANNEL_COUNT)];
             let samples: &mut [P::Subpixel] = img;
             let strides = crate::layout::c_strides(&shape);
-            check_inside("ImageBuffer", &shape, &strides, 0, samples.len())?;
+            check_inside("image: ImageBuffer", &shape, &strides, 0, samples.len())?;
             Ok(Layout {
                 data: samples.as_mut_ptr().cast::<c_void>(),
                 shape,
@@ -130,7 +130,7 @@ where
     unsafe {
         rust_owned::export(flat.samples, move |samples| {
             let samples: &mut [S] = samples;
-            check_inside("FlatSamples", &shape, &strides, 0, samples.len())?;
+            check_inside("image: FlatSamples", &shape, &strides, 0, samples.len())?;
             Ok(Layout {
                 data: samples.as_mut_ptr().cast::<c_void>(),
                 shape,
@@ -165,7 +165,7 @@ where
     let (pw, ph) = parent.dimensions();
     if u64::from(x) + u64::from(w) > u64::from(pw) || u64::from(y) + u64::from(h) > u64::from(ph) {
         return Err(layout_error(format!(
-            "SubImage at ({x}, {y}) of {w} x {h} reaches outside its {pw} x {ph} parent"
+            "image: SubImage at ({x}, {y}) of {w} x {h}, wanted one inside its {pw} x {ph} parent"
         )));
     }
     let ch = i64::from(P::CHANNEL_COUNT);
@@ -173,7 +173,7 @@ where
     let strides = vec![i64::from(pw) * ch, ch, 1];
     let samples: &[P::Subpixel] = parent;
     let offset = (i64::from(y) * i64::from(pw) + i64::from(x)) * ch;
-    check_inside("SubImage", &shape, &strides, offset, samples.len())?;
+    check_inside("image: SubImage", &shape, &strides, offset, samples.len())?;
     // In bounds (checked), or one past the end for an empty sub-image, never dereferenced.
     let data = samples.as_ptr().wrapping_add(offset as usize) as *mut c_void;
     let keep: Py<O> = owner.clone().unbind();
@@ -207,7 +207,7 @@ where
         [h, w] if ch == 1 => (h, w),
         _ => {
             return Err(layout_error(format!(
-                "image import: shape {:?} is not (height, width, {ch}){}",
+                "image: shape {:?}, wanted (height, width, {ch}){}",
                 t.shape(),
                 if ch == 1 { " or (height, width)" } else { "" }
             )));
@@ -215,13 +215,13 @@ where
     };
     let (Ok(w32), Ok(h32)) = (u32::try_from(w), u32::try_from(h)) else {
         return Err(layout_error(format!(
-            "image import: {w} x {h} does not fit image's u32 dimensions"
+            "image: {w} x {h} pixels, wanted dimensions within image's u32"
         )));
     };
     // dtype, host memory, C-contiguous, aligned.
     let s = t
         .as_slice::<P::Subpixel>()
-        .map_err(|e| DlpackError::new(e.kind(), format!("image import: {}", e.message())))?;
+        .map_err(|e| super::reword("image", e))?;
     let len = s.len();
     // The tensor's own pointer (not one derived from the shared slice, which may not be
     // written through): element 0, or dangling-aligned for no samples.
@@ -328,7 +328,7 @@ where
         len,
     };
     ImageBuffer::from_raw(w, h, samples)
-        .ok_or_else(|| layout_error(format!("image import: {w} x {h} samples do not fit")))
+        .ok_or_else(|| layout_error(format!("image: {w} x {h} pixels, wanted as many samples")))
 }
 
 /// [`import`] for writable data: the image may be written, and the producer sees the writes.
@@ -346,7 +346,7 @@ where
 {
     if t.readonly() {
         return Err(layout_error(
-            "image import_mut: the tensor is read-only".to_string(),
+            "image: a read-only tensor, wanted writable data (import_mut)".to_string(),
         ));
     }
     let (w, h, data, len) = check_image::<P>(&t)?;
@@ -356,5 +356,5 @@ where
         len,
     };
     ImageBuffer::from_raw(w, h, samples)
-        .ok_or_else(|| layout_error(format!("image import_mut: {w} x {h} samples do not fit")))
+        .ok_or_else(|| layout_error(format!("image: {w} x {h} pixels, wanted as many samples")))
 }

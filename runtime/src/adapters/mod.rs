@@ -30,3 +30,32 @@ mod rust_owned;
 pub use rust_owned::live_rust_owned_tensors;
 #[cfg(feature = "safetensors")]
 pub mod safetensors;
+
+/// Error messages have one form across the adapters: `<adapter>: <what was given>, wanted <what>`
+/// (`ndarray: tensor dtype is float64, wanted float32`). This rewrites an error that an
+/// [`ImportedTensor`](crate::import::ImportedTensor) accessor gave (`as_slice`, `as_ndarray`,
+/// `to_vec`, ...: `"as_ndarray: tensor dtype is float64, not float32"`) into that form: the
+/// accessor's name becomes the adapter's, `", not Y"` becomes `", wanted Y"`, and `"X is not Y"`
+/// gets `", wanted Y"` (unless the message says what it wanted already). The kind is kept.
+#[cfg(any(feature = "ndarray", feature = "image", feature = "arrow"))]
+pub(crate) fn reword(adapter: &str, e: crate::error::DlpackError) -> crate::error::DlpackError {
+    let msg = e.message();
+    // The accessor's name: one leading identifier and ": " (`as_ndarray_mut: `, `to_vec: `).
+    let rest = match msg.split_once(": ") {
+        Some((head, rest))
+            if !head.is_empty() && head.bytes().all(|b| b == b'_' || b.is_ascii_alphanumeric()) =>
+        {
+            rest
+        }
+        _ => msg,
+    };
+    let rest = match (rest.split_once(", not "), rest.split_once(" is not ")) {
+        _ if rest.contains("wanted") => rest.to_owned(),
+        // "tensor dtype is float64, not float32"
+        (Some((given, wanted)), _) => format!("{given}, wanted {wanted}"),
+        // "tensor is not C-contiguous", "memory on device kDLCUDA:0 is not host-accessible"
+        (None, Some((_, wanted))) => format!("{rest}, wanted {wanted}"),
+        (None, None) => rest.to_owned(),
+    };
+    crate::error::DlpackError::new(e.kind(), format!("{adapter}: {rest}"))
+}

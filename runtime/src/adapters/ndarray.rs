@@ -232,12 +232,12 @@ fn dim_name<D: Dimension>() -> String {
 }
 
 /// Refuses a tensor whose rank is not `D`'s.
-fn check_rank<D: Dimension>(t: &ImportedTensor, what: &str) -> Result<(), DlpackError> {
+fn check_rank<D: Dimension>(t: &ImportedTensor) -> Result<(), DlpackError> {
     match D::NDIM {
         Some(n) if n != t.ndim() => Err(DlpackError::new(
             FailureKind::UnsupportedLayout,
             format!(
-                "{what}: the tensor has {} dimension(s) (shape {:?}); ndarray::{} needs {n}",
+                "ndarray: the tensor has {} dimension(s) (shape {:?}), wanted {n} for ndarray::{}",
                 t.ndim(),
                 t.shape(),
                 dim_name::<D>()
@@ -251,16 +251,19 @@ fn check_rank<D: Dimension>(t: &ImportedTensor, what: &str) -> Result<(), Dlpack
 fn shape_error<D: Dimension>(e: ndarray::ShapeError) -> DlpackError {
     DlpackError::new(
         FailureKind::UnsupportedLayout,
-        format!("ndarray::{}: {e}", dim_name::<D>()),
+        format!(
+            "ndarray: {e}, wanted a shape for ndarray::{}",
+            dim_name::<D>()
+        ),
     )
 }
 
 /// The refusal of `bool` (and any element type not valid for every byte) in a view.
-fn not_lendable<A: DLPackElement, D: Dimension>(what: &str) -> DlpackError {
+fn not_lendable<A: DLPackElement, D: Dimension>() -> DlpackError {
     DlpackError::new(
         FailureKind::UnsupportedDtype,
         format!(
-            "{what}: {} elements borrowed from the producer's memory, wanted an element type \
+            "ndarray: {} elements borrowed from the producer's memory, wanted an element type \
              valid for every byte (Python code may store any byte there while the view lives): \
              view them as u8 (view::<u8, ndarray::{}>), or copy them with to_array, which checks \
              each byte",
@@ -275,11 +278,12 @@ fn not_lendable<A: DLPackElement, D: Dimension>(what: &str) -> DlpackError {
 pub fn view<A: DLPackElement, D: Dimension>(
     t: &ImportedTensor,
 ) -> Result<ArrayView<'_, A, D>, DlpackError> {
-    check_rank::<D>(t, "ndarray view")?;
+    check_rank::<D>(t)?;
     if !lendable::<A>() {
-        return Err(not_lendable::<A, D>("ndarray view"));
+        return Err(not_lendable::<A, D>());
     }
-    t.as_ndarray::<A>()?
+    t.as_ndarray::<A>()
+        .map_err(|e| super::reword("ndarray", e))?
         .into_dimensionality::<D>()
         .map_err(shape_error::<D>)
 }
@@ -297,12 +301,13 @@ pub fn view<A: DLPackElement, D: Dimension>(
 pub unsafe fn view_mut<A: DLPackElement, D: Dimension>(
     t: &mut ImportedTensor,
 ) -> Result<ArrayViewMut<'_, A, D>, DlpackError> {
-    check_rank::<D>(t, "ndarray view_mut")?;
+    check_rank::<D>(t)?;
     if !lendable::<A>() {
-        return Err(not_lendable::<A, D>("ndarray view_mut"));
+        return Err(not_lendable::<A, D>());
     }
     // SAFETY: the caller's contract is `as_ndarray_mut`'s.
-    unsafe { t.as_ndarray_mut::<A>() }?
+    unsafe { t.as_ndarray_mut::<A>() }
+        .map_err(|e| super::reword("ndarray", e))?
         .into_dimensionality::<D>()
         .map_err(shape_error::<D>)
 }
@@ -323,11 +328,9 @@ pub unsafe fn view_mut<A: DLPackElement, D: Dimension>(
 pub fn to_array<A: DLPackElement, D: Dimension>(
     t: &ImportedTensor,
 ) -> Result<Array<A, D>, DlpackError> {
-    check_rank::<D>(t, "ndarray to_array")?;
+    check_rank::<D>(t)?;
     let shape: Vec<usize> = t.shape().iter().map(|&d| d as usize).collect();
-    let v = t
-        .to_vec::<A>()
-        .map_err(|e| DlpackError::new(e.kind(), format!("ndarray to_array: {}", e.message())))?;
+    let v = t.to_vec::<A>().map_err(|e| super::reword("ndarray", e))?;
     Array::from_shape_vec(IxDyn(&shape), v)
         .map_err(shape_error::<D>)?
         .into_dimensionality::<D>()
@@ -405,7 +408,7 @@ impl<A: DLPackElement, D: Dimension> NdTensor<A, D> {
     /// `as_slice_mut` asks the same).
     pub unsafe fn view_mut(&mut self) -> Result<ArrayViewMut<'_, A, D>, DlpackError> {
         if self.copy.is_some() {
-            return Err(not_lendable::<A, D>("ndarray NdTensor::view_mut"));
+            return Err(not_lendable::<A, D>());
         }
         // SAFETY: the caller's contract.
         unsafe { view_mut::<A, D>(&mut self.tensor) }

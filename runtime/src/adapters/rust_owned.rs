@@ -177,8 +177,8 @@ pub(crate) fn check_inside(
         return Err(DlpackError::new(
             FailureKind::UnsupportedLayout,
             format!(
-                "{what}: shape {shape:?} with strides {strides:?} from element {offset} reaches \
-                 outside the {len} elements the storage holds"
+                "{what}: shape {shape:?} with strides {strides:?} from element {offset}, wanted \
+                 a layout inside the {len} elements the storage holds"
             ),
         ));
     }

@@ -74,7 +74,7 @@ pub fn dtype(d: Dtype) -> Result<DLDataType, DlpackError> {
         other => {
             return Err(DlpackError::new(
                 FailureKind::UnsupportedDtype,
-                format!("safetensors dtype {other:?} has no DLPack dtype in dlbind"),
+                format!("safetensors: dtype {other:?}, wanted one with a DLPack dtype in dlbind"),
             ));
         }
     };
@@ -98,7 +98,7 @@ fn alignment(d: DLDataType) -> usize {
 fn malformed(e: safetensors::SafeTensorError) -> DlpackError {
     DlpackError::new(
         FailureKind::MalformedTensor,
-        format!("safetensors header: {e}"),
+        format!("safetensors: malformed header ({e}), wanted a safetensors file"),
     )
 }
 
@@ -163,7 +163,10 @@ impl SafetensorsFile {
         self.metadata.info(name).ok_or_else(|| {
             DlpackError::new(
                 FailureKind::BadArgumentValue,
-                format!("no tensor named {name:?} in the safetensors file"),
+                format!(
+                    "safetensors: no tensor named {name:?}, wanted one of the file's {:?}",
+                    self.names
+                ),
             )
         })
     }
@@ -180,7 +183,7 @@ impl SafetensorsFile {
                 i64::try_from(n).map_err(|_| {
                     DlpackError::new(
                         FailureKind::MalformedTensor,
-                        format!("safetensors tensor {name:?}: dimension {n} does not fit i64"),
+                        format!("safetensors: tensor {name:?} has dimension {n}, wanted at most i64::MAX"),
                     )
                 })
             })
@@ -205,7 +208,7 @@ impl SafetensorsFile {
         if bytes_elements(dt) {
             let strides = crate::layout::c_strides(&shape);
             check_inside(
-                name,
+                &format!("safetensors: tensor {name:?}"),
                 &shape,
                 &strides,
                 0,
@@ -238,8 +241,8 @@ impl SafetensorsFile {
         DlpackError::new(
             FailureKind::MalformedTensor,
             format!(
-                "safetensors tensor {name:?}: its data offsets do not match its shape and dtype \
-                 inside the file's {} bytes",
+                "safetensors: tensor {name:?} has data offsets that do not match its shape and \
+                 dtype, wanted a range of the file's {} bytes that does",
                 self.len
             ),
         )

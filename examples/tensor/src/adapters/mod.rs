@@ -9,6 +9,7 @@ mod arrow;
 mod candle;
 #[cfg(feature = "cuda")]
 mod cudarc;
+mod examples;
 #[cfg(feature = "image")]
 mod image;
 mod ndarray;
@@ -29,5 +30,5 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     ndarray::register(m)?;
     #[cfg(feature = "safetensors")]
     safetensors::register(m)?;
-    Ok(())
+    examples::register(m)
 }

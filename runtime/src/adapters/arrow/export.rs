@@ -147,8 +147,8 @@ impl ArrowTensor {
                 return Err(err(
                     FailureKind::CopyRequired,
                     format!(
-                        "the arrow array has nulls ({} at the outer level), which DLPack cannot \
-                         carry; pass copy=True to export a copy with zeroes in their place",
+                        "an array with nulls ({} at the outer level), wanted none (DLPack cannot \
+                         carry them); pass copy=True to export a copy with zeroes in their place",
                         array.null_count()
                     ),
                 ));
@@ -156,8 +156,8 @@ impl ArrowTensor {
             if is_bool {
                 return Err(err(
                     FailureKind::CopyRequired,
-                    "arrow booleans are bit-packed and DLPack bool is one byte per element; pass \
-                     copy=True to export an unpacked copy",
+                    "booleans (bit-packed in arrow), wanted one byte per element (DLPack bool); \
+                     pass copy=True to export an unpacked copy",
                 ));
             }
             return Ok(Self::view_of(&flat));

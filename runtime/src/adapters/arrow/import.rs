@@ -34,7 +34,7 @@ fn prepare(t: ImportedTensor, copy: bool, c_order: bool) -> Result<(ImportedTens
         return Err(err(
             FailureKind::UnsupportedDevice,
             format!(
-                "arrow arrays live in host memory; the tensor is on device {}",
+                "tensor is on device {}, wanted host memory (where arrow arrays live)",
                 t.device()
             ),
         ));
@@ -43,7 +43,8 @@ fn prepare(t: ImportedTensor, copy: bool, c_order: bool) -> Result<(ImportedTens
         err(
             FailureKind::UnsupportedDtype,
             format!(
-                "DLPack dtype {} has no arrow equivalent",
+                "tensor dtype is {}, which has no arrow equivalent, wanted an integer, float16/32/64 \
+                 or bool",
                 describe(t.dtype())
             ),
         )
@@ -51,8 +52,8 @@ fn prepare(t: ImportedTensor, copy: bool, c_order: bool) -> Result<(ImportedTens
     if ty == DataType::Boolean && !copy {
         return Err(err(
             FailureKind::CopyRequired,
-            "DLPack bool is one byte per element and arrow booleans are bit-packed; pass \
-             copy=True to import a packed copy",
+            "tensor dtype is bool (one byte per element), wanted bit-packed booleans (arrow's); \
+             pass copy=True to import a packed copy",
         ));
     }
     let elem = t.dtype().bits as usize / 8;
@@ -67,10 +68,10 @@ fn prepare(t: ImportedTensor, copy: bool, c_order: bool) -> Result<(ImportedTens
     }
     if !copy {
         let what = if laid_out {
-            format!("its data is not aligned to {elem} bytes")
+            format!("tensor data is not aligned to {elem} bytes, wanted aligned data for a view")
         } else {
             format!(
-                "its layout (shape {:?}, strides {:?}) is not {}",
+                "tensor layout (shape {:?}, strides {:?}), wanted {} for a view",
                 t.shape(),
                 t.strides(),
                 if c_order {
@@ -82,7 +83,7 @@ fn prepare(t: ImportedTensor, copy: bool, c_order: bool) -> Result<(ImportedTens
         };
         return Err(err(
             FailureKind::CopyRequired,
-            format!("an arrow array cannot view this tensor: {what}; pass copy=True"),
+            format!("{what}; pass copy=True"),
         ));
     }
     Ok((t.to_contiguous_copy()?, ty))
@@ -117,7 +118,7 @@ fn leaf_values(t: ImportedTensor, ty: &DataType) -> Result<ArrayRef> {
         // A checked copy (`bool` is never lent): a byte other than 0 and 1 is an error.
         let bools = t
             .to_vec::<bool>()
-            .map_err(|e| err(e.kind(), format!("arrow: {}", e.message())))?;
+            .map_err(|e| super::super::reword("arrow", e))?;
         let bits = BooleanBuffer::from_iter(bools);
         return Ok(Arc::new(BooleanArray::new(bits, None)));
     }
@@ -173,7 +174,7 @@ pub fn to_arrow(tensor: ImportedTensor, copy: bool) -> Result<ArrayRef> {
         if tensor.ndim() == 0 {
             return Err(err(
                 FailureKind::UnsupportedLayout,
-                "a 0-d tensor is not an arrow array; reshape it to 1-d",
+                "a 0-d tensor, wanted rank >= 1 (an arrow array; reshape it to 1-d)",
             ));
         }
         let (t, ty) = prepare(tensor, copy, true)?;
@@ -204,7 +205,7 @@ where
         return Err(err(
             FailureKind::UnsupportedDtype,
             format!(
-                "the tensor's dtype is {}, not {} ({})",
+                "tensor dtype is {}, wanted {} ({})",
                 describe(tensor.dtype()),
                 T::Native::NAME,
                 T::DATA_TYPE
@@ -215,7 +216,7 @@ where
         return Err(err(
             FailureKind::UnsupportedLayout,
             format!(
-                "a PrimitiveArray is 1-D; the tensor has {} dimensions",
+                "tensor has {} dimensions, wanted 1 (a PrimitiveArray is 1-D)",
                 tensor.ndim()
             ),
         ));
@@ -310,8 +311,8 @@ fn to_fixed_shape_tensor_inner(
         return Err(err(
             FailureKind::UnsupportedLayout,
             format!(
-                "arrow.fixed_shape_tensor needs a tensor of rank >= 2 (outer length, then the \
-                 element shape); this one has rank {}",
+                "a tensor of rank {}, wanted rank >= 2 for arrow.fixed_shape_tensor (outer \
+                 length, then the element shape)",
                 tensor.ndim()
             ),
         ));
@@ -329,8 +330,8 @@ fn to_fixed_shape_tensor_inner(
         return Err(err(
             FailureKind::CopyRequired,
             format!(
-                "arrow.fixed_shape_tensor stores elements one after another; the outer dimension \
-                 of strides {:?} is not outermost; pass copy=True",
+                "strides {:?} whose outer dimension is not outermost, wanted it outermost \
+                 (arrow.fixed_shape_tensor stores elements one after another); pass copy=True",
                 t.strides()
             ),
         ));
@@ -338,7 +339,8 @@ fn to_fixed_shape_tensor_inner(
     if ty == DataType::Boolean {
         return Err(err(
             FailureKind::UnsupportedDtype,
-            "arrow.fixed_shape_tensor of booleans is not supported",
+            "tensor dtype is bool, wanted another for arrow.fixed_shape_tensor (booleans are not \
+             supported)",
         ));
     }
     let shape = t.shape().to_vec();

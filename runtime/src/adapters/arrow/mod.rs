@@ -31,6 +31,12 @@
 //! [`FixedSizeListArray`]: arrow_array::FixedSizeListArray
 //! [`ImportedTensor`]: crate::import::ImportedTensor
 
+/// The arrow crates this adapter is built against (for matching versions), `arrow_array::ffi`
+/// (arrow's C data interface, the way to pyarrow: `FFI_ArrowArray`, `to_ffi`, `from_ffi`) and
+/// `arrow_schema::ffi::FFI_ArrowSchema` included: the `arrow` feature turns arrow-array's `ffi`
+/// feature on.
+pub use ::{arrow_array, arrow_buffer, arrow_data, arrow_schema};
+
 mod export;
 mod import;
 mod metadata;
@@ -47,8 +53,14 @@ pub use import::{to_arrow, to_fixed_shape_tensor, to_primitive};
 
 type Result<T> = std::result::Result<T, DlpackError>;
 
+/// An error in the adapters' one form, `arrow: <what was given>, wanted <what>` (the prefix is
+/// added here unless the message has it).
 fn err(kind: FailureKind, msg: impl Into<String>) -> DlpackError {
-    DlpackError::new(kind, msg.into())
+    let msg = msg.into();
+    match msg.starts_with("arrow: ") {
+        true => DlpackError::new(kind, msg),
+        false => DlpackError::new(kind, format!("arrow: {msg}")),
+    }
 }
 
 /// Runs `f`, an entry point of this module, turning a panic (none is expected: the inputs
@@ -117,8 +129,8 @@ fn unsupported_arrow_type(dt: &DataType) -> DlpackError {
     err(
         FailureKind::UnsupportedDtype,
         format!(
-            "arrow type {dt} has no DLPack equivalent (supported: Int8..Int64, UInt8..UInt64, \
-             Float16, Float32, Float64, and Boolean with copy=True)"
+            "type {dt} has no DLPack equivalent, wanted Int8..Int64, UInt8..UInt64, Float16, \
+             Float32, Float64, or Boolean with copy=True"
         ),
     )
 }
