@@ -16,6 +16,7 @@ pub enum Key {
     Array,
     CustomTraverse,
     UncheckedExtent,
+    MergePymethods,
 }
 
 impl Key {
@@ -30,6 +31,7 @@ impl Key {
         Key::Array,
         Key::CustomTraverse,
         Key::UncheckedExtent,
+        Key::MergePymethods,
     ];
 
     pub fn name(self) -> &'static str {
@@ -44,6 +46,7 @@ impl Key {
             Key::Array => "array",
             Key::CustomTraverse => "custom_traverse",
             Key::UncheckedExtent => "unchecked_extent",
+            Key::MergePymethods => "merge_pymethods",
         }
     }
 

@@ -14,20 +14,69 @@ use crate::spec::SpecView;
 pub fn expand(model: &Model, spec: &SpecView) -> syn::Result<TokenStream> {
     let assert = assert_pyclass(model);
     let source = source_impl(model);
-    let methods = pymethods(model, spec)?;
+    let methods = pymethods(spec)?;
     let exchange = exchange_impl(model);
-    let exchange_attr = exchange_api_attr(model, spec)?;
-    let bridges = bridges(model);
+    let exchange_attr = exchange_api_attr(spec)?;
+    let bridges = bridges();
     let traverse = gc_traverse(model);
+    let block = methods_block(model, quote! { #methods #exchange_attr #bridges #traverse });
     Ok(quote! {
         #assert
         #source
-        #methods
         #exchange
-        #exchange_attr
-        #bridges
-        #traverse
+        #block
     })
+}
+
+/// Every Python method the derive adds, in ONE `#[pymethods]` block, so that a type needs no
+/// PyO3 `multiple-pymethods` (nor the `inventory` it pulls in) unless its crate asks for it.
+///
+/// A type whose crate has its own `#[pymethods]` block for it says
+/// `#[dlpack(merge_pymethods)]` and writes `#[dlbind::pymethods]` on that block instead of
+/// `#[pymethods]`: the derive then emits no block, and the attribute merges the derive's items
+/// into the user's (through the `macro_rules!` emitted here, `__dlbind_pymethods_<Type>`, which
+/// the attribute invokes with the block's items). Each half without the other is a compile
+/// error that names the missing one: the derive's assertion needs the attribute's
+/// `MergedPyMethods` impl, and the macro of a type without `merge_pymethods` expands to an error.
+fn methods_block(model: &Model, items: TokenStream) -> TokenStream {
+    let ident = &model.ident;
+    let mac = format_ident!("__dlbind_pymethods_{}", ident);
+    if model.merge_pymethods {
+        quote! {
+            const _: () = ::dlbind::__private::assert_merged_pymethods::<#ident>();
+            #[doc(hidden)]
+            #[allow(unused_macros)]
+            macro_rules! #mac {
+                ($($block:tt)*) => {
+                    ::dlbind::__private::merge_pymethods! { $($block)* { #items } }
+                };
+            }
+            #[doc(hidden)]
+            #[allow(unused_imports)]
+            pub(crate) use #mac;
+        }
+    } else {
+        let msg = format!(
+            "`#[dlbind::pymethods]` merges the derive's methods into this block only when `{ident}` \
+             says `#[dlpack(merge_pymethods)]` (without it the derive emits its own block): add \
+             it next to `#[derive(DLPackExport)]`"
+        );
+        quote! {
+            #[::dlbind::__private::pyo3::pymethods]
+            #[pyo3(crate = "::dlbind::__private::pyo3")]
+            impl #ident {
+                #items
+            }
+            #[doc(hidden)]
+            #[allow(unused_macros)]
+            macro_rules! #mac {
+                ($($t:tt)*) => { ::core::compile_error!(#msg); };
+            }
+            #[doc(hidden)]
+            #[allow(unused_imports)]
+            pub(crate) use #mac;
+        }
+    }
 }
 
 /// `__traverse__` reporting the Python objects the data field holds
@@ -44,18 +93,13 @@ fn gc_traverse(model: &Model) -> TokenStream {
     if model.custom_traverse || !matches!(model.data.kind, DataKind::Source) {
         return TokenStream::new();
     }
-    let ident = &model.ident;
     let data = access(&model.data.field);
     quote! {
-        #[::dlbind::__private::pyo3::pymethods]
-        #[pyo3(crate = "::dlbind::__private::pyo3")]
-        impl #ident {
-            fn __traverse__(
-                &self,
-                visit: ::dlbind::__private::pyo3::PyVisit<'_>,
-            ) -> ::core::result::Result<(), ::dlbind::__private::pyo3::PyTraverseError> {
-                ::dlbind::__private::DataSource::visit_python_refs(&#data, &visit)
-            }
+        fn __traverse__(
+            &self,
+            visit: ::dlbind::__private::pyo3::PyVisit<'_>,
+        ) -> ::core::result::Result<(), ::dlbind::__private::pyo3::PyTraverseError> {
+            ::dlbind::__private::DataSource::visit_python_refs(&#data, &visit)
         }
     }
 }
@@ -326,32 +370,26 @@ fn exchange_impl(model: &Model) -> TokenStream {
 /// `type(x).__dlpack_c_exchange_api__` (name from the spec IR): a class attribute holding the
 /// capsule that points at the type's static `DLPackExchangeAPI`
 /// (`dlbind::__private::exchange_api_capsule`). Nothing for specs without the attribute.
-fn exchange_api_attr(model: &Model, spec: &SpecView) -> syn::Result<TokenStream> {
+fn exchange_api_attr(spec: &SpecView) -> syn::Result<TokenStream> {
     let Some(name) = &spec.exchange_attr else {
         return Ok(TokenStream::new());
     };
     py_ident(name, "exchange API attribute")?;
-    let ident = &model.ident;
     let f = format_ident!("__dlbind_dlpack_c_exchange_api__");
     Ok(quote! {
-        #[::dlbind::__private::pyo3::pymethods]
-        #[pyo3(crate = "::dlbind::__private::pyo3")]
-        impl #ident {
-            #[classattr]
-            #[pyo3(name = #name)]
-            fn #f(
-                py: ::dlbind::__private::pyo3::Python<'_>,
-            ) -> ::dlbind::__private::pyo3::PyResult<::dlbind::__private::pyo3::Py<::dlbind::__private::pyo3::PyAny>> {
-                ::dlbind::__private::exchange_api_capsule::<Self>(py)
-            }
+        #[classattr]
+        #[pyo3(name = #name)]
+        fn #f(
+            py: ::dlbind::__private::pyo3::Python<'_>,
+        ) -> ::dlbind::__private::pyo3::PyResult<::dlbind::__private::pyo3::Py<::dlbind::__private::pyo3::PyAny>> {
+            ::dlbind::__private::exchange_api_capsule::<Self>(py)
         }
     })
 }
 
-/// The bridges to the older array protocols (`dlbind::__private::bridges`), one `#[pymethods]` block with
-/// one method per item below. The names are fixed Python dunders (not in the DLPack spec).
-fn bridges(model: &Model) -> TokenStream {
-    let ident = &model.ident;
+/// The bridges to the older array protocols (`dlbind::__private::bridges`), one method per item
+/// below. The names are fixed Python dunders (not in the DLPack spec).
+fn bridges() -> TokenStream {
     let items = [
         getbuffer(),
         releasebuffer(),
@@ -359,13 +397,7 @@ fn bridges(model: &Model) -> TokenStream {
         cuda_array_interface(),
         sycl_usm_array_interface(),
     ];
-    quote! {
-        #[::dlbind::__private::pyo3::pymethods]
-        #[pyo3(crate = "::dlbind::__private::pyo3")]
-        impl #ident {
-            #(#items)*
-        }
-    }
+    quote! { #(#items)* }
 }
 
 /// The buffer protocol's `bf_getbuffer` (CPU-accessible data; BufferError otherwise).
@@ -441,7 +473,7 @@ fn py_ident(name: &str, what: &str) -> syn::Result<Ident> {
     Ok(syn::parse_str::<Ident>(name).unwrap_or_else(|_| Ident::new_raw(name, Span::call_site())))
 }
 
-/// The `#[pymethods]` block: `__dlpack__` and `__dlpack_device__`, names from the spec.
+/// `__dlpack__` and `__dlpack_device__`, names from the spec.
 ///
 /// `__dlpack__` and `__dlpack_device__` are emitted as class attributes holding the runtime's raw
 /// descriptors (`dlbind::__private::dlpack_descriptor`, `dlpack_device_descriptor`; the first
@@ -451,8 +483,7 @@ fn py_ident(name: &str, what: &str) -> syn::Result<Ident> {
 /// which alone misses the "≤ 0.9× numpy" export target. The method name comes from the spec IR;
 /// the keyword names are checked here against the IR so a spec whose names are not identifiers
 /// fails at compile time, and the runtime reads the same names from the generated code.
-fn pymethods(model: &Model, spec: &SpecView) -> syn::Result<TokenStream> {
-    let ident = &model.ident;
+fn pymethods(spec: &SpecView) -> syn::Result<TokenStream> {
     let p = &spec.protocol;
     for n in p.dlpack_kwargs() {
         py_ident(n, "__dlpack__ keyword")?;
@@ -462,24 +493,20 @@ fn pymethods(model: &Model, spec: &SpecView) -> syn::Result<TokenStream> {
     let dlpack_fn = format_ident!("__dlbind_dlpack__");
     let device_fn = format_ident!("__dlbind_dlpack_device__");
     Ok(quote! {
-        #[::dlbind::__private::pyo3::pymethods]
-        #[pyo3(crate = "::dlbind::__private::pyo3")]
-        impl #ident {
-            #[classattr]
-            #[pyo3(name = #dlpack_name)]
-            fn #dlpack_fn(
-                py: ::dlbind::__private::pyo3::Python<'_>,
-            ) -> ::dlbind::__private::pyo3::PyResult<::dlbind::__private::pyo3::Py<::dlbind::__private::pyo3::PyAny>> {
-                ::dlbind::__private::dlpack_descriptor::<Self>(py)
-            }
+        #[classattr]
+        #[pyo3(name = #dlpack_name)]
+        fn #dlpack_fn(
+            py: ::dlbind::__private::pyo3::Python<'_>,
+        ) -> ::dlbind::__private::pyo3::PyResult<::dlbind::__private::pyo3::Py<::dlbind::__private::pyo3::PyAny>> {
+            ::dlbind::__private::dlpack_descriptor::<Self>(py)
+        }
 
-            #[classattr]
-            #[pyo3(name = #device_name)]
-            fn #device_fn(
-                py: ::dlbind::__private::pyo3::Python<'_>,
-            ) -> ::dlbind::__private::pyo3::PyResult<::dlbind::__private::pyo3::Py<::dlbind::__private::pyo3::PyAny>> {
-                ::dlbind::__private::dlpack_device_descriptor::<Self>(py)
-            }
+        #[classattr]
+        #[pyo3(name = #device_name)]
+        fn #device_fn(
+            py: ::dlbind::__private::pyo3::Python<'_>,
+        ) -> ::dlbind::__private::pyo3::PyResult<::dlbind::__private::pyo3::Py<::dlbind::__private::pyo3::PyAny>> {
+            ::dlbind::__private::dlpack_device_descriptor::<Self>(py)
         }
     })
 }

@@ -31,6 +31,7 @@
 //! | `stream` | field | `Option<u64>` | CUDA/ROCm stream with pending work on the data (default: the device's default stream) |
 //! | `custom_traverse` | struct | — | the type writes `__traverse__` itself (see below) |
 //! | `unchecked_extent` | struct | — | exports skip the dtype and span checks; needs `unsafe impl dlbind::UncheckedExtent` (see below) |
+//! | `merge_pymethods` | struct | — | the derived methods go into the type's own block, marked `#[dlbind::pymethods]` (see [`macro@pymethods`]) |
 //!
 //! For a `DataSource` data field the derive also emits `__traverse__`, reporting the Python
 //! objects the storage keeps alive (`DataSource::visit_python_refs`: a `Buffer` view's owner, a
@@ -84,13 +85,16 @@ use syn::{DeriveInput, parse_macro_input};
 mod attr;
 mod expand;
 mod import;
+mod merge;
 mod model;
 mod spec;
 mod spec_source;
 
-/// Derives `dlbind::DLPackSource` and a `#[pymethods]` block with `__dlpack__` and
-/// `__dlpack_device__` (names and keyword names from the DLPack spec) for a `#[pyclass]` struct
-/// (`frozen` for borrow-free exports). See the crate docs.
+/// Derives `dlbind::DLPackSource` and one `#[pymethods]` block with `__dlpack__` and
+/// `__dlpack_device__` (names and keyword names from the DLPack spec), the exchange table
+/// attribute, the older array protocols and `__traverse__`, for a `#[pyclass]` struct (`frozen`
+/// for borrow-free exports); with `#[dlpack(merge_pymethods)]` they go into the type's own block
+/// instead ([`macro@pymethods`]). See the crate docs.
 #[proc_macro_derive(DLPackExport, attributes(dlpack))]
 pub fn derive_dlpack_export(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
@@ -131,4 +135,42 @@ fn derive(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
     })?;
     let model = model::Model::from_derive_input(input, spec)?;
     expand::expand(&model, spec)
+}
+
+/// Put on a type's own `#[pymethods]` block instead of `#[pymethods]`, for a type that says
+/// `#[dlpack(merge_pymethods)]`: the derive's methods (`__dlpack__`, `__dlpack_device__`, the
+/// exchange table attribute, the buffer protocol, the array interfaces, `__traverse__`) are
+/// merged into this block, so the crate needs no PyO3 `multiple-pymethods`.
+///
+/// ```ignore
+/// #[pyclass(frozen)]
+/// #[derive(DLPackExport)]
+/// #[dlpack(merge_pymethods)]
+/// struct Samples { /* ... */ }
+///
+/// #[dlbind::pymethods]
+/// impl Samples {
+///     #[new]
+///     fn new(n: usize) -> Self { /* ... */ }
+/// }
+/// ```
+///
+/// The block is handed, items and attributes as written, to the `macro_rules!` the derive emits
+/// beside the type (`__dlbind_pymethods_<Type>`, found through the block's self type path), which
+/// writes one `#[pyo3::pymethods]` block with both sets of items.
+#[proc_macro_attribute]
+pub fn pymethods(attr: TokenStream, item: TokenStream) -> TokenStream {
+    merge::pymethods(attr.into(), item.into())
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
+
+/// What `__dlbind_pymethods_<Type>` (emitted by the derive for `#[dlpack(merge_pymethods)]`)
+/// expands to: the merged `#[pymethods]` block. Named only through `dlbind::__private`.
+#[doc(hidden)]
+#[proc_macro]
+pub fn __merge_pymethods(input: TokenStream) -> TokenStream {
+    merge::merged_block(input.into())
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
 }

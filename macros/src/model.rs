@@ -86,6 +86,9 @@ pub struct Model {
     /// Struct-level `#[dlpack(unchecked_extent)]`: exports skip the span check, which the
     /// type's `unsafe impl dlbind::UncheckedExtent` vouches for (the expansion requires it).
     pub unchecked_extent: bool,
+    /// Struct-level `#[dlpack(merge_pymethods)]`: the derive's methods go into the user's own
+    /// block (marked `#[dlbind::pymethods]`) instead of a block of the derive's.
+    pub merge_pymethods: bool,
 }
 
 /// Role slots filled while walking the fields.
@@ -214,6 +217,8 @@ struct StructItems {
     custom_traverse: Option<Span>,
     /// `unchecked_extent`.
     unchecked_extent: Option<Span>,
+    /// `merge_pymethods`.
+    merge_pymethods: Option<Span>,
 }
 
 fn struct_item(item: &Item, top: &mut StructItems) -> syn::Result<()> {
@@ -222,6 +227,7 @@ fn struct_item(item: &Item, top: &mut StructItems) -> syn::Result<()> {
         readonly,
         custom_traverse,
         unchecked_extent,
+        merge_pymethods,
     } = top;
     match item.key {
         Key::Dtype => {
@@ -263,27 +269,33 @@ fn struct_item(item: &Item, top: &mut StructItems) -> syn::Result<()> {
             }
             *custom_traverse = Some(item.span);
         }
-        Key::UncheckedExtent => {
+        Key::UncheckedExtent | Key::MergePymethods => {
+            let name = item.key.name();
             if let Some(v) = &item.value {
                 return Err(syn::Error::new(
                     v.span(),
-                    "`unchecked_extent` takes no value",
+                    format!("`{name}` takes no value"),
                 ));
             }
-            if unchecked_extent.is_some() {
+            let slot = if item.key == Key::UncheckedExtent {
+                unchecked_extent
+            } else {
+                merge_pymethods
+            };
+            if slot.is_some() {
                 return Err(syn::Error::new(
                     item.span,
-                    "duplicate struct-level `unchecked_extent`",
+                    format!("duplicate struct-level `{name}`"),
                 ));
             }
-            *unchecked_extent = Some(item.span);
+            *slot = Some(item.span);
         }
         k => {
             return Err(syn::Error::new(
                 item.span,
                 format!(
                     "`#[dlpack({})]` goes on a field; on the struct only `dtype = \"…\"`, \
-                     `readonly`, `custom_traverse` and `unchecked_extent` are allowed",
+                     `readonly`, `custom_traverse`, `unchecked_extent` and `merge_pymethods` are allowed",
                     k.name()
                 ),
             ));
@@ -333,7 +345,7 @@ fn field_item(item: &Item, f: FieldRef, slots: &mut Slots) -> syn::Result<()> {
         Key::Device => &mut slots.device,
         Key::Readonly => &mut slots.readonly,
         Key::Stream => &mut slots.stream,
-        Key::CustomTraverse | Key::UncheckedExtent => {
+        Key::CustomTraverse | Key::UncheckedExtent | Key::MergePymethods => {
             let name = item.key.name();
             return Err(syn::Error::new(
                 item.span,
@@ -399,6 +411,7 @@ fn finish(
         stream: slots.stream,
         custom_traverse: top.custom_traverse.is_some(),
         unchecked_extent: top.unchecked_extent.is_some(),
+        merge_pymethods: top.merge_pymethods.is_some(),
     })
 }
 

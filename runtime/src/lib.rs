@@ -110,7 +110,7 @@ pub(crate) use spec::types as ffi;
 #[path = "private.rs"]
 pub mod __private;
 
-pub use dlbind_macros::{DLPackExport, FromDLPack};
+pub use dlbind_macros::{DLPackExport, FromDLPack, pymethods};
 
 pub use bridges::{PythonView, numpy_view};
 pub use device::Device;

@@ -47,6 +47,20 @@ mod sealed {
 
 pub use crate::export::DeclaresUncheckedExtent;
 
+/// Implemented by `#[dlbind::pymethods]` on the user's own `#[pymethods]` block of a type whose
+/// derive says `#[dlpack(merge_pymethods)]`: the derive's methods went into that block.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` says `#[dlpack(merge_pymethods)]`, but no block of it is marked `#[dlbind::pymethods]`",
+    label = "its `__dlpack__` and the other derived methods would be missing",
+    note = "write `#[dlbind::pymethods]` instead of `#[pymethods]` on the type's own block, or drop `merge_pymethods` to let the derive emit its own block"
+)]
+pub trait MergedPyMethods {}
+
+pub use dlbind_macros::__merge_pymethods as merge_pymethods;
+
+/// What `#[dlpack(merge_pymethods)]` expands to (see [`MergedPyMethods`]).
+pub const fn assert_merged_pymethods<T: MergedPyMethods>() {}
+
 /// What `#[dlpack(unchecked_extent)]` expands to: a compile error unless `T` vouches for its
 /// exports' layout with an `unsafe impl UncheckedExtent` (the attribute alone is safe to write
 /// and so never skips the span check).

@@ -3,12 +3,13 @@ use dlbind::prelude::*;
 
 #[pyclass]                      // plain or frozen
 #[derive(DLPackExport)]
+#[dlpack(merge_pymethods)]      // your own #[pymethods] below gets the derived methods too
 struct Samples {
     #[dlpack(data)]  values: Vec<f64>,   // Vec<T>, Box<[T]>, Arc<[T]>, a dlbind Buffer, ndarray
     #[dlpack(shape)] len: [usize; 1],    // any integer type
 }
 
-#[pymethods]
+#[dlbind::pymethods]            // in place of #[pymethods]: no PyO3 multiple-pymethods
 impl Samples {
     #[new]
     fn new(values: Vec<f64>) -> Self { let len = [values.len()]; Samples { values, len } }

@@ -14,6 +14,7 @@ use pyo3::exceptions::PyValueError;
 /// A 1-d or 2-d `float32` array that can grow (`Vec<f32>`), exported zero-copy through DLPack.
 #[pyclass(module = "dlbind_demo")]
 #[derive(DLPackExport)]
+#[dlpack(merge_pymethods)]
 pub struct Growable {
     #[dlpack(data)]
     data: Vec<f32>,
@@ -46,7 +47,7 @@ impl Growable {
     }
 }
 
-#[pymethods]
+#[dlbind::pymethods]
 impl Growable {
     /// A 1-d array holding `values` (any iterable of floats; empty by default).
     #[new]

@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 /// A read-only float32 vector whose type object cannot be changed.
 #[pyclass(frozen, immutable_type, module = "dlbind_demo")]
 #[derive(DLPackExport)]
+#[dlpack(merge_pymethods)]
 pub struct Fixed {
     #[dlpack(data)]
     values: Vec<f32>,
@@ -16,7 +17,7 @@ pub struct Fixed {
     len: [usize; 1],
 }
 
-#[pymethods]
+#[dlbind::pymethods]
 impl Fixed {
     #[new]
     fn new(values: Vec<f32>) -> Self {

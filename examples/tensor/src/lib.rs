@@ -30,7 +30,7 @@ mod testing;
 /// it too.
 #[pyclass(frozen, weakref, module = "dlbind_demo")]
 #[derive(DLPackExport, FromDLPack)]
-#[dlpack(unchecked_extent)]
+#[dlpack(unchecked_extent, merge_pymethods)]
 pub struct Tensor {
     #[dlpack(data)]
     buf: Buffer,
@@ -350,7 +350,9 @@ fn fill_arange(name: &str, n: usize, out: &mut [u8]) -> PyResult<()> {
 // ---------------------------------------------------------------------------------------------
 // Python API
 
-#[pymethods]
+// The derive's methods are merged into this block (`merge_pymethods` above): no PyO3
+// `multiple-pymethods` needed for `Tensor`.
+#[dlbind::pymethods]
 impl Tensor {
     /// A C-contiguous, 64-byte aligned, writable tensor of zeros.
     ///

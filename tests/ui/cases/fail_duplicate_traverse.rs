@@ -8,6 +8,7 @@ use pyo3::{PyTraverseError, PyVisit};
 
 #[pyclass(frozen)]
 #[derive(DLPackExport)]
+#[dlpack(merge_pymethods)]
 struct Tensor {
     #[dlpack(data)]
     buf: Buffer,
@@ -18,7 +19,7 @@ struct Tensor {
     extra: Py<PyAny>,
 }
 
-#[pymethods]
+#[dlbind::pymethods]
 impl Tensor {
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.extra)

@@ -5,9 +5,11 @@ use dlbind::spec::types::DLDataType;
 use dlbind::prelude::*;
 use dlbind::Buffer;
 
-// Vec<T> data, shape, strides; the user's own #[pymethods] block sits beside the derive's.
+// Vec<T> data, shape, strides; the user's own block (`#[dlbind::pymethods]`, with
+// `#[dlpack(merge_pymethods)]`) holds the derive's methods too: no PyO3 `multiple-pymethods`.
 #[pyclass(frozen)]
 #[derive(DLPackExport)]
+#[dlpack(merge_pymethods)]
 struct Image {
     #[dlpack(data)]
     pixels: Vec<u8>,
@@ -17,7 +19,7 @@ struct Image {
     strides: Vec<isize>,
 }
 
-#[pymethods]
+#[dlbind::pymethods]
 impl Image {
     fn width(&self) -> usize {
         self.dims[1]
@@ -115,6 +117,7 @@ struct Inline {
 // emits none.
 #[pyclass(frozen)]
 #[derive(DLPackExport)]
+#[dlpack(merge_pymethods)]
 #[dlpack(custom_traverse)]
 struct Annotated {
     #[dlpack(data)]
@@ -126,7 +129,7 @@ struct Annotated {
     meta: Py<PyAny>,
 }
 
-#[pymethods]
+#[dlbind::pymethods]
 impl Annotated {
     fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
         dlbind::DataSource::visit_python_refs(&self.buf, &visit)?;

@@ -8,6 +8,7 @@ use dlbind::Buffer;
 // object, so `grow` and the setter raise PyO3's borrow error while an export is alive.
 #[pyclass]
 #[derive(DLPackExport)]
+#[dlpack(merge_pymethods)]
 struct Image {
     #[dlpack(data)]
     pixels: Vec<u8>,
@@ -17,7 +18,7 @@ struct Image {
     label: String,
 }
 
-#[pymethods]
+#[dlbind::pymethods]
 impl Image {
     #[new]
     fn new(n: usize) -> Self {
@@ -47,6 +48,7 @@ impl Image {
 // every optional field.
 #[pyclass]
 #[derive(DLPackExport)]
+#[dlpack(merge_pymethods)]
 struct Tensor {
     #[dlpack(data)]
     buf: Buffer,
@@ -62,7 +64,7 @@ struct Tensor {
     readonly: bool,
 }
 
-#[pymethods]
+#[dlbind::pymethods]
 impl Tensor {
     fn set_readonly(&mut self, readonly: bool) {
         self.readonly = readonly;
@@ -72,12 +74,13 @@ impl Tensor {
 // An ndarray array in a non-frozen class.
 #[pyclass]
 #[derive(DLPackExport)]
+#[dlpack(merge_pymethods)]
 struct Grid {
     #[dlpack(array)]
     values: ndarray::ArrayD<f64>,
 }
 
-#[pymethods]
+#[dlbind::pymethods]
 impl Grid {
     fn reshape(&mut self, n: usize) {
         self.values = ndarray::ArrayD::zeros(vec![n]);

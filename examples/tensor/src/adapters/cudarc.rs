@@ -16,6 +16,7 @@ use dlbind::spec::errors::FailureKind;
 /// GPU memory from a `CudaSlice`, with the stream its copy was queued on.
 #[pyclass(frozen, module = "dlbind_demo.adapters")]
 #[derive(DLPackExport)]
+#[dlpack(merge_pymethods)]
 struct CudaArray {
     #[dlpack(data)]
     buf: Buffer,
@@ -31,7 +32,7 @@ struct CudaArray {
     stream: Option<u64>,
 }
 
-#[pymethods]
+#[dlbind::pymethods]
 impl CudaArray {
     /// The producer stream (`CUstream` as an int).
     #[getter]

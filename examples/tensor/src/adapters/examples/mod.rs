@@ -22,6 +22,7 @@ mod safetensors;
 /// The README's `Frame`: any dtype, shape, strides and device, over a `Buffer`.
 #[pyclass(frozen, module = "dlbind_demo.adapters.examples")]
 #[derive(DLPackExport, FromDLPack)]
+#[dlpack(merge_pymethods)]
 struct Frame {
     #[dlpack(data)]
     buf: Buffer,
@@ -37,7 +38,7 @@ struct Frame {
     readonly: bool,
 }
 
-#[pymethods]
+#[dlbind::pymethods]
 impl Frame {
     /// The shape, for the tests.
     #[getter]
