@@ -18,9 +18,54 @@ fn main() {
     if pyo3_version().as_deref() == Some(AUDITED_PYO3) {
         println!("cargo:rustc-cfg=dlbind_pyo3_layout_known");
     }
+    python_dll();
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=include/dlpack.h");
 }
+
+/// Windows, full API: `dlbind_python_dll="<name>"` (and `dlbind_python_dll`), the interpreter DLL
+/// that `cpython::python_dll_extern!` links CPython's private functions from (`raw-dylib`, as
+/// PyO3 links the public ones), when PyO3's configuration names one of [`PYTHON_DLLS`]. Unset
+/// elsewhere (an abi3 build's `python3` is not one: it links none of them); lib.rs refuses a Windows full-API build
+/// without it by name.
+fn python_dll() {
+    let values: Vec<String> = PYTHON_DLLS.iter().map(|n| format!("\"{n}\"")).collect();
+    println!(
+        "cargo:rustc-check-cfg=cfg(dlbind_python_dll, values(none(), {}))",
+        values.join(", ")
+    );
+    if std::env::var("CARGO_CFG_TARGET_OS").as_deref() != Ok("windows") {
+        return;
+    }
+    // An abi3 build's name is `python3`, not in the list: nothing of it is linked by dlbind.
+    if let Some(name) = pyo3_build_config::get()
+        .lib_name()
+        .filter(|n| PYTHON_DLLS.contains(n))
+    {
+        println!("cargo:rustc-cfg=dlbind_python_dll");
+        println!("cargo:rustc-cfg=dlbind_python_dll=\"{name}\"");
+    }
+}
+
+/// The interpreter DLLs `cpython::python_dll_extern!` has a `#[link]` for (the same list).
+const PYTHON_DLLS: &[&str] = &[
+    "python311",
+    "python311_d",
+    "python312",
+    "python312_d",
+    "python313",
+    "python313_d",
+    "python313t",
+    "python313t_d",
+    "python314",
+    "python314_d",
+    "python314t",
+    "python314t_d",
+    "python315",
+    "python315_d",
+    "python315t",
+    "python315t_d",
+];
 
 /// The PyO3 release whose instance layout and construction `cpython::freelist::probe` models.
 /// Another release (a later 0.30.x the `pyo3 = "0.30.1"` requirement admits) gets PyO3's own

@@ -59,10 +59,14 @@ compile_error!(
     "dlbind needs CPython 3.11 or newer (or an abi3 build with pyo3/abi3-py311 or later): \
      its small-int, vectorcall and type-slot paths rely on 3.11's C API"
 );
-#[cfg(windows)]
+// Windows (decision 0019): a full-API build links CPython's private functions from the
+// interpreter's DLL by name (`raw-dylib`, as PyO3 does), so the build script must know that
+// DLL's name; an abi3 build links nothing of it (python3.dll only).
+#[cfg(all(windows, not(Py_LIMITED_API), not(dlbind_python_dll)))]
 compile_error!(
-    "dlbind does not support Windows: it finds interpreter symbols with dlsym and maps large \
-     buffers with mmap (Linux and macOS are supported)"
+    "dlbind on Windows: the interpreter's DLL name in PyO3's configuration (`lib_name`) is not \
+     one dlbind knows (python311 to python315, `_d` and `t` variants); a full-API build links \
+     CPython's private functions from it"
 );
 
 pub mod adapters;

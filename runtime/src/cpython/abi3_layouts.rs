@@ -17,8 +17,9 @@ use pyo3::ffi;
 
 /// One CPython version whose layouts the shortcuts know.
 pub(crate) struct Known {
-    /// `(major << 8) | minor`, as in the top half of `Py_Version`.
-    pub(crate) version: u64,
+    /// `(major << 8) | minor`, as in the top half of `Py_Version` (a C `unsigned long`: 32 bits
+    /// on Windows).
+    pub(crate) version: std::ffi::c_ulong,
     /// The capsule object carries `traverse_func` and `clear_func` and is GC-allocated (3.13 on).
     pub(crate) capsule_gc: bool,
 }

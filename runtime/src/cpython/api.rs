@@ -337,7 +337,7 @@ pub(crate) unsafe fn version_tag(tp: *mut ffi::PyTypeObject) -> u32 {
 }
 
 #[cfg(not(Py_LIMITED_API))]
-unsafe extern "C" {
+python_dll_extern! {
     /// CPython's method-cache lookup on a type's MRO: a borrowed reference or NULL, never
     /// raises (not in the limited API; exported by every version).
     fn _PyType_Lookup(ty: *mut ffi::PyTypeObject, name: *mut ffi::PyObject) -> *mut ffi::PyObject;
@@ -387,61 +387,149 @@ pub(crate) unsafe fn type_lookup(
 
 /// A function of the running interpreter by the first of `names` it exports, looked up in the
 /// image that defines the interpreter (the object `Py_IsInitialized` lives in: libpython, or
-/// the executable when it is linked in), not in the first object of the process that happens to
-/// export the name (a process may hold two libpythons).
+/// the executable when it is linked in; on Windows the interpreter's DLL), not in the first
+/// object of the process that happens to export the name (a process may hold two libpythons).
+/// `None` when no such image is found or it exports none of the names: every caller then uses
+/// the public C API (on Windows that includes an image that is the forwarding `python3.dll`,
+/// which exports no private name).
 ///
 /// # Safety
 /// Every name, if found, is a function of type `F` (a function pointer type).
 #[cfg_attr(all(Py_LIMITED_API, not(feature = "abi3-layouts")), allow(dead_code))]
 pub(crate) unsafe fn interpreter_symbol<F: Copy>(names: &[&CStr]) -> Option<F> {
     debug_assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>());
-    let handle = interpreter_image()?;
+    let image = interpreter_image()?;
     names.iter().find_map(|name| {
-        // SAFETY: `handle` is a loaded object's handle (kept open); `dlsym` reads its symbol
-        // table; caller contract for the type.
-        unsafe {
-            #[cfg(unix)]
-            let p = libc::dlsym(handle, name.as_ptr());
-            // Not reached: other targets are refused at the crate root (`compile_error!`), and
-            // this keeps that refusal the only error they see.
-            #[cfg(not(unix))]
-            let p = {
-                let _ = (handle, name);
-                std::ptr::null_mut::<c_void>()
-            };
-            (!p.is_null()).then(|| std::mem::transmute_copy::<*mut c_void, F>(&p))
-        }
+        // SAFETY: `image` comes from `image::containing` (a loaded object, kept loaded).
+        let p = unsafe { image::symbol(image, name) };
+        // SAFETY: caller contract: a found name is a function of type `F`, a pointer-sized
+        // function pointer type.
+        (!p.is_null()).then(|| unsafe { std::mem::transmute_copy::<*mut c_void, F>(&p) })
     })
 }
 
-/// The `dlopen` handle of the object that defines the running interpreter's
-/// `Py_IsInitialized` (`RTLD_NOLOAD`: never loads anything; the executable's handle when the
-/// interpreter is linked into it).
+/// The handle of the loaded object that defines the running interpreter's `Py_IsInitialized`,
+/// found once (the object stays loaded while the interpreter runs, so the handle is kept).
 #[cfg_attr(all(Py_LIMITED_API, not(feature = "abi3-layouts")), allow(dead_code))]
 fn interpreter_image() -> Option<*mut c_void> {
-    #[cfg(not(unix))]
-    {
-        // Not reached: other targets are refused at the crate root (`compile_error!`).
+    // A handle is an opaque address-sized value, shared between threads as an integer.
+    static IMAGE: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    IMAGE
+        .get_or_init(|| {
+            image::containing(ffi::Py_IsInitialized as *const c_void).map(|h| h as usize)
+        })
+        .map(|h| h as *mut c_void)
+}
+
+/// The loader's view of loaded objects: the object containing an address, and a symbol of it by
+/// name. Unix: `dladdr` + `dlopen(RTLD_NOLOAD)` + `dlsym`; Windows: `GetModuleHandleExW` +
+/// `GetProcAddress` (decision 0019).
+#[cfg_attr(all(Py_LIMITED_API, not(feature = "abi3-layouts")), allow(dead_code))]
+mod image {
+    use std::ffi::{CStr, c_void};
+
+    /// The `dlopen` handle of the object containing `addr` (`RTLD_NOLOAD`: never loads
+    /// anything; the executable's handle when the address is in it).
+    #[cfg(unix)]
+    pub(super) fn containing(addr: *const c_void) -> Option<*mut c_void> {
+        // SAFETY: `dladdr` only reads the loader's tables for an address (any address: one in
+        // no object gives 0); `info` is a local it fills. `dlopen` with `RTLD_NOLOAD` returns a
+        // handle to an object already loaded (or NULL), and `dlopen(NULL)` the executable's. The
+        // handles are never closed (the objects stay loaded while the interpreter runs).
+        unsafe {
+            let mut info: libc::Dl_info = std::mem::zeroed();
+            if libc::dladdr(addr, &mut info) == 0 || info.dli_fname.is_null() {
+                return None;
+            }
+            let h = libc::dlopen(info.dli_fname, libc::RTLD_LAZY | libc::RTLD_NOLOAD);
+            if !h.is_null() {
+                return Some(h);
+            }
+            // The executable itself (its loader entry has no name to open it by).
+            let h = libc::dlopen(std::ptr::null(), libc::RTLD_LAZY);
+            (!h.is_null()).then_some(h)
+        }
+    }
+
+    /// `name` in the object `handle`, or NULL.
+    ///
+    /// # Safety
+    /// `handle` was returned by [`containing`].
+    #[cfg(unix)]
+    pub(super) unsafe fn symbol(handle: *mut c_void, name: &CStr) -> *mut c_void {
+        // SAFETY: caller contract: `handle` is a loaded object's handle (kept open); `dlsym`
+        // reads its symbol table; `name` is NUL-terminated.
+        unsafe { libc::dlsym(handle, name.as_ptr()) }
+    }
+
+    #[cfg(windows)]
+    mod kernel32 {
+        use std::ffi::{c_char, c_int, c_void};
+
+        /// `lpModuleName` is an address inside the module, not a name.
+        pub(super) const GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS: u32 = 0x4;
+        /// The module's reference count is left as it is (nothing to release).
+        pub(super) const GET_MODULE_HANDLE_EX_FLAG_UNCHANGED_REFCOUNT: u32 = 0x2;
+
+        #[link(name = "kernel32")]
+        unsafe extern "system" {
+            pub(super) fn GetModuleHandleExW(
+                flags: u32,
+                module_name: *const u16,
+                module: *mut *mut c_void,
+            ) -> c_int;
+            pub(super) fn GetProcAddress(module: *mut c_void, name: *const c_char) -> *mut c_void;
+        }
+    }
+
+    /// The module (DLL or executable) containing `addr`, by address, without changing its
+    /// reference count (the interpreter's DLL stays loaded while the interpreter runs). `None`
+    /// when `addr` is in no module, or in the module of dlbind's own code: then the address was
+    /// an import thunk of this extension, not the interpreter's function, and the extension
+    /// exports none of the names looked up.
+    #[cfg(windows)]
+    pub(super) fn containing(addr: *const c_void) -> Option<*mut c_void> {
+        use kernel32::*;
+        let flags =
+            GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS | GET_MODULE_HANDLE_EX_FLAG_UNCHANGED_REFCOUNT;
+        let module_of = |a: *const c_void| {
+            let mut m = std::ptr::null_mut();
+            // SAFETY: with FROM_ADDRESS the "name" is only compared against the loaded modules'
+            // address ranges (any address is accepted; one in no module fails); `m` is a local
+            // the call writes. UNCHANGED_REFCOUNT: nothing to release.
+            let ok = unsafe { GetModuleHandleExW(flags, a.cast::<u16>(), &mut m) };
+            (ok != 0 && !m.is_null()).then_some(m)
+        };
+        let image = module_of(addr)?;
+        let own =
+            module_of(containing as fn(*const c_void) -> Option<*mut c_void> as *const c_void);
+        (own != Some(image)).then_some(image)
+    }
+
+    /// `name` exported by `module`, or NULL (forwarded exports, such as `python3.dll`'s, are
+    /// resolved by the loader).
+    ///
+    /// # Safety
+    /// `module` was returned by [`containing`].
+    #[cfg(windows)]
+    pub(super) unsafe fn symbol(module: *mut c_void, name: &CStr) -> *mut c_void {
+        // SAFETY: caller contract: `module` is a loaded module's handle (it stays loaded while
+        // the interpreter runs); `GetProcAddress` reads its export table; `name` is
+        // NUL-terminated.
+        unsafe { kernel32::GetProcAddress(module, name.as_ptr()) }
+    }
+
+    /// Any other target: no lookup by name, so every caller uses the public C API.
+    #[cfg(not(any(unix, windows)))]
+    pub(super) fn containing(_addr: *const c_void) -> Option<*mut c_void> {
         None
     }
-    #[cfg(unix)]
-    // SAFETY: `dladdr` only reads the loader's tables for an address inside a loaded object;
-    // `dlopen` with `RTLD_NOLOAD` returns a handle to an object already loaded (or NULL), and
-    // `dlopen(NULL)` the executable's. The handles are never closed (the objects stay loaded
-    // while the interpreter runs).
-    unsafe {
-        let addr = ffi::Py_IsInitialized as *const c_void;
-        let mut info: libc::Dl_info = std::mem::zeroed();
-        if libc::dladdr(addr, &mut info) == 0 || info.dli_fname.is_null() {
-            return None;
-        }
-        let h = libc::dlopen(info.dli_fname, libc::RTLD_LAZY | libc::RTLD_NOLOAD);
-        if !h.is_null() {
-            return Some(h);
-        }
-        // The executable itself (its loader entry has no name to open it by).
-        let h = libc::dlopen(std::ptr::null(), libc::RTLD_LAZY);
-        (!h.is_null()).then_some(h)
+
+    /// # Safety
+    /// None (nothing is read).
+    #[cfg(not(any(unix, windows)))]
+    pub(super) unsafe fn symbol(_handle: *mut c_void, _name: &CStr) -> *mut c_void {
+        std::ptr::null_mut()
     }
 }
 
@@ -554,5 +642,41 @@ pub(crate) unsafe fn current_thread_state() -> Option<*mut ffi::PyThreadState> {
     #[cfg(all(Py_LIMITED_API, not(feature = "abi3-layouts")))]
     {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type NoArgs = unsafe extern "C" fn() -> c_int;
+
+    /// The lookup by name finds the running interpreter's own function (the address the build
+    /// links) and gives `None`, never a wrong pointer, for a name it does not export: what every
+    /// caller's fallback to the C API relies on (decision 0019: on Windows the same contract
+    /// holds through `GetModuleHandleExW` + `GetProcAddress`; no test runs there).
+    #[test]
+    #[cfg(unix)]
+    fn interpreter_symbol_finds_the_interpreters_own_functions_and_nothing_else() {
+        pyo3::Python::initialize();
+        pyo3::Python::attach(|_| {
+            assert!(
+                interpreter_image().is_some(),
+                "the image defining Py_IsInitialized"
+            );
+            // SAFETY: `Py_IsInitialized` is `int (void)`; the missing name is never called.
+            let (found, missing) = unsafe {
+                (
+                    interpreter_symbol::<NoArgs>(&[c"dlbind_no_such_symbol", c"Py_IsInitialized"]),
+                    interpreter_symbol::<NoArgs>(&[c"dlbind_no_such_symbol"]),
+                )
+            };
+            assert_eq!(
+                found.map(|f| f as *const () as usize),
+                Some(ffi::Py_IsInitialized as *const () as usize),
+                "the first exported name, at the linked address"
+            );
+            assert!(missing.is_none());
+        });
     }
 }

@@ -27,6 +27,84 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
+/// An `extern "C"` block of functions the interpreter's shared library exports and PyO3 does not
+/// bind (full API only). Linked by symbol name on Linux and macOS; on Windows, where a DLL's
+/// imports name the DLL, from the interpreter's DLL through `raw-dylib` (as PyO3 links its own,
+/// so no import library is needed), the name found by the build script (`dlbind_python_dll`,
+/// the same list as `build.rs`'s `PYTHON_DLLS`).
+#[cfg(not(Py_LIMITED_API))]
+macro_rules! python_dll_extern {
+    ($($item:tt)*) => {
+        #[cfg_attr(
+            all(windows, dlbind_python_dll = "python311"),
+            link(name = "python311", kind = "raw-dylib")
+        )]
+        #[cfg_attr(
+            all(windows, dlbind_python_dll = "python311_d"),
+            link(name = "python311_d", kind = "raw-dylib")
+        )]
+        #[cfg_attr(
+            all(windows, dlbind_python_dll = "python312"),
+            link(name = "python312", kind = "raw-dylib")
+        )]
+        #[cfg_attr(
+            all(windows, dlbind_python_dll = "python312_d"),
+            link(name = "python312_d", kind = "raw-dylib")
+        )]
+        #[cfg_attr(
+            all(windows, dlbind_python_dll = "python313"),
+            link(name = "python313", kind = "raw-dylib")
+        )]
+        #[cfg_attr(
+            all(windows, dlbind_python_dll = "python313_d"),
+            link(name = "python313_d", kind = "raw-dylib")
+        )]
+        #[cfg_attr(
+            all(windows, dlbind_python_dll = "python313t"),
+            link(name = "python313t", kind = "raw-dylib")
+        )]
+        #[cfg_attr(
+            all(windows, dlbind_python_dll = "python313t_d"),
+            link(name = "python313t_d", kind = "raw-dylib")
+        )]
+        #[cfg_attr(
+            all(windows, dlbind_python_dll = "python314"),
+            link(name = "python314", kind = "raw-dylib")
+        )]
+        #[cfg_attr(
+            all(windows, dlbind_python_dll = "python314_d"),
+            link(name = "python314_d", kind = "raw-dylib")
+        )]
+        #[cfg_attr(
+            all(windows, dlbind_python_dll = "python314t"),
+            link(name = "python314t", kind = "raw-dylib")
+        )]
+        #[cfg_attr(
+            all(windows, dlbind_python_dll = "python314t_d"),
+            link(name = "python314t_d", kind = "raw-dylib")
+        )]
+        #[cfg_attr(
+            all(windows, dlbind_python_dll = "python315"),
+            link(name = "python315", kind = "raw-dylib")
+        )]
+        #[cfg_attr(
+            all(windows, dlbind_python_dll = "python315_d"),
+            link(name = "python315_d", kind = "raw-dylib")
+        )]
+        #[cfg_attr(
+            all(windows, dlbind_python_dll = "python315t"),
+            link(name = "python315t", kind = "raw-dylib")
+        )]
+        #[cfg_attr(
+            all(windows, dlbind_python_dll = "python315t_d"),
+            link(name = "python315t_d", kind = "raw-dylib")
+        )]
+        unsafe extern "C" {
+            $($item)*
+        }
+    };
+}
+
 #[cfg(all(Py_LIMITED_API, feature = "abi3-layouts"))]
 pub mod abi3_layouts;
 pub mod api;
@@ -43,7 +121,7 @@ pub mod spare;
 pub mod typecache;
 
 #[cfg(not(Py_LIMITED_API))]
-unsafe extern "C" {
+python_dll_extern! {
     /// `getattr(o, name)` that reports a missing attribute without raising AttributeError:
     /// 1 and a new reference in `*out`, 0 and NULL when absent, -1 with an error set.
     /// (`PyObject_GetOptionalAttr` since 3.13; exported under this name by 3.8–3.12.)
