@@ -324,6 +324,16 @@ impl CandleTensor {
     pub fn into_buffer(self) -> Buffer {
         self.buffer
     }
+    /// The tensor handed to Python once, with its flags: `IS_COPIED` when it is a copy
+    /// ([`Self::is_copied`]), `READ_ONLY` when consumers must not write
+    /// ([`crate::adapters::Handoff`]; a `#[pyclass]` holding [`Self::into_buffer`] lends the
+    /// memory instead, without `IS_COPIED`).
+    pub fn into_handoff(
+        self,
+    ) -> std::result::Result<crate::adapters::Handoff, crate::error::DlpackError> {
+        let copied = self.copied;
+        crate::adapters::Handoff::from_source(self, copied)
+    }
 }
 
 // SAFETY: element 0 is the start of the copy the buffer owns, or inside the storage kept alive

@@ -10,6 +10,10 @@
 //! | `candle` | `adapters::candle` | CPU `Tensor` (any layout), read-only, zero-copy | a CPU `Tensor` (a copy: candle cannot own foreign memory) |
 //! | `cudarc` (with `cuda`) | `adapters::cudarc` | `CudaSlice` (owned or `Arc`-shared part), `CudaView`: N-d `kDLCUDA`, producer stream = the slice's (events) | `import_on_stream` (`__dlpack__(stream=...)`), `ImportedSlice` → `CudaView` keeping the producer |
 //!
+//! An export that copied says so (`is_copied()`); [`Handoff`] hands one to Python once with
+//! DLPack's `IS_COPIED` (and `READ_ONLY`) flags, which an object that keeps lending the memory
+//! cannot set.
+//!
 //! Each adapter is a leaf: it uses the public model (`DLPackSource`, `ImportedTensor`, `Buffer`,
 //! `from_dlpack`) and never a CPython internal.
 
@@ -20,13 +24,13 @@ pub mod candle;
 #[cfg(feature = "cudarc")]
 pub mod cudarc;
 
+mod handoff;
 #[cfg(feature = "image")]
 pub mod image;
 #[cfg(feature = "ndarray")]
 pub mod ndarray;
-#[cfg(any(feature = "ndarray", feature = "image", feature = "safetensors"))]
 mod rust_owned;
-#[cfg(any(feature = "ndarray", feature = "image", feature = "safetensors"))]
+pub use handoff::Handoff;
 pub use rust_owned::live_rust_owned_tensors;
 #[cfg(feature = "safetensors")]
 pub mod safetensors;

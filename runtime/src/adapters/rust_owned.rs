@@ -77,10 +77,31 @@ unsafe extern "C" fn delete_block<O>(m: *mut DLManagedTensorVersioned) {
 /// width, lies in memory that `owner` keeps valid and unmoved until it drops, and nothing
 /// else frees or (unless `readonly`) reads or writes it through a Rust reference meanwhile;
 /// with `readonly == false` it may be written through `data` (a pointer derived from `&mut`).
+#[cfg_attr(
+    not(any(feature = "ndarray", feature = "image", feature = "safetensors")),
+    allow(dead_code)
+)]
 pub(crate) unsafe fn export<O: Send + 'static>(
     owner: O,
     describe: impl FnOnce(&mut O) -> Result<Layout, DlpackError>,
 ) -> Result<ImportedTensor, DlpackError> {
+    // SAFETY: caller contract, passed on.
+    let m = unsafe { export_raw(owner, describe) }?;
+    // SAFETY: `m` is a live tensor nobody else holds; its deleter (run by the handle's drop, or
+    // here on a validation error) frees the block once. The memory it describes is the
+    // caller's promise.
+    unsafe { ImportedTensor::from_managed_versioned(m) }
+}
+
+/// [`export`]'s tensor itself, not yet validated or owned by a handle: the caller owns it
+/// (and calls its deleter once, or hands it to a consumer who does).
+///
+/// # Safety
+/// As for [`export`].
+pub(crate) unsafe fn export_raw<O: Send + 'static>(
+    owner: O,
+    describe: impl FnOnce(&mut O) -> Result<Layout, DlpackError>,
+) -> Result<NonNull<DLManagedTensorVersioned>, DlpackError> {
     let mut block = Box::new(Block {
         // SAFETY: an all-zero `DLManagedTensorVersioned` is valid (null pointers, no deleter);
         // every field is set below before the tensor is used.
@@ -144,11 +165,7 @@ pub(crate) unsafe fn export<O: Send + 'static>(
         },
     };
     LIVE.fetch_add(1, Ordering::Relaxed);
-    let m = NonNull::from(&mut Box::leak(block).managed);
-    // SAFETY: `m` is a live tensor nobody else holds; its deleter (run by the handle's drop, or
-    // here on a validation error) frees the block once. The memory it describes is the
-    // caller's promise.
-    unsafe { ImportedTensor::from_managed_versioned(m) }
+    Ok(NonNull::from(&mut Box::leak(block).managed))
 }
 
 /// Checks that the elements `shape` and `strides` (in elements, any sign) address from

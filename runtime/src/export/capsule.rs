@@ -76,6 +76,39 @@ pub(super) unsafe extern "C" fn capsule_destructor<M: ManagedKind>(capsule: *mut
     }
 }
 
+/// A `"dltensor_versioned"` capsule around a versioned tensor made elsewhere in dlbind (an
+/// adapter's `Handoff`), with dlbind's destructor (which deletes an unconsumed tensor through
+/// its own deleter); on failure `m` is deleted.
+///
+/// # Safety
+/// The GIL is held; `m` is a live versioned tensor nobody else holds.
+pub(crate) unsafe fn versioned_capsule(
+    py: Python<'_>,
+    m: NonNull<DLManagedTensorVersioned>,
+) -> PyResult<Py<PyAny>> {
+    // SAFETY: the name is a 'static C string (the capsule keeps the pointer); the context
+    // repeats the tensor, as `capsule_or_delete`'s does, for the destructor's fast path.
+    let cap = unsafe {
+        crate::cpython::capsule::new_capsule(
+            m.as_ptr().cast::<c_void>(),
+            DLManagedTensorVersioned::CAPSULE_NAME.as_ptr(),
+            m.as_ptr().cast::<c_void>(),
+            Some(capsule_destructor::<DLManagedTensorVersioned>),
+        )
+    };
+    if cap.is_null() {
+        // SAFETY: nobody else holds `m`; its own deleter frees it once.
+        unsafe {
+            if let Some(d) = (*m.as_ptr()).deleter {
+                d(m.as_ptr());
+            }
+        }
+        return Err(PyErr::fetch(py));
+    }
+    // SAFETY: `new_capsule` returned a new reference.
+    Ok(unsafe { Bound::from_owned_ptr(py, cap) }.unbind())
+}
+
 /// Wraps a managed tensor in a capsule with the generated unused name and dlbind's
 /// destructor. On failure the tensor is deleted.
 ///

@@ -152,8 +152,19 @@ fn arrow_arange(n: usize) -> PyResult<Tensor> {
     Ok(tensor_of(ArrowTensor::from_primitive(a, false)?))
 }
 
+/// A pyarrow array handed to Python once, with its flags (`dlbind::adapters::Handoff`):
+/// `IS_COPIED` when the adapter copied (`copy=True`, nulls, booleans), `READ_ONLY` for a view
+/// of arrow's shared memory.
+#[pyfunction]
+#[pyo3(signature = (array, *, copy = false))]
+fn arrow_handoff(array: &Bound<'_, PyAny>, copy: bool) -> PyResult<dlbind::adapters::Handoff> {
+    let (field, arr) = from_pyarrow(array)?;
+    Ok(ArrowTensor::from_field(&field, arr.as_ref(), copy)?.into_handoff()?)
+}
+
 /// Adds the arrow functions.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(arrow_handoff, m)?)?;
     m.add_function(wrap_pyfunction!(arrow_from_pyarrow, m)?)?;
     m.add_function(wrap_pyfunction!(arrow_dim_names, m)?)?;
     m.add_function(wrap_pyfunction!(arrow_to_pyarrow, m)?)?;

@@ -109,6 +109,19 @@ fn ndarray_cow(py: Python<'_>, borrowed: bool) -> PyResult<Tensor> {
     }
 }
 
+/// `ndarray_cow` handed to Python once (`dlbind::adapters::Handoff`): the borrowed one is a
+/// copy, and the handoff says so (`IS_COPIED`).
+#[pyfunction]
+fn ndarray_cow_handoff(borrowed: bool) -> PyResult<dlbind::adapters::Handoff> {
+    let a = Array2::from_shape_fn((3, 4), |(i, j)| (10 * i + j) as i32);
+    let t = if borrowed {
+        export(CowArray::from(a.slice(s![.., 1..3])))?
+    } else {
+        export(CowArray::from(a))?
+    };
+    Ok(dlbind::adapters::Handoff::new(t)?)
+}
+
 /// A frozen class holding a `rows` x `cols` `float32` array; `rows(...)` exports views of it.
 #[pyclass(frozen, module = "dlbind_demo.adapters")]
 struct NdGrid {
@@ -211,6 +224,7 @@ pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ndarray_arc, m)?)?;
     m.add_function(wrap_pyfunction!(ndarray_arc_release, m)?)?;
     m.add_function(wrap_pyfunction!(ndarray_cow, m)?)?;
+    m.add_function(wrap_pyfunction!(ndarray_cow_handoff, m)?)?;
     m.add_function(wrap_pyfunction!(ndarray_sum, m)?)?;
     m.add_function(wrap_pyfunction!(ndarray_trace, m)?)?;
     m.add_function(wrap_pyfunction!(ndarray_scale, m)?)?;
