@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Valgrind memcheck of dlbind_demo's DLPack export / import paths (issue 6).
 #
-#   scripts/memcheck.sh                 # CI subset (DLBIND_MEMCHECK_CYCLES, default 150 cycles, run
-#                                       # twice: free lists on, then off with DLBIND_FREELIST=0; ~100 s)
+#   scripts/memcheck.sh                 # CI subset (DLBIND_MEMCHECK_CYCLES, default 60 cycles, run
+#                                       # twice: free lists on, then off with DLBIND_FREELIST=0;
+#                                       # ~100 s; every path of the driver runs within 20 cycles)
 #   scripts/memcheck.sh --full          # long run: 5000 cycles (~5 min)
 #   scripts/memcheck.sh --cycles N      # any number of driver cycles
 #   scripts/memcheck.sh --self-test     # plant a leak and a use-after-free in dlbind's memory
@@ -32,7 +33,7 @@ cd "$ROOT"
 HERE="$ROOT/tests/memcheck"
 PY="${MEMCHECK_PYTHON:-$ROOT/.venv/bin/python}"
 VALGRIND="${VALGRIND:-valgrind}"
-CYCLES="${DLBIND_MEMCHECK_CYCLES:-150}"
+CYCLES="${DLBIND_MEMCHECK_CYCLES:-60}"
 MODE=run
 while [[ $# -gt 0 ]]; do
   case "$1" in
