@@ -7,7 +7,7 @@
 //! | `image` | `adapters::image` | `ImageBuffer` (HWC), `FlatSamples` (its strides), a frozen class's `SubImage` | `ImageBuffer` over the tensor |
 //! | `safetensors` | `adapters::safetensors` | a file's tensors, read-only, zero-copy (aligned) | |
 //! | `arrow` | `adapters::arrow` | `PrimitiveArray`, `FixedSizeListArray` (N-D), `arrow.fixed_shape_tensor` (permutation → strides); read-only views, nulls and booleans with `copy` only | `PrimitiveArray`, nested `FixedSizeListArray`, `arrow.fixed_shape_tensor`, over the tensor's memory (`Buffer::from_custom_allocation`) |
-//! | `candle` | `adapters::candle` | CPU `Tensor` (any layout), read-only, zero-copy | a CPU `Tensor` (a copy: candle cannot own foreign memory) |
+//! | `candle` | `adapters::candle` | CPU `Tensor` (any layout): a copy (`from_tensor`, `IS_COPIED`), or a read-only zero-copy view (`unsafe` `view_unchecked`: candle writes storage in place) | a CPU `Tensor` (a copy: candle cannot own foreign memory) |
 //! | `cudarc` (with `cuda`) | `adapters::cudarc` | `CudaSlice` (owned or `Arc`-shared part), `CudaView`: N-d `kDLCUDA`, producer stream = the slice's (events) | `import_on_stream` (`__dlpack__(stream=...)`), `ImportedSlice` → `CudaView` keeping the producer |
 //!
 //! An export that copied says so (`is_copied()`); [`Handoff`] hands one to Python once with
