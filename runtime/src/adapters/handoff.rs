@@ -58,15 +58,7 @@ impl Handoff {
     /// The tensor, handed over with its flags (an adapter's export: `is_copied()` says whether
     /// the adapter copied). Host memory only (`UnsupportedDevice` otherwise).
     pub fn new(t: ImportedTensor) -> Result<Handoff, DlpackError> {
-        if t.device() != Device::CPU {
-            return Err(DlpackError::new(
-                FailureKind::UnsupportedDevice,
-                format!(
-                    "Handoff: a tensor on {}, wanted one in CPU memory",
-                    t.device()
-                ),
-            ));
-        }
+        cpu_only(t.device())?;
         Ok(Handoff {
             tensor: Mutex::new(Some(t)),
         })
@@ -74,30 +66,14 @@ impl Handoff {
 
     /// An adapter's export of its own type (`ArrowTensor`, `CandleTensor`): `copied` is what
     /// its `is_copied()` says. The layout is checked against what `src`'s storage vouches for,
-    /// as every export is.
+    /// as every export is (`bridges::Snapshot::of`).
     #[cfg_attr(not(any(feature = "arrow", feature = "candle")), allow(dead_code))]
     pub(crate) fn from_source<S: DLPackSource + Send + 'static>(
         src: S,
         copied: bool,
     ) -> Result<Handoff, DlpackError> {
-        if src.dlpack_device() != Device::CPU {
-            return Err(DlpackError::new(
-                FailureKind::UnsupportedDevice,
-                format!(
-                    "Handoff: a tensor on {}, wanted one in CPU memory",
-                    src.dlpack_device()
-                ),
-            ));
-        }
-        let ndim = src.dlpack_ndim();
-        let (mut shape, mut strides) = (vec![0i64; ndim], vec![0i64; ndim]);
-        src.dlpack_fill_shape(&mut shape);
-        if !src.dlpack_fill_strides(&mut strides) {
-            crate::layout::c_strides_into(&shape, &mut strides);
-        }
-        let dtype = src.dlpack_dtype();
-        crate::export::check_source(&src, &shape, &strides, dtype)?;
-        let readonly = src.dlpack_readonly();
+        let snap = crate::bridges::Snapshot::of(&src)?;
+        cpu_only(snap.device)?;
         // SAFETY: `src` is a `DLPackSource` (an unsafe trait: its data pointer and the layout
         // it fills address memory it keeps valid and unmoved while it lives, writable only when
         // it says so), and the layout was just checked against the extent its storage vouches
@@ -106,10 +82,10 @@ impl Handoff {
             rust_owned::export(src, move |s| {
                 Ok(Layout {
                     data: s.dlpack_data_ptr(),
-                    shape,
-                    strides: Some(strides),
-                    dtype,
-                    readonly,
+                    shape: snap.shape,
+                    strides: Some(snap.strides),
+                    dtype: snap.dtype,
+                    readonly: snap.readonly,
                     copied,
                 })
             })
@@ -144,6 +120,17 @@ impl Handoff {
             Ok(t)
         }
     }
+}
+
+/// A handoff describes host memory only (the tensors it builds say `kDLCPU`).
+fn cpu_only(device: Device) -> Result<(), DlpackError> {
+    if device == Device::CPU {
+        return Ok(());
+    }
+    Err(DlpackError::new(
+        FailureKind::UnsupportedDevice,
+        format!("Handoff: a tensor on {device}, wanted one in CPU memory"),
+    ))
 }
 
 /// `max_version` as `(major, minor)`, `None` when absent.
@@ -223,7 +210,7 @@ impl Handoff {
         // is (`readonly` above).
         let m = unsafe { rust_owned::export_raw(t, move |_| Ok(layout)) }?;
         // SAFETY: the GIL is held; `m` is a live tensor nobody else holds.
-        unsafe { crate::export::versioned_capsule(py, m) }
+        unsafe { crate::export::wrap_capsule(py, m) }
     }
 
     /// `(kDLCPU, 0)`.

@@ -76,46 +76,15 @@ pub(super) unsafe extern "C" fn capsule_destructor<M: ManagedKind>(capsule: *mut
     }
 }
 
-/// A `"dltensor_versioned"` capsule around a versioned tensor made elsewhere in dlbind (an
-/// adapter's `Handoff`), with dlbind's destructor (which deletes an unconsumed tensor through
-/// its own deleter); on failure `m` is deleted.
-///
-/// # Safety
-/// The GIL is held; `m` is a live versioned tensor nobody else holds.
-pub(crate) unsafe fn versioned_capsule(
-    py: Python<'_>,
-    m: NonNull<DLManagedTensorVersioned>,
-) -> PyResult<Py<PyAny>> {
-    // SAFETY: the name is a 'static C string (the capsule keeps the pointer); the context
-    // repeats the tensor, as `capsule_or_delete`'s does, for the destructor's fast path.
-    let cap = unsafe {
-        crate::cpython::capsule::new_capsule(
-            m.as_ptr().cast::<c_void>(),
-            DLManagedTensorVersioned::CAPSULE_NAME.as_ptr(),
-            m.as_ptr().cast::<c_void>(),
-            Some(capsule_destructor::<DLManagedTensorVersioned>),
-        )
-    };
-    if cap.is_null() {
-        // SAFETY: nobody else holds `m`; its own deleter frees it once.
-        unsafe {
-            if let Some(d) = (*m.as_ptr()).deleter {
-                d(m.as_ptr());
-            }
-        }
-        return Err(PyErr::fetch(py));
-    }
-    // SAFETY: `new_capsule` returned a new reference.
-    Ok(unsafe { Bound::from_owned_ptr(py, cap) }.unbind())
-}
-
 /// Wraps a managed tensor in a capsule with the generated unused name and dlbind's
-/// destructor. On failure the tensor is deleted.
+/// destructor (which deletes an unconsumed tensor through its own deleter: dlbind's for
+/// [`build_managed`]'s, the block's for an adapter's `Handoff`). On failure the tensor is
+/// deleted.
 ///
 /// # Safety
-/// `m` is an unowned-by-anyone-else tensor made by [`build_managed`]; the GIL is held.
+/// `m` is a live tensor nobody else holds, with a deleter that frees it; the GIL is held.
 #[inline]
-pub(super) unsafe fn wrap_capsule<M: ManagedKind>(
+pub(crate) unsafe fn wrap_capsule<M: ManagedKind>(
     py: Python<'_>,
     m: NonNull<M>,
 ) -> PyResult<Py<PyAny>> {
@@ -148,8 +117,12 @@ unsafe fn capsule_or_delete<M: ManagedKind>(m: NonNull<M>) -> *mut ffi::PyObject
         )
     };
     if cap.is_null() {
-        // SAFETY: nobody else owns `m` (caller contract).
-        unsafe { (M::DELETER)(m.as_ptr()) };
+        // SAFETY: nobody else owns `m` (caller contract); its own deleter frees it once.
+        unsafe {
+            if let Some(d) = M::deleter_of(m.as_ptr()) {
+                d(m.as_ptr());
+            }
+        }
     }
     cap
 }

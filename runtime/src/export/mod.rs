@@ -37,7 +37,7 @@ pub use capsule::export_to_capsule;
 pub use capsule::export_to_capsule_on;
 pub use capsule::export_versioned_managed;
 pub(crate) use capsule::export_versioned_managed_kept;
-pub(crate) use capsule::versioned_capsule;
+pub(crate) use capsule::wrap_capsule;
 pub(crate) use release::visit_exported_owner;
 pub use request::ExportRequest;
 #[cfg(feature = "test-util")]
