@@ -41,41 +41,39 @@ pub fn expand(model: &Model, spec: &SpecView) -> syn::Result<TokenStream> {
 fn methods_block(model: &Model, items: TokenStream) -> TokenStream {
     let ident = &model.ident;
     let mac = format_ident!("__dlbind_pymethods_{}", ident);
-    if model.merge_pymethods {
-        quote! {
-            const _: () = ::dlbind::__private::assert_merged_pymethods::<#ident>();
-            #[doc(hidden)]
-            #[allow(unused_macros)]
-            macro_rules! #mac {
-                ($($block:tt)*) => {
-                    ::dlbind::__private::merge_pymethods! { $($block)* { #items } }
-                };
-            }
-            #[doc(hidden)]
-            #[allow(unused_imports)]
-            pub(crate) use #mac;
-        }
+    // What the type gets here, and what its macro does with a `#[dlbind::pymethods]` block.
+    let (here, merged) = if model.merge_pymethods {
+        (
+            quote! { const _: () = ::dlbind::__private::assert_merged_pymethods::<#ident>(); },
+            quote! { ::dlbind::__private::merge_pymethods! { $($t)* { #items } } },
+        )
     } else {
         let msg = format!(
             "`#[dlbind::pymethods]` merges the derive's methods into this block only when `{ident}` \
              says `#[dlpack(merge_pymethods)]` (without it the derive emits its own block): add \
              it next to `#[derive(DLPackExport)]`"
         );
-        quote! {
-            #[::dlbind::__private::pyo3::pymethods]
-            #[pyo3(crate = "::dlbind::__private::pyo3")]
-            impl #ident {
-                #items
-            }
-            #[doc(hidden)]
-            #[allow(unused_macros)]
-            macro_rules! #mac {
-                ($($t:tt)*) => { ::core::compile_error!(#msg); };
-            }
-            #[doc(hidden)]
-            #[allow(unused_imports)]
-            pub(crate) use #mac;
+        (
+            quote! {
+                #[::dlbind::__private::pyo3::pymethods]
+                #[pyo3(crate = "::dlbind::__private::pyo3")]
+                impl #ident {
+                    #items
+                }
+            },
+            quote! { ::core::compile_error!(#msg); },
+        )
+    };
+    quote! {
+        #here
+        #[doc(hidden)]
+        #[allow(unused_macros)]
+        macro_rules! #mac {
+            ($($t:tt)*) => { #merged };
         }
+        #[doc(hidden)]
+        #[allow(unused_imports)]
+        pub(crate) use #mac;
     }
 }
 
