@@ -254,6 +254,45 @@ fn source_impl(model: &Model) -> TokenStream {
     };
     let readonly = quote! { !(#writability).is_writable() };
 
+    // A frozen instance remembers that an export of it passed the check (decision 0022): the
+    // data field's memo (a `Buffer`'s; no other storage has one), when the shape and strides
+    // fields are containers whose values cannot change while shared (`FixedDims`, asked by
+    // autoref: any other type is checked on every export). The runtime reads it only for an
+    // instance of a frozen class; the dtype and device fields are plain values.
+    let memo = match (&model.data.kind, &model.shape) {
+        (DataKind::Array { .. }, _) | (_, None) => quote! {},
+        (_, Some(shape)) => {
+            let fixed = |f: &FieldRef| {
+                let ty = &f.ty;
+                quote_spanned! {f.span=>
+                    (&&::dlbind::__private::FixedProbe::<#ty>::new()).dlbind_fixed()
+                }
+            };
+            let shape_fixed = fixed(shape);
+            let strides_fixed = match &model.strides {
+                Some(st) => fixed(st),
+                None => quote! { true },
+            };
+            let of_data = quote_spanned! {dspan=>
+                ::dlbind::__private::DataSource::__dlbind_memo(&#data)
+            };
+            quote! {
+                #[inline]
+                fn __dlbind_memo(
+                    &self,
+                ) -> ::core::option::Option<&::dlbind::__private::ExportMemo> {
+                    #[allow(unused_imports)]
+                    use ::dlbind::__private::{NotFixed as _, ViaFixed as _};
+                    if #shape_fixed && #strides_fixed {
+                        #of_data
+                    } else {
+                        ::core::option::Option::None
+                    }
+                }
+            }
+        }
+    };
+
     let stream = match &model.stream {
         Some(f) => {
             let a = access(f);
@@ -307,6 +346,7 @@ fn source_impl(model: &Model) -> TokenStream {
             }
             #[inline]
             fn dlpack_layout_trusted(&self) -> bool { #layout_trusted }
+            #memo
             #stream
         }
         #declares

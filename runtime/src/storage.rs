@@ -11,6 +11,7 @@ use crate::alloc::AlignedBuffer;
 use crate::device::Device;
 use crate::error::DlpackError;
 use crate::export::DataSource;
+use crate::export::memo::ExportMemo;
 use crate::extent::Extent;
 use crate::ffi::DLDataType;
 use crate::import::ImportedTensor;
@@ -24,6 +25,9 @@ pub struct Buffer {
     /// reads these four facts, not the storage: a load each, no match on the kind).
     facts: Facts,
     repr: Repr,
+    /// Whether an export of the frozen instance this buffer is part of passed the export check
+    /// (`export::memo`, decision 0022): every buffer starts unchecked, and none is `Clone`.
+    memo: ExportMemo,
 }
 
 /// A [`Buffer`]'s element 0, extent, device and writability, as its storage gives them.
@@ -98,6 +102,7 @@ impl Buffer {
         Buffer {
             facts: Facts::of_owned(&b),
             repr: Repr::Owned(b),
+            memo: ExportMemo::new(),
         }
     }
 
@@ -106,6 +111,7 @@ impl Buffer {
         Buffer {
             facts: Facts::of_import(&t),
             repr: Repr::Imported(t),
+            memo: ExportMemo::new(),
         }
     }
 
@@ -147,6 +153,7 @@ impl Buffer {
         Buffer {
             facts: Facts::given(data, extent, device, readonly),
             repr: Repr::View(owner),
+            memo: ExportMemo::new(),
         }
     }
 
@@ -170,6 +177,7 @@ impl Buffer {
         Buffer {
             facts: Facts::given(data, extent, device, readonly),
             repr: Repr::Kept(Box::new(owner)),
+            memo: ExportMemo::new(),
         }
     }
 
@@ -213,16 +221,26 @@ impl Buffer {
         device: Device,
         readonly: bool,
     ) -> Buffer {
+        // The facts are read before the owner's new reference is taken (that store could, for
+        // all the compiler knows, change them), so that a `data` read from this buffer is seen
+        // to be its element 0 (the same-type view: offset 0, the extent as it is).
+        let facts = self.facts;
         let owner = match &self.repr {
             Repr::View(owner) => owner.clone_ref(py),
             _ => holder.clone().unbind(),
         };
         // The same memory seen from `data` (inside it, by the contract; nothing if not).
-        let offset = (data as isize).wrapping_sub(self.data_ptr() as isize);
-        let extent = self.extent().shifted(offset).unwrap_or(Extent::EMPTY);
+        let offset = (data as isize).wrapping_sub(facts.data as isize);
+        let extent = facts.extent.shifted(offset).unwrap_or(Extent::EMPTY);
         Buffer {
-            facts: Facts::given(data, extent, device, readonly || self.readonly()),
+            facts: Facts::given(
+                data,
+                extent,
+                device,
+                readonly || !facts.writability.is_writable(),
+            ),
             repr: Repr::View(owner),
+            memo: ExportMemo::new(),
         }
     }
 
@@ -354,6 +372,7 @@ impl From<Arc<ImportedTensor>> for Buffer {
         Buffer {
             facts: Facts::of_import(&t),
             repr: Repr::Shared(t),
+            memo: ExportMemo::new(),
         }
     }
 }
@@ -414,6 +433,12 @@ unsafe impl DataSource for Buffer {
     #[inline]
     fn device(&self) -> Device {
         Buffer::device(self)
+    }
+    /// This buffer's own memo: its facts are fixed when it is made, and no other source can
+    /// share it (a `Buffer` is not `Clone`; `Arc<ImportedTensor>` sharing makes a new buffer).
+    #[inline(always)]
+    fn __dlbind_memo(&self) -> Option<&ExportMemo> {
+        Some(&self.memo)
     }
     /// A view's owner, and the object an imported Python view keeps (its exporter), so that a
     /// reference cycle through them is collected (e.g. an object that exposes

@@ -287,6 +287,148 @@ fn memory_lent_through_a_shared_reference_is_never_exported_writable() {
     });
 }
 
+/// A shape container whose values the derive cannot know to stay fixed (any `Index` type may
+/// answer differently each time): its exports are checked every time.
+struct OddDims(Vec<i64>);
+
+impl std::ops::Index<std::ops::RangeFull> for OddDims {
+    type Output = [i64];
+    fn index(&self, _: std::ops::RangeFull) -> &[i64] {
+        &self.0
+    }
+}
+
+impl OddDims {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+#[pyclass(frozen)]
+#[derive(DLPackExport)]
+#[dlpack(dtype = "float32")]
+struct OddFrame {
+    #[dlpack(data)]
+    buf: Buffer,
+    #[dlpack(shape)]
+    shape: OddDims,
+}
+
+/// What a source's export memo says (decision 0022), as its `Debug` shows it.
+fn memo_of<T: dlbind::__private::DLPackSource>(x: &T) -> String {
+    format!("{:?}", x.__dlbind_memo())
+}
+
+#[test]
+fn a_frozen_instance_remembers_a_passed_check_and_nothing_else() {
+    let _s = common::serial();
+    Python::attach(|py| {
+        let base = live_exports();
+        let f32_ = <f32 as DLPackElement>::DTYPE;
+        let frame = |n: i64| Frame {
+            buf: Buffer::from_vec(vec![1.0f32; 4]),
+            dtype: f32_,
+            shape: Dims::from(&[n][..]),
+            strides: Dims::from(&[1i64][..]),
+            device: Device::CPU,
+            readonly: false,
+        };
+        // A failed check is never remembered: every export of a wide frame fails, every time.
+        let wide = Bound::new(py, frame(1 << 20)).unwrap();
+        for round in 0..3 {
+            for (i, r) in common::export_paths(py, wide.as_any())
+                .into_iter()
+                .enumerate()
+            {
+                let e = r.expect_err(&format!("round {round}, path {i}: 4 MiB over 16 bytes"));
+                assert!(is_malformed(&e), "round {round}, path {i}: {e}");
+            }
+        }
+        assert_eq!(memo_of(wide.get()), "Some(ExportMemo(false))");
+        // A passed one is, by `__dlpack__` of the instance.
+        let fits = Bound::new(py, frame(4)).unwrap();
+        assert_eq!(memo_of(fits.get()), "Some(ExportMemo(false))");
+        for round in 0..3 {
+            for (i, r) in common::export_paths(py, fits.as_any())
+                .into_iter()
+                .enumerate()
+            {
+                r.unwrap_or_else(|e| panic!("round {round}, path {i}: {e}"));
+            }
+        }
+        assert_eq!(memo_of(fits.get()), "Some(ExportMemo(true))");
+        // A Rust-side export of a value that is in no Python object never sets it: the value
+        // may still change through `&mut` before it becomes an instance.
+        let mut local = frame(4);
+        let owner = py.None().into_bound(py);
+        let req = dlbind::export::ExportRequest {
+            max_version: Some((1, 0)),
+            ..dlbind::export::ExportRequest::DEFAULT
+        };
+        let m = dlbind::export::export_versioned_managed(&owner, &local, &req).unwrap();
+        // SAFETY: the export just made, deleted once.
+        unsafe { (m.as_ref().deleter.unwrap())(m.as_ptr()) };
+        assert_eq!(memo_of(&local), "Some(ExportMemo(false))");
+        local.shape = Dims::from(&[1i64 << 20][..]);
+        let moved = Bound::new(py, local).unwrap();
+        for (i, r) in common::export_paths(py, moved.as_any())
+            .into_iter()
+            .enumerate()
+        {
+            assert!(r.is_err_and(|e| is_malformed(&e)), "path {i}");
+        }
+        // A plain class's fields may change between exports (`&mut self`, setters): its
+        // buffer's memo is never set.
+        let plain = Bound::new(
+            py,
+            SettableBuf {
+                values: Buffer::from_vec(vec![1.0f32; 4]),
+                shape: vec![4],
+            },
+        )
+        .unwrap();
+        for (i, r) in common::export_paths(py, plain.as_any())
+            .into_iter()
+            .enumerate()
+        {
+            r.unwrap_or_else(|e| panic!("path {i}: {e}"));
+        }
+        assert_eq!(memo_of(&*plain.borrow()), "Some(ExportMemo(false))");
+        // Only a `Buffer` has a memo, and only beside shape and strides fields known to stay
+        // fixed.
+        let shared = Shared {
+            values: Arc::from(vec![0.0f32; 2]),
+            shape: [2],
+        };
+        assert_eq!(memo_of(&shared), "None", "an Arc'd slice may be shared");
+        let bare = Bare {
+            buf: Buffer::from_vec(vec![0.0f32; 2]),
+            shape: [2],
+        };
+        assert_eq!(
+            memo_of(&bare),
+            "Some(ExportMemo(false))",
+            "[usize; 1] stays fixed"
+        );
+        let odd = Bound::new(
+            py,
+            OddFrame {
+                buf: Buffer::from_vec(vec![0.0f32; 2]),
+                shape: OddDims(vec![2]),
+            },
+        )
+        .unwrap();
+        assert_eq!(memo_of(odd.get()), "None", "an unknown container");
+        for (i, r) in common::export_paths(py, odd.as_any())
+            .into_iter()
+            .enumerate()
+        {
+            r.unwrap_or_else(|e| panic!("path {i}: {e}"));
+        }
+        assert_eq!(live_exports(), base, "nothing leaks");
+    });
+}
+
 #[test]
 fn a_device_field_may_not_differ_from_the_storage() {
     let _s = common::serial();

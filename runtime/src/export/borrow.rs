@@ -176,8 +176,13 @@ unsafe fn unborrow<T: PyClass>(slot: BorrowSlot) {
 /// What an export's manager block keeps of the object that owns its data (`build_managed`'s
 /// owner): a plain strong reference (a `*mut PyObject`: the object, which gets a new reference;
 /// NULL: nothing), or a [`HeldBorrow`] (the borrow's own strong reference, ended by the block's
-/// deleter).
+/// deleter), or a [`FrozenInstance`] (a plain strong reference to the frozen instance the
+/// source is part of).
 pub(crate) trait Keep {
+    /// Whether the source is part of this owner, a live instance of a `#[pyclass(frozen)]`
+    /// type ([`FrozenInstance`]): what the export checks cannot change while it lives, so the
+    /// check is remembered in the instance ([`super::memo`]).
+    const FROZEN_INSTANCE: bool = false;
     /// What the block stores: the owner (a strong reference the block holds from now on, or
     /// NULL), and, when a borrow holds that reference, the borrow and the function that ends it
     /// (the block then drops only the borrow).
@@ -195,6 +200,22 @@ impl Keep for *mut ffi::PyObject {
             unsafe { ffi::Py_INCREF(self) };
         }
         (self, BorrowSlot::uninit(), None)
+    }
+}
+
+/// The instance of a `#[pyclass(frozen)]` type that `__dlpack__` exports (its own `self`),
+/// kept by a strong reference as a `*mut PyObject` owner is. Made only by `__dlpack__`'s frozen
+/// path (`export::method`), where the source is `&` the instance's contents: PyO3 hands out no
+/// `&mut` to a frozen instance, so its fields stay as they are while it lives.
+#[derive(Clone, Copy)]
+pub(crate) struct FrozenInstance(pub(crate) *mut ffi::PyObject);
+
+impl Keep for FrozenInstance {
+    const FROZEN_INSTANCE: bool = true;
+    #[inline]
+    unsafe fn into_kept(self) -> (*mut ffi::PyObject, BorrowSlot, Option<Unborrow>) {
+        // SAFETY: caller contract.
+        unsafe { self.0.into_kept() }
     }
 }
 

@@ -117,14 +117,25 @@ unsafe fn capsule_or_delete<M: ManagedKind>(m: NonNull<M>) -> *mut ffi::PyObject
         )
     };
     if cap.is_null() {
-        // SAFETY: nobody else owns `m` (caller contract); its own deleter frees it once.
-        unsafe {
-            if let Some(d) = M::deleter_of(m.as_ptr()) {
-                d(m.as_ptr());
-            }
-        }
+        // SAFETY: nobody else owns `m` (caller contract).
+        unsafe { delete_unwrapped(m) };
     }
     cap
+}
+
+/// Deletes a tensor no capsule could be made for, through its own deleter (once).
+///
+/// # Safety
+/// Nobody else owns `m`.
+#[cold]
+#[inline(never)]
+unsafe fn delete_unwrapped<M: ManagedKind>(m: NonNull<M>) {
+    // SAFETY: caller contract; its own deleter frees it once.
+    unsafe {
+        if let Some(d) = M::deleter_of(m.as_ptr()) {
+            d(m.as_ptr());
+        }
+    }
 }
 
 /// Negotiates `req` for `src` and returns the capsule (`"dltensor"` or

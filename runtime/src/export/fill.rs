@@ -81,7 +81,12 @@ pub(crate) unsafe fn build_managed<M: ManagedKind, S: DLPackSource + ?Sized, K: 
     if !src.dlpack_fill_strides(strides) {
         c_strides_into(shape, strides);
     }
-    if let Err(e) = super::check_source(src, shape, strides, dtype) {
+    let memo = if K::FROZEN_INSTANCE {
+        src.__dlbind_memo()
+    } else {
+        None
+    };
+    if let Err(e) = super::check_source_once(src, shape, strides, dtype, memo) {
         // SAFETY: `raw` was taken above (GIL held) and nothing else refers to it.
         unsafe { give_block::<M>(raw.cast::<c_void>(), ndim) };
         return Err(e);

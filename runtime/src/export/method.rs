@@ -13,6 +13,7 @@ use crate::export::{DLPackSource, ExportRequest};
 use crate::spec::protocol;
 
 use super::access::{SourceAccess, with_held};
+use super::borrow::FrozenInstance;
 use crate::args::{parse_export_request, parse_fastcall_kwargs, type_error};
 use crate::cpython::boundary::{
     at_c_boundary, has_own_method_descriptor, leaked_fastcall_def, leaked_noargs_def,
@@ -109,7 +110,7 @@ where
                     <T::Frozen as SourceAccess<T>>::with(
                         this,
                         #[inline(always)]
-                        |src| negotiate_and_export_raw(this.as_ptr(), src, req),
+                        |src| negotiate_and_export_raw(FrozenInstance(this.as_ptr()), src, req),
                     )
                 },
             )

@@ -19,6 +19,7 @@ mod block;
 mod capsule;
 mod device;
 mod fill;
+pub(crate) mod memo;
 mod release;
 
 pub mod access;
@@ -38,6 +39,7 @@ pub use capsule::export_to_capsule_on;
 pub use capsule::export_versioned_managed;
 pub(crate) use capsule::export_versioned_managed_kept;
 pub(crate) use capsule::wrap_capsule;
+use memo::ExportMemo;
 pub(crate) use release::visit_exported_owner;
 pub use request::ExportRequest;
 #[cfg(feature = "test-util")]
@@ -141,6 +143,18 @@ pub unsafe trait DLPackSource {
     fn dlpack_layout_trusted(&self) -> bool {
         false
     }
+    /// Where an instance of a `#[pyclass(frozen)]` type remembers that an export of it passed
+    /// [`check_source`] ([`ExportMemo`], decision 0022): `Some` only when every value the check
+    /// reads (dtype, shape, strides, device, and the storage's extent and device) stays the same
+    /// for as long as `self` is only shared, and the memo belongs to `self` alone (not to
+    /// storage another source may share). Read only by `__dlpack__`'s frozen path.
+    /// `#[derive(DLPackExport)]` returns its [`Buffer`](crate::Buffer)'s memo when the shape and
+    /// strides fields are [`FixedDims`](memo::FixedDims); the default is `None` (checked every time).
+    #[doc(hidden)]
+    #[inline]
+    fn __dlbind_memo(&self) -> Option<&ExportMemo> {
+        None
+    }
 }
 
 /// What every export path checks before it describes `src`'s memory (`__dlpack__`, legacy and
@@ -151,6 +165,38 @@ pub unsafe trait DLPackSource {
 /// [`DLPackSource::dlpack_writability`] already folds the storage's in.
 #[inline(always)]
 pub(crate) fn check_source<S: DLPackSource + ?Sized>(
+    src: &S,
+    shape: &[i64],
+    strides: &[i64],
+    dtype: DLDataType,
+) -> Result<(), crate::error::DlpackError> {
+    check_source_once(src, shape, strides, dtype, None)
+}
+
+/// [`check_source`], skipped when `memo` says an export of the same frozen instance passed it
+/// (and noting a pass in it): `memo` is `src`'s [`DLPackSource::__dlbind_memo`], given only when
+/// `src` is part of a live frozen instance (`borrow::FrozenInstance`), else `None`.
+#[inline(always)]
+pub(crate) fn check_source_once<S: DLPackSource + ?Sized>(
+    src: &S,
+    shape: &[i64],
+    strides: &[i64],
+    dtype: DLDataType,
+    memo: Option<&ExportMemo>,
+) -> Result<(), crate::error::DlpackError> {
+    if let Some(m) = memo {
+        if m.passed() {
+            return Ok(());
+        }
+        check_source_fully(src, shape, strides, dtype)?;
+        m.note_passed();
+        return Ok(());
+    }
+    check_source_fully(src, shape, strides, dtype)
+}
+
+#[inline(always)]
+fn check_source_fully<S: DLPackSource + ?Sized>(
     src: &S,
     shape: &[i64],
     strides: &[i64],
@@ -268,6 +314,14 @@ pub unsafe trait DataSource {
     /// [`visit_python_refs`](Self::visit_python_refs) could close a cycle). The default says
     /// yes; dlbind's own storage answers for itself. A wrong `false` can only leave a cycle
     /// uncollected. Not part of the API.
+    /// The memo of the instance this storage is part of ([`DLPackSource::__dlbind_memo`]):
+    /// `Some` only for storage no other source can share, whose extent and device are fixed
+    /// when it is made ([`Buffer`](crate::Buffer)). Not part of the API.
+    #[doc(hidden)]
+    #[inline]
+    fn __dlbind_memo(&self) -> Option<&ExportMemo> {
+        None
+    }
     #[doc(hidden)]
     #[inline]
     fn __dlbind_needs_tracking(&self, own: impl FnOnce() -> *mut pyo3::ffi::PyTypeObject) -> bool {
