@@ -57,9 +57,12 @@
 //!
 //! Every export checks the dtype, that the shape and strides stay inside the extent the data
 //! field's storage vouches for (`DataSource::extent`) and that a device field is the storage's
-//! device; a type whose constructors guarantee the layout may skip the span check with
-//! `#[dlpack(unchecked_extent)]` plus `unsafe impl dlbind::UncheckedExtent` (the attribute tells
-//! the derive, the unsafe impl is the promise; either alone is a compile error).
+//! device (a frozen class whose data field is a `Buffer`, beside `Dims`, `Vec`, `Box<[_]>`,
+//! `Arc<[_]>` or array shape and strides, checks once per instance: `__dlpack__` remembers a
+//! pass in the instance's `Buffer`, decision 0022); a type whose constructors guarantee the
+//! layout may skip the span check with `#[dlpack(unchecked_extent)]` plus `unsafe impl
+//! dlbind::UncheckedExtent` (the attribute tells the derive, the unsafe impl is the promise;
+//! either alone is a compile error).
 //!
 //! Misuse is a compile error pointing at the offending span; see `tests/ui/cases/`.
 //! The emitted `__dlpack__` takes its method and keyword names from the generated table, so
