@@ -11,7 +11,7 @@ pub use crate::device::Device;
 pub use crate::exchange::probe;
 pub use crate::exchange::{Constructor, ExchangeSource, exchange_api_capsule};
 pub use crate::export::access::SourceAccess;
-pub use crate::export::memo::{ExportMemo, FixedProbe, NotFixed, ViaFixed};
+pub use crate::export::memo::{ExportMemo, FixedDims, FixedProbe, NotFixed, ViaFixed};
 pub use crate::export::method::{
     dlpack_descriptor, dlpack_device_descriptor, dlpack_device_method, dlpack_fastcall,
     dlpack_method, install_fast_dlpack,
