@@ -5,10 +5,12 @@
 
 use std::sync::Arc;
 
-use arrow_array::ffi::{FFI_ArrowArray, FFI_ArrowSchema, from_ffi, to_ffi};
-use arrow_array::types::{Float32Type, Float64Type, Int32Type, Int64Type};
-use arrow_array::{Array, PrimitiveArray, make_array};
-use arrow_schema::Field;
+use dlbind::adapters::arrow::arrow_array::ffi::{
+    FFI_ArrowArray, FFI_ArrowSchema, from_ffi, to_ffi,
+};
+use dlbind::adapters::arrow::arrow_array::types::{Float32Type, Float64Type, Int32Type, Int64Type};
+use dlbind::adapters::arrow::arrow_array::{Array, PrimitiveArray, make_array};
+use dlbind::adapters::arrow::arrow_schema::Field;
 use dlbind::adapters::arrow::{self as adapter, ArrowTensor};
 use dlbind::prelude::*;
 use pyo3::exceptions::{PyTypeError, PyValueError};

@@ -4,7 +4,9 @@
 //! `unsafe` view, sound there because no other handle on that storage outlives the call. DLPack
 //! producers come in as candle tensors (a copy) that candle then computes with.
 
-use candle_core::{DType, Device as CDevice, Tensor as CTensor, Var};
+use dlbind::adapters::candle::candle_core::{
+    self, DType, Device as CDevice, Tensor as CTensor, Var,
+};
 use dlbind::adapters::candle::{CandleTensor, to_candle};
 use dlbind::prelude::*;
 use pyo3::exceptions::PyValueError;

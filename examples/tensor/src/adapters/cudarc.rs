@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, CudaStream};
+use dlbind::adapters::cudarc::cudarc::driver::{CudaContext, CudaStream};
 use dlbind::adapters::cudarc::{CudaTensor, ImportedSlice, import_on_stream};
 use dlbind::gpu::StreamHandle;
 use dlbind::prelude::*;
