@@ -263,7 +263,7 @@ impl Buffer {
                 // back here, at once, with the GIL (`py`); a `Py` dropped outside PyO3's own
                 // trampolines would wait in PyO3's pool instead.
                 unsafe {
-                    std::ptr::write(self, Buffer::owned(AlignedBuffer::empty()));
+                    self.become_empty();
                     pyo3::ffi::Py_DECREF(owner);
                 }
                 let _ = py;
@@ -277,7 +277,7 @@ impl Buffer {
                 // never dropped.
                 unsafe {
                     if t.release_managed_in_place() {
-                        std::ptr::write(self, Buffer::owned(AlignedBuffer::empty()));
+                        self.become_empty();
                     }
                 }
                 let _ = py;
@@ -285,6 +285,25 @@ impl Buffer {
             }
             Repr::Owned(_) | Repr::Shared(_) => true,
             Repr::Kept(_) => false,
+        }
+    }
+
+    /// Overwrites the facts and the storage with an empty owned buffer's, without dropping
+    /// the storage that was there (the caller gave back what it held). The memo is left as it
+    /// is: it is set only while the buffer is part of a live frozen instance, which no `&mut`
+    /// reaches, so here it is either unset or the instance is being released (its slot is next
+    /// filled with a whole new value).
+    ///
+    /// # Safety
+    /// What `self.repr` holds must need no drop any more.
+    #[inline(always)]
+    unsafe fn become_empty(&mut self) {
+        let empty = AlignedBuffer::empty();
+        // SAFETY: plain writes of valid values over fields whose old values need no drop
+        // (caller contract; `Facts` is `Copy`).
+        unsafe {
+            std::ptr::write(&mut self.facts, Facts::of_owned(&empty));
+            std::ptr::write(&mut self.repr, Repr::Owned(empty));
         }
     }
 
