@@ -127,7 +127,7 @@ fn source_impl(model: &Model) -> TokenStream {
     // place: the data field's `DataSource` impl (`Vec`, `Box<[T]>`, `Arc<[T]>`, `Buffer`, ...),
     // or, for an ndarray array, the array itself (consistent by construction, lent through `&`).
     let (data_ptr, storage, storage_writability) = match &model.data.kind {
-        DataKind::Slice { .. } | DataKind::Source => (
+        DataKind::Slice | DataKind::Source => (
             quote_spanned! {dspan=> ::dlbind::__private::DataSource::data_ptr(&#data) },
             quote_spanned! {dspan=>
                 ::core::option::Option::Some((
@@ -137,7 +137,7 @@ fn source_impl(model: &Model) -> TokenStream {
             },
             quote_spanned! {dspan=> ::dlbind::__private::DataSource::writability(&#data) },
         ),
-        DataKind::Array { .. } => (
+        DataKind::Array => (
             quote_spanned! {dspan=> ::dlbind::__private::nd::data_ptr(&#data) },
             // Host memory; its extent is not read (the layout is trusted, below).
             quote! {
@@ -152,7 +152,7 @@ fn source_impl(model: &Model) -> TokenStream {
     // An ndarray array's shape and strides are its own (ndarray keeps them inside its data);
     // any other type's are checked on every export unless it `unsafe impl`s `UncheckedExtent`.
     let layout_trusted = match &model.data.kind {
-        DataKind::Array { .. } => quote! { true },
+        DataKind::Array => quote! { true },
         _ if model.unchecked_extent => {
             // The attribute says so and the type's `unsafe impl UncheckedExtent` promises it:
             // a safe attribute alone never skips the check.
@@ -166,7 +166,7 @@ fn source_impl(model: &Model) -> TokenStream {
     };
     // What lets the type `unsafe impl UncheckedExtent` (without the attribute that impl is a
     // compile error: it would skip nothing).
-    let declares = if model.unchecked_extent && !matches!(model.data.kind, DataKind::Array { .. }) {
+    let declares = if model.unchecked_extent && !matches!(model.data.kind, DataKind::Array) {
         quote! {
             #[automatically_derived]
             impl ::dlbind::__private::DeclaresUncheckedExtent for #ident {}
@@ -175,11 +175,15 @@ fn source_impl(model: &Model) -> TokenStream {
         quote!()
     };
 
+    // The dtype of an element type is asked of the data field's own value, through the same
+    // borrow the export reads: the type the compiler knows, whatever the field's spelling.
     let dtype = match &model.dtype {
-        DtypeSource::Element(elem) => {
-            let span = syn::spanned::Spanned::span(elem);
-            quote_spanned! {span=> <#elem as ::dlbind::__private::DLPackElement>::DTYPE }
-        }
+        DtypeSource::Element => match &model.data.kind {
+            DataKind::Array => {
+                quote_spanned! {dspan=> ::dlbind::__private::nd::dtype(&#data) }
+            }
+            _ => quote_spanned! {dspan=> ::dlbind::__private::slice_dtype(&#data[..]) },
+        },
         DtypeSource::Field(f) => {
             let a = access(f);
             quote_spanned! {f.span=> { let d: ::dlbind::__private::DLDataType = #a; d } }
@@ -193,14 +197,14 @@ fn source_impl(model: &Model) -> TokenStream {
     };
 
     let (ndim, fill_shape) = match (&model.data.kind, &model.shape) {
-        (DataKind::Array { .. }, _) => (
+        (DataKind::Array, _) => (
             quote_spanned! {dspan=> ::dlbind::__private::nd::ndim(&#data) },
             quote_spanned! {dspan=> ::dlbind::__private::nd::fill_shape(&#data, out) },
         ),
         (_, Some(shape)) => {
             let s = access(shape);
             (
-                quote_spanned! {shape.span=> #s.len() },
+                quote_spanned! {shape.span=> ::dlbind::__private::dims_len(&#s[..]) },
                 quote_spanned! {shape.span=> ::dlbind::__private::fill_dims(&#s[..], out) },
             )
         }
@@ -208,7 +212,7 @@ fn source_impl(model: &Model) -> TokenStream {
     };
 
     let fill_strides = match (&model.data.kind, &model.strides) {
-        (DataKind::Array { .. }, _) => quote_spanned! {dspan=>
+        (DataKind::Array, _) => quote_spanned! {dspan=>
             ::dlbind::__private::nd::fill_strides(&#data, out)
         },
         (_, Some(strides)) => {
@@ -248,11 +252,14 @@ fn source_impl(model: &Model) -> TokenStream {
         Readonly::Field(f) => {
             let a = access(f);
             quote_spanned! {f.span=>
-                ::dlbind::__private::ReadonlyField::writability(&#a).narrow(#storage_writability)
+                ::dlbind::__private::Writability::narrow(
+                    ::dlbind::__private::ReadonlyField::writability(&#a),
+                    #storage_writability,
+                )
             }
         }
     };
-    let readonly = quote! { !(#writability).is_writable() };
+    let readonly = quote! { !::dlbind::__private::Writability::is_writable(#writability) };
 
     // A frozen instance remembers that an export of it passed the check (decision 0022): the
     // data field's memo (a `Buffer`'s; no other storage has one), when the shape and strides
@@ -260,12 +267,15 @@ fn source_impl(model: &Model) -> TokenStream {
     // autoref: any other type is checked on every export). The runtime reads it only for an
     // instance of a frozen class; the dtype and device fields are plain values.
     let memo = match (&model.data.kind, &model.shape) {
-        (DataKind::Array { .. }, _) | (_, None) => quote! {},
+        (DataKind::Array, _) | (_, None) => quote! {},
         (_, Some(shape)) => {
+            // The probe of the field's own type (from the borrow), answered by an inherent
+            // method or `NotFixed`'s, both at the lookup's first step: a trait of the user's
+            // scope cannot answer instead (it makes the call ambiguous).
             let fixed = |f: &FieldRef| {
-                let ty = &f.ty;
+                let a = access(f);
                 quote_spanned! {f.span=>
-                    (&&::dlbind::__private::FixedProbe::<#ty>::new()).dlbind_fixed()
+                    ::dlbind::__private::FixedProbe::of(&#a).dlbind_fixed()
                 }
             };
             let shape_fixed = fixed(shape);
@@ -282,7 +292,7 @@ fn source_impl(model: &Model) -> TokenStream {
                     &self,
                 ) -> ::core::option::Option<&::dlbind::__private::ExportMemo> {
                     #[allow(unused_imports)]
-                    use ::dlbind::__private::{NotFixed as _, ViaFixed as _};
+                    use ::dlbind::__private::NotFixed as _;
                     if #shape_fixed && #strides_fixed {
                         #of_data
                     } else {
@@ -300,7 +310,7 @@ fn source_impl(model: &Model) -> TokenStream {
             quote! {
                 #[inline]
                 fn dlpack_stream(&self) -> ::core::option::Option<::dlbind::__private::StreamHandle> {
-                    #body.map(::dlbind::__private::StreamHandle)
+                    ::core::option::Option::map(#body, ::dlbind::__private::StreamHandle)
                 }
             }
         }
@@ -365,7 +375,7 @@ fn source_impl(model: &Model) -> TokenStream {
 fn exchange_impl(model: &Model) -> TokenStream {
     let ident = &model.ident;
     let dims = match (&model.data.kind, &model.shape, &model.strides) {
-        (DataKind::Array { .. }, _, _) | (_, None, _) | (_, _, None) => None,
+        (DataKind::Array, _, _) | (_, None, _) | (_, _, None) => None,
         (_, Some(shape), Some(strides)) => Some((shape, strides)),
     };
     let (supported, get) = match dims {
@@ -394,8 +404,8 @@ fn exchange_impl(model: &Model) -> TokenStream {
         unsafe impl ::dlbind::__private::ExchangeSource for #ident {
             #[inline]
             fn exchange_constructor() -> ::core::option::Option<::dlbind::__private::Constructor> {
-                use ::dlbind::__private::probe::{NoConstructor as _, ViaConstructor as _};
-                (&&&::dlbind::__private::probe::Probe::<Self>::new()).dlbind_constructor()
+                use ::dlbind::__private::probe::NoConstructor as _;
+                ::dlbind::__private::probe::Probe::<Self>::new().dlbind_constructor()
             }
             #[inline]
             fn exchange_dims_supported() -> bool { #supported }
@@ -591,6 +601,63 @@ mod tests {
         }
     }
 
+    /// The method calls (`.name(...)`) in an expansion, anywhere in its token tree.
+    fn method_calls(ts: TokenStream, out: &mut Vec<String>) {
+        use proc_macro2::{Delimiter, TokenTree};
+        let tokens: Vec<TokenTree> = ts.into_iter().collect();
+        for (i, t) in tokens.iter().enumerate() {
+            if let TokenTree::Group(g) = t {
+                method_calls(g.stream(), out);
+            }
+            if let (TokenTree::Punct(p), Some(TokenTree::Ident(name)), Some(TokenTree::Group(g))) =
+                (t, tokens.get(i + 1), tokens.get(i + 2))
+                && p.as_char() == '.'
+                && g.delimiter() == Delimiter::Parenthesis
+            {
+                out.push(name.to_string());
+            }
+        }
+    }
+
+    /// Issue 50 (serde's hygiene): no call in either derive's expansion is a method call that a
+    /// trait of the user's scope could answer. Every call is a path (`::dlbind::__private::…`,
+    /// `::core::…`, `<T as Trait>::…`), except the two type probes, whose answers are found at
+    /// the lookup's first step (an inherent method, or dlbind's fallback trait: a user's trait
+    /// there makes the call ambiguous, a compile error).
+    #[test]
+    fn no_method_call_a_users_trait_could_answer() {
+        let spec = fixture();
+        let inputs: Vec<syn::DeriveInput> = vec![
+            parse_quote! { struct A { #[dlpack(data)] v: Vec<f32>, #[dlpack(shape)] s: Vec<usize> } },
+            parse_quote! {
+                struct B {
+                    #[dlpack(data)] buf: Buffer,
+                    #[dlpack(dtype)] dt: DLDataType,
+                    #[dlpack(shape)] s: Dims,
+                    #[dlpack(strides)] st: Dims,
+                    #[dlpack(device)] dev: Device,
+                    #[dlpack(readonly)] ro: bool,
+                    #[dlpack(stream)] stream: Option<u64>,
+                }
+            },
+            parse_quote! {
+                #[dlpack(dtype = "bfloat16", readonly, unchecked_extent, merge_pymethods)]
+                struct C { #[dlpack(data)] b: Box<[u16]>, #[dlpack(shape)] s: [u32; 2], #[dlpack(strides)] t: Arc<[i64]> }
+            },
+            parse_quote! { struct D { #[dlpack(array)] a: ndarray::ArrayD<f64> } },
+        ];
+        for input in inputs {
+            let m = Model::from_derive_input(&input, &spec).unwrap();
+            let mut calls = Vec::new();
+            method_calls(expand(&m, &spec).unwrap(), &mut calls);
+            if matches!(m.data.kind, DataKind::Source) {
+                method_calls(crate::import::expand(&input, &m).unwrap(), &mut calls);
+            }
+            calls.retain(|c| c != "dlbind_fixed" && c != "dlbind_constructor");
+            assert!(calls.is_empty(), "{}: method calls {calls:?}", input.ident);
+        }
+    }
+
     #[test]
     fn expands_vec_struct() {
         let s = expand_str(parse_quote! {
@@ -604,7 +671,11 @@ mod tests {
             "{s}"
         );
         assert!(
-            s.contains("< u8 as :: dlbind :: __private :: DLPackElement > :: DTYPE"),
+            s.contains(":: dlbind :: __private :: slice_dtype (& self . pixels [..])"),
+            "{s}"
+        );
+        assert!(
+            s.contains(":: dlbind :: __private :: dims_len (& self . dims [..])"),
             "{s}"
         );
         assert!(s.contains("dlpack_descriptor :: < Self >"), "{s}");

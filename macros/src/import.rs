@@ -167,12 +167,14 @@ pub fn expand(input: &DeriveInput, model: &Model) -> syn::Result<TokenStream> {
 
     // From an imported handle `t`.
     let imported = Parts {
-        dtype: quote!(__t.dtype()),
-        shape: quote!(__t.shape()),
-        strides: quote!(__t.strides()),
-        device: quote!(__t.device()),
-        writability: quote!(__t.writability()),
-        readonly: quote!(__t.readonly()),
+        // Every call fully qualified (issue 50): a trait of the user's scope with a method of the
+        // same name cannot stand in for the tensor's own.
+        dtype: quote!(#d::ImportedTensor::dtype(&__t)),
+        shape: quote!(#d::ImportedTensor::shape(&__t)),
+        strides: quote!(#d::ImportedTensor::strides(&__t)),
+        device: quote!(#d::ImportedTensor::device(&__t)),
+        writability: quote!(#d::ImportedTensor::writability(&__t)),
+        readonly: quote!(#d::ImportedTensor::readonly(&__t)),
         buffer: quote!(<#d::Buffer as ::core::convert::From<#d::ImportedTensor>>::from(__t)),
     };
     let imported_check = check(&imported);
@@ -212,7 +214,7 @@ pub fn expand(input: &DeriveInput, model: &Model) -> syn::Result<TokenStream> {
         let ty = &f.ty;
         quote! {
             match #local {
-                ::core::option::Option::Some(__v) => (&raw mut (*__p).#m).write(__v),
+                ::core::option::Option::Some(__v) => ::core::ptr::write(&raw mut (*__p).#m, __v),
                 ::core::option::Option::None => {
                     <#ty as #d::DimsField>::write_in_place(&raw mut (*__p).#m, #src)
                 }
@@ -225,7 +227,7 @@ pub fn expand(input: &DeriveInput, model: &Model) -> syn::Result<TokenStream> {
             Role::Strides(f) => dims_write(m, f, quote!(__strides), &imported.strides),
             _ => {
                 let v = value(m, &imported, false);
-                quote!((&raw mut (*__p).#m).write(#v);)
+                quote!(::core::ptr::write(&raw mut (*__p).#m, #v);)
             }
         });
         quote!(#(#ws)*)
@@ -243,7 +245,7 @@ pub fn expand(input: &DeriveInput, model: &Model) -> syn::Result<TokenStream> {
         // alive; the buffer holds a strong reference to the owner.
         buffer: quote!(unsafe {
             #d::Buffer::view(
-                ::dlbind::__private::pyo3::Bound::clone(__v.owner).unbind(),
+                ::dlbind::__private::pyo3::Bound::unbind(::dlbind::__private::pyo3::Bound::clone(__v.owner)),
                 __v.data,
                 __v.extent,
                 __v.device,
@@ -268,7 +270,7 @@ pub fn expand(input: &DeriveInput, model: &Model) -> syn::Result<TokenStream> {
         Readonly::Always => quote!(true),
         Readonly::Field(f) => {
             let m = &f.member;
-            quote!(!#p::ReadonlyField::writability(&__this.#m).is_writable())
+            quote!(!#p::Writability::is_writable(#p::ReadonlyField::writability(&__this.#m)))
         }
     };
     let shared = Parts {
@@ -293,11 +295,12 @@ pub fn expand(input: &DeriveInput, model: &Model) -> syn::Result<TokenStream> {
         // SAFETY (emitted): `__source` owns `__this.#data` (a frozen object: never changed while
         // alive), and element 0 and the device are the buffer's own.
         buffer: quote!(unsafe {
-            __this.#data.share_view(
-                __source.py(),
-                __source.as_any(),
+            #d::Buffer::share_view(
+                &__this.#data,
+                #p::pyo3::Bound::py(__source),
+                #p::pyo3::Bound::as_any(__source),
                 #p::DataSource::data_ptr(&__this.#data),
-                __this.#data.device(),
+                #p::DataSource::device(&__this.#data),
                 #share_readonly,
             )
         }),
@@ -316,7 +319,7 @@ pub fn expand(input: &DeriveInput, model: &Model) -> syn::Result<TokenStream> {
         }
         _ => {
             let v = value(m, &shared, false);
-            quote!((&raw mut (*__p).#m).write(#v);)
+            quote!(::core::ptr::write(&raw mut (*__p).#m, #v);)
         }
     });
 
@@ -362,10 +365,10 @@ pub fn expand(input: &DeriveInput, model: &Model) -> syn::Result<TokenStream> {
                         &mut self,
                         py: #p::pyo3::Python<'_>,
                     ) -> #d::Released {
-                        if !self.#data.release_python_refs(py) {
+                        if !#d::Buffer::release_python_refs(&mut self.#data, py) {
                             return #d::Released::No;
                         }
-                        #d::released(self.#data.owns_nothing(), true #(&& #dims_empty)*)
+                        #d::released(#d::Buffer::owns_nothing(&self.#data), true #(&& #dims_empty)*)
                     }
                 }
             },
@@ -403,14 +406,14 @@ pub fn expand(input: &DeriveInput, model: &Model) -> syn::Result<TokenStream> {
                 mut __out: #d::Slot<'__a, Self>,
             ) -> ::core::result::Result<#d::Written<'__a, Self>, #d::ImportedTensor> {
                 #want
-                if #imported_check.is_err() {
+                if ::core::result::Result::is_err(&#imported_check) {
                     return ::core::result::Result::Err(__t);
                 }
                 #imported_pre
-                let __p = __out.as_mut_ptr();
+                let __p = #d::Slot::as_mut_ptr(&mut __out);
                 unsafe {
                     #imported_writes
-                    ::core::result::Result::Ok(__out.assume_written())
+                    ::core::result::Result::Ok(#d::Slot::assume_written(__out))
                 }
             }
 
@@ -445,10 +448,10 @@ pub fn expand(input: &DeriveInput, model: &Model) -> syn::Result<TokenStream> {
                 mut __out: #d::Slot<'__a, Self>,
             ) -> ::core::option::Option<#d::Written<'__a, Self>> {
                 let __this = #kind::frozen_ref(__source)?;
-                let __p = __out.as_mut_ptr();
+                let __p = #d::Slot::as_mut_ptr(&mut __out);
                 unsafe {
                     #(#share_writes)*
-                    ::core::option::Option::Some(__out.assume_written())
+                    ::core::option::Option::Some(#d::Slot::assume_written(__out))
                 }
             }
 

@@ -20,8 +20,8 @@
 //!
 //! | key | where | field type | meaning |
 //! |---|---|---|---|
-//! | `data` | field | `Vec<T>`, `Box<[T]>`, `Arc<[T]>` (`T: DLPackElement`), or any `dlbind::DataSource` (e.g. `dlbind::Buffer`) | element 0; dtype from `T` unless given |
-//! | `array` | field | owned `ndarray` array (`ArrayD<T>`, `Array<T, D>`, `Array1<T>`…) | data, shape, strides and dtype (runtime feature `ndarray`) |
+//! | `data` | field | `Vec<T>`, `Box<[T]>`, `Arc<[T]>` (`T: DLPackElement`), or any `dlbind::DataSource` (e.g. `dlbind::Buffer`) | element 0; dtype from the `T` the field holds unless given |
+//! | `array` | field | owned `ndarray` array (`ArrayD<T>`, `Array<T, D>`, `Array1<T>`…) | data, shape, strides and dtype, always the element type's (runtime feature `ndarray`) |
 //! | `shape` | field | `Vec<I>`, `Box<[I]>`, `[I; N]` (any integer `I`) or a type that derefs to `[I]` | required unless `array` |
 //! | `strides` | field | as `shape`, in elements | optional; absent = C-contiguous |
 //! | `dtype` | field | `dlbind::spec::types::DLDataType` | dynamic dtype |
@@ -30,7 +30,7 @@
 //! | `readonly` | field (`bool`, or `dlbind::Writability` for data of unknown writability) or struct | — | narrows the storage's writability (`Vec`/`Box`/`Arc`/ndarray: read-only; `Buffer`: its own) |
 //! | `stream` | field | `Option<u64>` | CUDA/ROCm stream with pending work on the data (default: the device's default stream) |
 //! | `custom_traverse` | struct | — | the type writes `__traverse__` itself (see below) |
-//! | `unchecked_extent` | struct | — | exports skip the dtype and span checks; needs `unsafe impl dlbind::UncheckedExtent` (see below) |
+//! | `unchecked_extent` | struct | — | exports skip the span check (not the dtype's); needs `unsafe impl dlbind::UncheckedExtent` (see below) |
 //! | `merge_pymethods` | struct | — | the derived methods go into the type's own block, marked `#[dlbind::pymethods]` (see [`macro@pymethods`]) |
 //!
 //! For a `DataSource` data field the derive also emits `__traverse__`, reporting the Python
@@ -63,6 +63,11 @@
 //! layout may skip the span check with `#[dlpack(unchecked_extent)]` plus `unsafe impl
 //! dlbind::UncheckedExtent` (the attribute tells the derive, the unsafe impl is the promise;
 //! either alone is a compile error).
+//!
+//! Every fact comes from a type (the data field's storage and elements, PyO3's `Frozen`, the
+//! dims fields' `[..]`), never from how a type is spelled, and the expansion is hygienic: every
+//! path absolute, every call a path, so nothing in the user's scope (a trait with `len`, an alias
+//! `Vec`, a local `None`) changes its meaning (decision 0023, `dlbind_demo.hygiene`).
 //!
 //! Misuse is a compile error pointing at the offending span; see `tests/ui/cases/`.
 //! The emitted `__dlpack__` takes its method and keyword names from the generated table, so

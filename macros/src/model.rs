@@ -35,12 +35,13 @@ impl FieldRef {
 /// How the data field is stored.
 #[derive(Debug, Clone)]
 pub enum DataKind {
-    /// `Vec<T>`, `Box<[T]>`, `Arc<[T]>`: a contiguous slice of `T`.
-    Slice { elem: Type },
+    /// `Vec<T>`, `Box<[T]>`, `Arc<[T]>`: a contiguous slice of `T` (the expansion asks the
+    /// field's value for `T`; the spelling only picks this kind, which the compiler then checks).
+    Slice,
     /// Any other type implementing `::dlbind::DataSource` (e.g. `dlbind::Buffer`).
     Source,
     /// `#[dlpack(array)]`: an owned `ndarray` array giving pointer, shape and strides.
-    Array { elem: Type },
+    Array,
 }
 
 #[derive(Debug, Clone)]
@@ -52,8 +53,11 @@ pub struct DataField {
 /// Where the exported dtype comes from.
 #[derive(Debug, Clone)]
 pub enum DtypeSource {
-    /// `<T as DLPackElement>::DTYPE` of the element type.
-    Element(Type),
+    /// The element type of the data field itself (`Vec`/`Box`/`Arc` slices and ndarray arrays):
+    /// `DLPackElement::DTYPE` of the elements the field's value holds, asked of the borrow the
+    /// export reads (`slice_dtype(&self.data[..])`, `nd::dtype(&self.data)`), never of how the
+    /// field's type is spelled (issue 50: an alias can name any element type).
+    Element,
     /// A `#[dlpack(dtype)]` field of type `dlbind::spec::types::DLDataType`.
     Field(FieldRef),
     /// Struct-level `#[dlpack(dtype = "name")]`, resolved against the spec's table.
@@ -380,7 +384,7 @@ fn finish(
     };
 
     let kind = data_kind(data_key, &data_field, errors)?;
-    if let (DataKind::Array { .. }, Some(span)) = (&kind, top.unchecked_extent) {
+    if let (DataKind::Array, Some(span)) = (&kind, top.unchecked_extent) {
         push_err(
             errors,
             syn::Error::new(
@@ -424,7 +428,7 @@ fn data_kind(
 ) -> Option<DataKind> {
     Some(if data_key == Key::Array {
         match ndarray_elem(&data_field.ty) {
-            Some(elem) => DataKind::Array { elem },
+            Some(_) => DataKind::Array,
             None => {
                 push_err(
                     errors,
@@ -439,7 +443,7 @@ fn data_kind(
         }
     } else {
         match slice_elem(&data_field.ty) {
-            Some(elem) => DataKind::Slice { elem },
+            Some(_) => DataKind::Slice,
             None => DataKind::Source,
         }
     })
@@ -455,7 +459,7 @@ fn dims_are_valid(
     errors: &mut Option<syn::Error>,
 ) -> bool {
     let mut ok = true;
-    if let DataKind::Array { .. } = kind {
+    if let DataKind::Array = kind {
         for (f, key) in [(shape, Key::Shape), (strides, Key::Strides)] {
             if let Some(f) = f {
                 ok = false;
@@ -518,6 +522,48 @@ fn dtype_source(
     spec: &SpecView,
     errors: &mut Option<syn::Error>,
 ) -> Option<DtypeSource> {
+    if let DataKind::Array = kind {
+        // An ndarray array's layout is trusted (its shape and strides are its own), so its dtype
+        // must be its elements' too: a named dtype could describe more bytes than it holds.
+        let why = format!(
+            "the array's shape and strides are trusted, so its dtype must be its element type's: \
+             store the elements as one of {} (e.g. `Array1<f64>`), or use a `dlbind::Buffer` \
+             data field with a `#[dlpack(dtype)]`, whose span is checked",
+            spec.rust_type_names()
+        );
+        let mut refused = false;
+        if let Some(lit) = &struct_dtype {
+            refused = true;
+            push_err(
+                errors,
+                syn::Error::new(
+                    lit.span(),
+                    format!(
+                        "`dtype = \"{}\"` cannot name the dtype of a `#[dlpack(array)]` field: {why}",
+                        lit.value()
+                    ),
+                ),
+            );
+        }
+        if let Some(f) = &field {
+            refused = true;
+            push_err(
+                errors,
+                syn::Error::new(
+                    f.key_span,
+                    format!(
+                        "a `#[dlpack(dtype)]` field (`{}`) cannot name the dtype of a `#[dlpack(array)]` field: {why}",
+                        f.name()
+                    ),
+                ),
+            );
+        }
+        return if refused {
+            None
+        } else {
+            Some(DtypeSource::Element)
+        };
+    }
     match (struct_dtype, field) {
         (Some(lit), Some(field)) => {
             push_err(
@@ -556,26 +602,9 @@ fn dtype_source(
         },
         (None, Some(field)) => Some(DtypeSource::Field(field)),
         (None, None) => match kind {
-            DataKind::Slice { elem } | DataKind::Array { elem } => {
-                if spec.dtype_for_rust_type(elem).is_some() {
-                    Some(DtypeSource::Element(elem.clone()))
-                } else {
-                    push_err(
-                        errors,
-                        syn::Error::new(
-                            elem.span(),
-                            format!(
-                                "element type `{}` has no DLPack dtype code; supported element \
-                                 types: {}; for raw storage name the dtype on the struct, e.g. \
-                                 `#[dlpack(dtype = \"bfloat16\")]`",
-                                type_text(elem),
-                                spec.rust_type_names()
-                            ),
-                        ),
-                    );
-                    None
-                }
-            }
+            // The element type's dtype, asked of the type itself by the expansion (a type
+            // without one is the compiler's error, `DLPackElement`'s message).
+            DataKind::Slice | DataKind::Array => Some(DtypeSource::Element),
             DataKind::Source => {
                 push_err(
                     errors,
@@ -730,21 +759,6 @@ pub fn is_dims_type(ty: &Type) -> bool {
     }
 }
 
-/// A normalised key for matching element types against the spec's `rust_type` column:
-/// the last path segment, recursively through generic type arguments (`Complex<f32>`).
-pub fn type_key(ty: &Type) -> Option<String> {
-    let seg = last_segment(ty)?;
-    let args = type_args(seg);
-    let mut key = seg.ident.to_string();
-    if !args.is_empty() {
-        let inner: Option<Vec<String>> = args.iter().map(|t| type_key(t)).collect();
-        key.push('<');
-        key.push_str(&inner?.join(","));
-        key.push('>');
-    }
-    Some(key)
-}
-
 fn type_text(ty: &Type) -> String {
     let s = quote::ToTokens::to_token_stream(ty).to_string();
     s.replace(" < ", "<")
@@ -784,10 +798,10 @@ mod tests {
             }
         })
         .unwrap();
-        assert!(matches!(m.data.kind, DataKind::Slice { .. }));
+        assert!(matches!(m.data.kind, DataKind::Slice));
         assert_eq!(m.shape.as_ref().unwrap().name(), "dims");
         assert_eq!(m.strides.as_ref().unwrap().name(), "strides");
-        assert!(matches!(m.dtype, DtypeSource::Element(_)));
+        assert!(matches!(m.dtype, DtypeSource::Element));
         assert!(matches!(m.readonly, Readonly::Never));
         assert!(m.device.is_none());
     }
@@ -805,7 +819,7 @@ mod tests {
             })
             .unwrap();
             let m = model(input).unwrap_or_else(|e| panic!("{ty}: {e}"));
-            assert!(matches!(m.dtype, DtypeSource::Element(_)));
+            assert!(matches!(m.dtype, DtypeSource::Element));
         }
     }
 
@@ -882,7 +896,7 @@ mod tests {
             let input: DeriveInput =
                 syn::parse2(quote::quote! { struct A { #[dlpack(array)] a: #ty } }).unwrap();
             let m = model(input).unwrap_or_else(|e| panic!("{ty}: {e}"));
-            assert!(matches!(m.data.kind, DataKind::Array { .. }));
+            assert!(matches!(m.data.kind, DataKind::Array));
             assert!(m.shape.is_none());
         }
     }
@@ -985,20 +999,44 @@ mod tests {
         assert!(e.contains("unknown dlpack attribute `stride`"), "{e}");
     }
 
+    /// The element type is the compiler's to check (`DLPackElement`), through any alias: the
+    /// model reads nothing from how it is spelled.
     #[test]
-    fn element_without_code() {
+    fn element_types_are_not_read_from_spelling() {
+        for ty in [
+            quote::quote!(Vec<String>),
+            quote::quote!(Vec<Elem>),
+            quote::quote!(Box<[num_complex::Complex<u8>]>),
+        ] {
+            let input: DeriveInput = syn::parse2(quote::quote! {
+                struct T { #[dlpack(data)] a: #ty, #[dlpack(shape)] s: Vec<usize> }
+            })
+            .unwrap();
+            let m = model(input).unwrap_or_else(|e| panic!("{ty}: {e}"));
+            assert!(matches!(m.dtype, DtypeSource::Element));
+        }
+    }
+
+    /// Issue 50: an ndarray array's layout is trusted, so its dtype is its element type's; a
+    /// struct-level dtype or a dtype field on it is refused, saying why.
+    #[test]
+    fn an_array_field_takes_no_named_dtype() {
         let e = err(parse_quote! {
-            struct T { #[dlpack(data)] a: Vec<String>, #[dlpack(shape)] s: Vec<usize> }
+            #[dlpack(dtype = "float64")]
+            struct T { #[dlpack(array)] a: ndarray::Array1<u8> }
         });
         assert!(
-            e.contains("element type `String` has no DLPack dtype code"),
+            e.contains("`dtype = \"float64\"` cannot name the dtype of a `#[dlpack(array)]` field"),
             "{e}"
         );
-        assert!(e.contains("half::bf16"), "{e}");
+        assert!(e.contains("its dtype must be its element type's"), "{e}");
         let e = err(parse_quote! {
-            struct T { #[dlpack(data)] a: Vec<num_complex::Complex<u8>>, #[dlpack(shape)] s: Vec<usize> }
+            struct T { #[dlpack(array)] a: ndarray::Array1<u8>, #[dlpack(dtype)] d: DLDataType }
         });
-        assert!(e.contains("has no DLPack dtype code"), "{e}");
+        assert!(
+            e.contains("a `#[dlpack(dtype)]` field (`d`) cannot name the dtype"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -1083,17 +1121,5 @@ mod tests {
             struct T<U> { #[dlpack(data)] a: Vec<U>, #[dlpack(shape)] s: Vec<usize> }
         });
         assert!(e.contains("does not support generic structs"), "{e}");
-    }
-
-    #[test]
-    fn type_keys() {
-        let k = |s: &str| type_key(&syn::parse_str::<Type>(s).unwrap());
-        assert_eq!(k("half::bf16").as_deref(), Some("bf16"));
-        assert_eq!(
-            k("::num_complex::Complex<f32>").as_deref(),
-            Some("Complex<f32>")
-        );
-        assert_eq!(k("(u8)").as_deref(), Some("u8"));
-        assert_eq!(k("[u8; 2]"), None);
     }
 }

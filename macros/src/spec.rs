@@ -1,7 +1,7 @@
 //! The slice of the spec the derive needs, read from the generated table (`spec_source`).
 //!
 //! Everything the expansion takes from the spec goes through [`SpecView`]: the dtype table
-//! (names, DLPack codes, Rust element types) and the protocol's method and keyword names.
+//! (names, DLPack codes, Rust element types for messages) and the protocol's method and keyword names.
 //! Validation and expansion take a `&SpecView`, so unit tests can pass a small fixture.
 
 use std::sync::OnceLock;
@@ -72,20 +72,6 @@ impl SpecView {
             .filter_map(|d| d.rust_type.as_deref())
             .collect::<Vec<_>>()
             .join(", ")
-    }
-
-    /// The table row whose `rust_type` matches `ty`, comparing last path segments
-    /// (recursively through generic arguments): `bf16`, `half::bf16` and `::half::bf16` all match
-    /// `half::bf16`; `Complex<f32>` matches `num_complex::Complex<f32>`.
-    pub fn dtype_for_rust_type(&self, ty: &syn::Type) -> Option<&DtypeEntry> {
-        let key = crate::model::type_key(ty)?;
-        self.dtypes.iter().find(|d| {
-            d.rust_type
-                .as_deref()
-                .and_then(|s| syn::parse_str::<syn::Type>(s).ok())
-                .and_then(|t| crate::model::type_key(&t))
-                .is_some_and(|k| k == key)
-        })
     }
 }
 

@@ -185,11 +185,13 @@ fn reach_exact(
                     negative |= d < 0;
                     continue;
                 }
+                // |r| < 2^126, and `lo`, `hi` stay within LIMIT + 1 of zero (clamped once past
+                // it), so no sum can wrap however many dimensions follow (issue 50).
                 let r = i128::from(d - 1) * i128::from(s);
                 if r < 0 {
-                    lo += r;
+                    lo = (lo + r).max(-LIMIT - 1);
                 } else {
-                    hi += r;
+                    hi = (hi + r).min(LIMIT + 1);
                 }
                 overflow |= lo < -LIMIT || hi > LIMIT;
             }
@@ -199,10 +201,13 @@ fn reach_exact(
             for &d in shape {
                 empty |= d == 0;
                 negative |= d < 0;
-                n *= i128::from(d.max(1));
-                if n > LIMIT {
-                    overflow = true;
-                    n = 1;
+                // Checked: `n <= LIMIT` times a dimension below 2^63 can pass i128's range.
+                match n.checked_mul(i128::from(d.max(1))) {
+                    Some(m) if m <= LIMIT => n = m,
+                    _ => {
+                        overflow = true;
+                        n = 1;
+                    }
                 }
             }
             hi = n - 1;
@@ -233,6 +238,40 @@ fn reach_exact(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 50: products and sums that would pass i128's range are overflow, never a wrapped
+    /// (small) reach. Without the checks, `[2^62, 8, 2^62 + 2^58]` wraps in the contiguous
+    /// product, and five strided dimensions of reach 2^126 wrap the sum.
+    #[test]
+    fn reach_exact_never_wraps() {
+        let shape = [1i64 << 62, 8, (1 << 62) + (1 << 58)];
+        for e in [
+            ElemSize::Bytes(1),
+            ElemSize::Bytes(4),
+            ElemSize::SubByte { bits: 4 },
+        ] {
+            assert_eq!(reach(&shape, None, e), Err(ReachError::Overflow), "{e:?}");
+            assert_eq!(
+                reach_exact(&shape, None, e),
+                Err(ReachError::Overflow),
+                "{e:?}"
+            );
+        }
+        let big = [i64::MAX; 5];
+        for strides in [[i64::MAX; 5], [i64::MIN + 1; 5]] {
+            assert_eq!(
+                reach(&big, Some(&strides), ElemSize::Bytes(1)),
+                Err(ReachError::Overflow),
+                "{strides:?}"
+            );
+        }
+        // Overflow is still overflow after a dimension that alone fits.
+        let mixed = [1i64 << 40, 1 << 40, 2, 3];
+        assert_eq!(
+            reach(&mixed, None, ElemSize::Bytes(8)),
+            Err(ReachError::Overflow)
+        );
+    }
 
     const F32: ElemSize = ElemSize::Bytes(4);
     const FP4: ElemSize = ElemSize::SubByte { bits: 4 };

@@ -88,6 +88,17 @@ pub(crate) fn check_data_span(
     }
 }
 
+/// [`check_data_span`]'s dtype half alone: for a source whose layout is trusted
+/// (`dlpack_layout_trusted`), which still may not describe a dtype dlbind cannot.
+#[inline(always)]
+pub(crate) fn check_dtype_only(dtype: DLDataType) -> Result<(), DlpackError> {
+    if crate::dtype::is_valid(dtype) {
+        Ok(())
+    } else {
+        Err(bad_export_dtype(dtype))
+    }
+}
+
 #[cold]
 #[inline(never)]
 fn bad_export_dtype(dtype: DLDataType) -> DlpackError {

@@ -11,7 +11,7 @@ pub use crate::device::Device;
 pub use crate::exchange::probe;
 pub use crate::exchange::{Constructor, ExchangeSource, exchange_api_capsule};
 pub use crate::export::access::SourceAccess;
-pub use crate::export::memo::{ExportMemo, FixedDims, FixedProbe, NotFixed, ViaFixed};
+pub use crate::export::memo::{ExportMemo, FixedDims, FixedProbe, NotFixed};
 pub use crate::export::method::{
     dlpack_descriptor, dlpack_device_descriptor, dlpack_device_method, dlpack_fastcall,
     dlpack_method, install_fast_dlpack,
@@ -64,16 +64,10 @@ pub const fn assert_merged_pymethods<T: MergedPyMethods>() {}
 
 /// What `#[dlpack(unchecked_extent)]` expands to: a compile error unless `T` vouches for its
 /// exports' layout with an `unsafe impl UncheckedExtent` (the attribute alone is safe to write
-/// and so never skips the span check).
-#[diagnostic::on_unimplemented(
-    message = "`#[dlpack(unchecked_extent)]` on `{Self}` needs `unsafe impl dlbind::UncheckedExtent for {Self} {{}}`",
-    note = "the attribute only tells the derive; the unsafe impl is the promise that every value's layout lies inside its data"
-)]
-pub trait VouchesForExtent {}
-impl<T: crate::export::UncheckedExtent> VouchesForExtent for T {}
-
-/// See [`VouchesForExtent`].
-pub const fn assert_unchecked_extent<T: VouchesForExtent>() {}
+/// and so never skips the span check). The bound is the unsafe trait itself, not a safe trait
+/// implemented for it (issue 50: a safe impl of such a hidden trait for the user's own type
+/// would have passed; its message is `UncheckedExtent`'s).
+pub const fn assert_unchecked_extent<T: crate::export::UncheckedExtent>() {}
 
 /// Converts one shape/stride value of any integer type to the ABI's `i64`, and back (sealed:
 /// implemented for the ten primitive integers).
@@ -137,6 +131,23 @@ pub const fn dims_are_i64<S: ?Sized, T: DimValue>(f: fn(&S) -> &[T]) -> bool {
 #[inline(always)]
 pub fn borrowed_dims<T: DimValue>(s: &[T]) -> Option<&[i64]> {
     T::as_i64s(s)
+}
+
+/// The dtype of the elements of the data field's slice: the derive emits
+/// `slice_dtype(&self.data[..])`, so the dtype is that of the elements the field holds (through
+/// any alias), never one read off how the field's type is spelled (issue 50).
+#[inline]
+pub const fn slice_dtype<T: DLPackElement>(data: &[T]) -> DLDataType {
+    let _ = data;
+    T::DTYPE
+}
+
+/// The rank of a shape field: the derive emits `dims_len(&self.shape[..])`, the same borrow
+/// [`fill_dims`] reads, through a call no trait in the user's scope can redirect (issue 50: a
+/// method call `self.shape.len()` could resolve to a user's trait).
+#[inline]
+pub const fn dims_len<T: DimValue>(dims: &[T]) -> usize {
+    dims.len()
 }
 
 /// Fills `out` from any integer slice (shape or strides fields).

@@ -345,8 +345,20 @@ impl Buffer {
     }
 
     /// The imported tensor behind this buffer, if any.
+    ///
+    /// Unsafe (issue 50, decision 0023): the buffer may export its memory writable (an import
+    /// of a writable tensor; memory Rust owns outright, such as `adapters::ndarray::export` of
+    /// an owned array, an image, or one of dlbind's copies), and a consumer may write it while
+    /// the `&ImportedTensor` lives; a `&[T]` taken from it ([`ImportedTensor::as_slice`]) would
+    /// then see its elements change, which Rust's aliasing rules forbid. Read the tensor before
+    /// it goes into the buffer (it is yours then: nothing exports it), or promise:
+    ///
+    /// # Safety
+    /// While the returned reference, or anything borrowed from it, lives, no export of this
+    /// buffer that a consumer may write exists or is made (every export of it is read-only, or
+    /// the value holding it is not reachable from Python).
     #[inline]
-    pub fn imported(&self) -> Option<&ImportedTensor> {
+    pub unsafe fn imported(&self) -> Option<&ImportedTensor> {
         match &self.repr {
             Repr::Owned(_) | Repr::View(_) | Repr::Kept(_) => None,
             Repr::Imported(t) => Some(t),
@@ -386,10 +398,19 @@ impl From<ImportedTensor> for Buffer {
     }
 }
 
+/// Writable only when this `Arc` is the tensor's only one: another clone can lend the elements
+/// through `&` ([`ImportedTensor::as_slice`]) while a consumer of the buffer's export writes
+/// them (issue 50), so a shared tensor is exported read-only, as the ndarray adapter exports a
+/// shared `ArcArray`. (The buffer never hands out its `Arc`, so one unique when it is made
+/// stays so.)
 impl From<Arc<ImportedTensor>> for Buffer {
-    fn from(t: Arc<ImportedTensor>) -> Self {
+    fn from(mut t: Arc<ImportedTensor>) -> Self {
+        let mut facts = Facts::of_import(&t);
+        if Arc::get_mut(&mut t).is_none() {
+            facts.writability = facts.writability.narrow(crate::Writability::ReadOnly);
+        }
         Buffer {
-            facts: Facts::of_import(&t),
+            facts,
             repr: Repr::Shared(t),
             memo: ExportMemo::new(),
         }

@@ -327,3 +327,25 @@ fn real_gpu_round_trip() {
 
 #[pyclass(frozen)]
 struct RealHolder(CudaTensor);
+
+/// Issue 50: `from_shared` exports an `Arc<CudaSlice>` read-only while another clone of it can
+/// read the memory, writable only when that `Arc` is the slice's only one. On a real GPU.
+#[test]
+fn from_shared_is_read_only_unless_the_arc_is_the_only_one() {
+    if !CudaRuntime::driver_present() || CudaRuntime::try_new().is_err() {
+        eprintln!(
+            "from_shared_is_read_only_unless_the_arc_is_the_only_one: skipped: no CUDA driver or GPU on this machine"
+        );
+        return;
+    }
+    let ctx = cudarc::driver::CudaContext::new(0).unwrap();
+    let stream = ctx.new_stream().unwrap();
+    let slice = Arc::new(stream.clone_htod(&[1.0f32; 4]).unwrap());
+    let other = Arc::clone(&slice);
+    let shared = CudaTensor::from_shared(slice, 0, &[4], None).unwrap();
+    assert!(shared.into_buffer().readonly(), "another clone can read it");
+    assert_eq!(other.len(), 4);
+    let only = Arc::new(stream.clone_htod(&[1.0f32; 4]).unwrap());
+    let mine = CudaTensor::from_shared(only, 0, &[4], None).unwrap();
+    assert!(!mine.into_buffer().readonly(), "the only `Arc`: writable");
+}

@@ -143,7 +143,9 @@ fn frame_from_numpy_capsules_and_itself() {
             (vec![6], vec![1])
         );
         assert_eq!(fr3.dtype, <i32 as DLPackElement>::DTYPE);
-        assert!(fr3.buf.imported().is_some(), "the capsule's handle");
+        // SAFETY: only `is_some` is asked; nothing borrowed from the tensor outlives the call.
+        let held = unsafe { fr3.buf.imported() }.is_some();
+        assert!(held, "the capsule's handle");
 
         // Itself: a view of the same memory keeping the source alive (a frame that is itself
         // a view keeps that view's owner, the numpy array, instead: no chain of owners).

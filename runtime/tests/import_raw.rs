@@ -539,8 +539,15 @@ fn shared_buffers_delete_once_when_the_last_drops() {
     drop(t);
     assert_eq!(a.storage_kind(), "shared");
     assert_eq!((a.data_ptr(), b.data_ptr()), (expected, expected));
-    assert!(a.imported().is_some());
+    // SAFETY: only `is_some` is asked; nothing borrowed from the tensor outlives the call.
+    assert!(unsafe { a.imported() }.is_some());
     assert_eq!(a.device(), Device::CPU);
+    // Shared by two buffers (and any other clone of the `Arc`, which can lend `&[T]`): each
+    // exports read-only, whatever the tensor allows (issue 50).
+    assert!(
+        a.readonly() && b.readonly(),
+        "a shared tensor is exported read-only"
+    );
     drop(a);
     assert_eq!(counts(), before, "the other buffer still holds the tensor");
     let reader = std::thread::spawn(move || drop(b));

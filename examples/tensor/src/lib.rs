@@ -16,6 +16,7 @@ use pyo3::types::{PyBytes, PyInt, PyTuple};
 
 mod adapters;
 mod growable;
+mod hygiene;
 #[cfg(feature = "immutable-type")]
 mod immutable;
 mod testing;
@@ -52,7 +53,8 @@ pub struct Tensor {
 // byte count, copies allocate `contiguous_nbytes`), views take in-bounds offsets and strides of
 // their source, and imports take the producer's tensor as validated on import. Its dtype comes
 // from the spec's table (`lookup_dtype`) or from a validated import (views keep their source's).
-// So exports skip the per-call dtype and span checks on the `t.__dlpack__()` hot path.
+// So exports skip the per-call span check on the `t.__dlpack__()` hot path (the dtype is still
+// checked: one table load, once per instance through the memo).
 unsafe impl dlbind::UncheckedExtent for Tensor {}
 
 // ---------------------------------------------------------------------------------------------
@@ -624,6 +626,9 @@ fn dlbind_demo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let adapters = PyModule::new(m.py(), "adapters")?;
     adapters::register(&adapters)?;
     m.add_submodule(&adapters)?;
+    let hygiene = PyModule::new(m.py(), "hygiene")?;
+    hygiene::shadowed::register(&hygiene)?;
+    m.add_submodule(&hygiene)?;
     testing::add_submodule(m)
 }
 

@@ -102,6 +102,30 @@ impl CudaTensor {
         shape: &[i64],
         strides: Option<&[i64]>,
     ) -> Result<CudaTensor> {
+        // SAFETY: the caller's contract, passed on; writable, as the caller vouches.
+        unsafe {
+            Self::from_device_ptr_as(
+                owner, ptr, bytes, device, stream, dtype, shape, strides, false,
+            )
+        }
+    }
+
+    /// [`Self::from_device_ptr`], read-only when `readonly`.
+    ///
+    /// # Safety
+    /// As [`Self::from_device_ptr`].
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn from_device_ptr_as<O: Send + Sync + 'static>(
+        owner: O,
+        ptr: u64,
+        bytes: usize,
+        device: Device,
+        stream: Option<StreamHandle>,
+        dtype: DLDataType,
+        shape: &[i64],
+        strides: Option<&[i64]>,
+        readonly: bool,
+    ) -> Result<CudaTensor> {
         if device.device_type != DLDeviceType::kDLCUDA {
             return Err(err(
                 FailureKind::UnsupportedDevice,
@@ -136,7 +160,7 @@ impl CudaTensor {
                 ptr as usize as *mut c_void,
                 crate::Extent::from_start(bytes),
                 device,
-                false,
+                readonly,
             )
         };
         Ok(CudaTensor {
@@ -168,9 +192,14 @@ impl CudaTensor {
     /// (elements, non-negative; `None`: C-contiguous) inside the slice. The `Arc` keeps the
     /// slice alive.
     ///
+    /// Writable only when this `Arc` is the slice's only one (no other strong or weak
+    /// reference: nothing else can reach the slice once the tensor holds it); read-only
+    /// otherwise, like the ndarray adapter's shared `ArcArray` (issue 50: another clone could
+    /// read the memory while a consumer writes it).
+    ///
     /// Errors: `MalformedTensor` for a view outside the slice.
     pub fn from_shared<T>(
-        slice: Arc<CudaSlice<T>>,
+        mut slice: Arc<CudaSlice<T>>,
         offset: usize,
         shape: &[usize],
         strides: Option<&[i64]>,
@@ -178,6 +207,7 @@ impl CudaTensor {
     where
         T: DeviceRepr + DLPackElement,
     {
+        let shared = Arc::get_mut(&mut slice).is_none();
         let elem = std::mem::size_of::<T>();
         let len = slice.len();
         if offset > len {
@@ -198,7 +228,7 @@ impl CudaTensor {
         // SAFETY: `ptr` is inside the slice's allocation, `bytes` bytes of it from there; the
         // `Arc` (the owner) keeps the slice, hence the allocation, alive.
         unsafe {
-            Self::from_device_ptr(
+            Self::from_device_ptr_as(
                 slice,
                 ptr,
                 bytes,
@@ -207,6 +237,7 @@ impl CudaTensor {
                 T::DTYPE,
                 &dims_of(shape),
                 strides,
+                shared,
             )
         }
     }

@@ -6,10 +6,11 @@
 //! PyO3's own `PyClass::Frozen` (`SourceAccess`, `derived::ClassKind`); see
 //! docs/decisions/0020-facts-from-attributes-and-pyo3.md.
 //!
-//! The derive emits `(&&&Probe::<Self>::new()).dlbind_constructor()`: Rust's method resolution
-//! tries the impl on `&&Probe<T>` first (applicable only when its bounds hold for the concrete
-//! `T`), then the fallback on `Probe<T>`. This only works with concrete types, which is the case
-//! in the derive's expansion (`#[pyclass]` types are never generic).
+//! The derive emits `Probe::<Self>::new().dlbind_constructor()` with [`NoConstructor`] in scope:
+//! Rust's method resolution tries the inherent method first (applicable only when its bounds
+//! hold for the concrete `T`), then the trait methods at the same step, ours the fallback. No
+//! trait of the user's scope can come first (issue 50). This only works with concrete types,
+//! which is the case in the derive's expansion (`#[pyclass]` types are never generic).
 
 use std::marker::PhantomData;
 
@@ -52,35 +53,33 @@ where
     Ok(Bound::new(py, v)?.into_any())
 }
 
-/// Level 1: `T: FromDLPack`.
-pub trait ViaConstructor {
-    /// The constructor.
-    fn dlbind_constructor(&self) -> Option<Constructor>;
-}
-impl<T> ViaConstructor for &&Probe<T>
+impl<T> Probe<T>
 where
     T: FromDLPack + PyClass + Into<pyo3::PyClassInitializer<T>>,
 {
+    /// `T: FromDLPack`: its constructor. Inherent, so that Rust's method resolution picks it
+    /// before any trait method when the bounds hold.
     #[inline(always)]
-    fn dlbind_constructor(&self) -> Option<Constructor> {
+    pub fn dlbind_constructor(self) -> Option<Constructor> {
         Some(construct::<T>)
     }
 }
 
-/// Fallback: no constructor.
+/// Fallback: no constructor. Found at the same step of the method lookup as any trait of the
+/// user's that could apply to the probe (by value), so such a trait makes the derive's call
+/// ambiguous (a compile error) instead of answering for it.
 pub trait NoConstructor {
     /// `None`.
-    fn dlbind_constructor(&self) -> Option<Constructor>;
+    fn dlbind_constructor(self) -> Option<Constructor>;
 }
 impl<T> NoConstructor for Probe<T> {
     #[inline(always)]
-    fn dlbind_constructor(&self) -> Option<Constructor> {
+    fn dlbind_constructor(self) -> Option<Constructor> {
         None
     }
 }
 
 #[cfg(test)]
-#[allow(clippy::needless_borrow)] // the extra references are the point (autoref specialization)
 mod tests {
     use super::*;
 
@@ -88,7 +87,7 @@ mod tests {
     fn constructor_probe_without_impl_is_none() {
         #[pyclass(crate = "pyo3")]
         struct NoCtor;
-        assert!((&&&Probe::<NoCtor>::new()).dlbind_constructor().is_none());
+        assert!(Probe::<NoCtor>::new().dlbind_constructor().is_none());
 
         #[pyclass(crate = "pyo3")]
         struct WithCtor;
@@ -97,6 +96,6 @@ mod tests {
                 Ok(WithCtor)
             }
         }
-        assert!((&&&Probe::<WithCtor>::new()).dlbind_constructor().is_some());
+        assert!(Probe::<WithCtor>::new().dlbind_constructor().is_some());
     }
 }

@@ -78,16 +78,35 @@ impl<T: DimValue, const N: usize> sealed::Sealed for [T; N] {}
 impl<T: DimValue, const N: usize> FixedDims for [T; N] {}
 
 /// Asks whether a field type is [`FixedDims`] without requiring it: the derive emits
-/// `(&&FixedProbe::<Field>::new()).dlbind_fixed()`, which Rust's method resolution answers
-/// with [`ViaFixed`] when the bound holds for the concrete type, else with [`NotFixed`]. The
-/// fallback only costs speed (the export checks every time), never soundness.
+/// `FixedProbe::of(&self.field).dlbind_fixed()` with [`NotFixed`] in scope. The type is the
+/// field's own (inferred from the borrow, not from how the field's type is spelled), and Rust's
+/// method resolution picks the inherent `dlbind_fixed` when the bound holds for it, else the
+/// trait method of [`NotFixed`]. Both are found at the first step of the lookup (by value), so
+/// no trait of the user's can come before them: one with a `dlbind_fixed` method that applies
+/// to the probe makes the call ambiguous, a compile error (issue 50). The fallback only costs
+/// speed (the export checks every time), never soundness.
 pub struct FixedProbe<X: ?Sized>(PhantomData<fn() -> *const X>);
 
 impl<X: ?Sized> FixedProbe<X> {
-    /// The probe.
+    /// The probe of the field type `X`.
     #[inline(always)]
     pub const fn new() -> Self {
         FixedProbe(PhantomData)
+    }
+
+    /// The probe of the type of `field` (what the derive emits: the type comes from the borrow).
+    #[inline(always)]
+    pub const fn of(field: &X) -> Self {
+        let _ = field;
+        FixedProbe(PhantomData)
+    }
+}
+
+impl<X: FixedDims + ?Sized> FixedProbe<X> {
+    /// `true`: the field type is [`FixedDims`] (inherent, so it comes before any trait method).
+    #[inline(always)]
+    pub const fn dlbind_fixed(self) -> bool {
+        true
     }
 }
 
@@ -103,26 +122,14 @@ impl<X: ?Sized> std::fmt::Debug for FixedProbe<X> {
     }
 }
 
-/// See [`FixedProbe`]: the field type is [`FixedDims`].
-pub trait ViaFixed {
-    /// `true`.
-    fn dlbind_fixed(&self) -> bool;
-}
-impl<T: FixedDims + ?Sized> ViaFixed for &FixedProbe<T> {
-    #[inline(always)]
-    fn dlbind_fixed(&self) -> bool {
-        true
-    }
-}
-
-/// See [`FixedProbe`]: any other field type.
+/// See [`FixedProbe`]: any field type that is not [`FixedDims`].
 pub trait NotFixed {
     /// `false`.
-    fn dlbind_fixed(&self) -> bool;
+    fn dlbind_fixed(self) -> bool;
 }
 impl<T: ?Sized> NotFixed for FixedProbe<T> {
     #[inline(always)]
-    fn dlbind_fixed(&self) -> bool {
+    fn dlbind_fixed(self) -> bool {
         false
     }
 }
@@ -134,19 +141,17 @@ mod tests {
     #[allow(dead_code)]
     struct Shifting(std::sync::Mutex<Vec<i64>>);
 
-    // The borrows are what the probe asks with (the derive emits the same expression).
-    #[allow(clippy::needless_borrow)]
     #[test]
     fn the_probe_answers_for_fixed_containers_only() {
-        assert!((&&FixedProbe::<Dims>::new()).dlbind_fixed());
-        assert!((&&FixedProbe::<Vec<i64>>::new()).dlbind_fixed());
-        assert!((&&FixedProbe::<Vec<usize>>::new()).dlbind_fixed());
-        assert!((&&FixedProbe::<Box<[u32]>>::new()).dlbind_fixed());
-        assert!((&&FixedProbe::<Arc<[i64]>>::new()).dlbind_fixed());
-        assert!((&&FixedProbe::<[i64; 3]>::new()).dlbind_fixed());
-        assert!(!(&&FixedProbe::<Shifting>::new()).dlbind_fixed());
-        assert!(!(&&FixedProbe::<Vec<f32>>::new()).dlbind_fixed());
-        assert!(!(&&FixedProbe::<std::cell::RefCell<Vec<i64>>>::new()).dlbind_fixed());
+        assert!(FixedProbe::<Dims>::new().dlbind_fixed());
+        assert!(FixedProbe::<Vec<i64>>::new().dlbind_fixed());
+        assert!(FixedProbe::<Vec<usize>>::new().dlbind_fixed());
+        assert!(FixedProbe::<Box<[u32]>>::new().dlbind_fixed());
+        assert!(FixedProbe::<Arc<[i64]>>::new().dlbind_fixed());
+        assert!(FixedProbe::<[i64; 3]>::new().dlbind_fixed());
+        assert!(!FixedProbe::<Shifting>::new().dlbind_fixed());
+        assert!(!FixedProbe::<Vec<f32>>::new().dlbind_fixed());
+        assert!(!FixedProbe::<std::cell::RefCell<Vec<i64>>>::new().dlbind_fixed());
     }
 
     #[test]

@@ -133,9 +133,8 @@ pub unsafe trait DLPackSource {
     fn __dlbind_storage(&self) -> Option<(Extent, Device)> {
         None
     }
-    /// Whether the type vouches for every value's layout — a dtype dlbind can describe, and
-    /// shape and strides inside its data — so that exports skip both checks (not the device
-    /// check). The derive returns `true` for a type with `#[dlpack(unchecked_extent)]` (which
+    /// Whether the type vouches for every value's layout (shape and strides inside its data),
+    /// so that exports skip the span check (not the device or dtype check). The derive returns `true` for a type with `#[dlpack(unchecked_extent)]` (which
     /// requires [`UncheckedExtent`], whose safety contract says so) and for an ndarray data
     /// field (consistent by construction);
     /// the default is `false`: every export checks the dtype (and the span, against the
@@ -210,7 +209,9 @@ fn check_source_fully<S: DLPackSource + ?Sized>(
         }
     }
     if src.dlpack_layout_trusted() {
-        return Ok(());
+        // A trusted layout still describes a dtype dlbind can (issue 50): a constant dtype
+        // folds this away; a dtype field is one table load.
+        return crate::layout::check_dtype_only(dtype);
     }
     crate::layout::check_data_span(shape, strides, dtype, storage.map(|(e, _)| e))
 }
@@ -230,8 +231,8 @@ fn device_mismatch(said: Device, on: Device) -> crate::error::DlpackError {
 /// Opt-out of the export-side layout checks for a derived type whose constructors already keep
 /// every value's dtype valid and its shape and strides inside its data: with the struct-level
 /// `#[dlpack(unchecked_extent)]`, `#[derive(DLPackExport)]` then reports a trusted layout
-/// ([`DLPackSource::dlpack_layout_trusted`]), and exports skip the per-call dtype and span
-/// checks. The storage's device and writability are still applied: a field may narrow them,
+/// ([`DLPackSource::dlpack_layout_trusted`]), and exports skip the per-call span check (the
+/// dtype is still validated, issue 50). The storage's device and writability are still applied: a field may narrow them,
 /// never widen them. The only way to skip the span check.
 ///
 /// The attribute and this impl go together: the attribute alone is a compile error (a safe
@@ -254,6 +255,10 @@ fn device_mismatch(said: Device, on: Device) -> crate::error::DlpackError {
 /// `dlbind::layout::validate_dtype` accepts), and the elements its shape and strides address (at
 /// that dtype's width, from `dlpack_data_ptr()`) lie inside memory that stays readable while the
 /// value lives. Without this impl the derive checks both on every export.
+#[diagnostic::on_unimplemented(
+    message = "`#[dlpack(unchecked_extent)]` on `{Self}` needs `unsafe impl dlbind::UncheckedExtent for {Self} {{}}`",
+    note = "the attribute only tells the derive; the unsafe impl is the promise that every value's layout lies inside its data"
+)]
 pub unsafe trait UncheckedExtent: DeclaresUncheckedExtent {}
 
 /// Implemented by `#[derive(DLPackExport)]` for a type with `#[dlpack(unchecked_extent)]`: what

@@ -94,13 +94,24 @@ pub fn check(
     Ok(())
 }
 
-/// A shape or strides field's type, built from the imported values.
+mod sealed {
+    /// Only dlbind implements [`super::DimsField`]: the derived import trusts
+    /// [`super::DimsField::IN_PLACE`] and `write_in_place` to initialise the field (issue 50).
+    pub trait Sealed {}
+    impl<T: crate::__private::DimValue> Sealed for Vec<T> {}
+    impl<T: crate::__private::DimValue> Sealed for Box<[T]> {}
+    impl<T: crate::__private::DimValue + Default, const N: usize> Sealed for [T; N] {}
+    impl Sealed for crate::dims::Dims {}
+}
+
+/// A shape or strides field's type, built from the imported values. Sealed: the four kinds
+/// below are all (a wrong `IN_PLACE` or `write_in_place` would leave a field uninitialised).
 #[diagnostic::on_unimplemented(
     message = "`#[derive(FromDLPack)]` cannot build a `{Self}` shape or strides field",
     label = "use `dlbind::Dims`, or a `Vec<_>`, `Box<[_]>` or `[_; N]` of an integer type",
     note = "or write `impl FromDLPack` by hand"
 )]
-pub trait DimsField: Sized + Clone {
+pub trait DimsField: Sized + Clone + sealed::Sealed {
     /// The field's value, or `None` when the values do not fit it (rank, range).
     fn from_dims(d: &[i64]) -> Option<Self>;
     /// Whether [`from_dims`](Self::from_dims) never fails: the in-place import then writes the

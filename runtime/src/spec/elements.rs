@@ -16,6 +16,12 @@ use super::types::DLDataType;
 /// `DTYPE.bits * DTYPE.lanes` bits, and every bit pattern of that size is a valid `Self` (`bool`
 /// alone excepted: imports check its bytes are 0 or 1). A wrong answer would let a consumer read
 /// past the end of the memory, or Rust read an invalid value, so implementing it is `unsafe`.
+#[diagnostic::on_unimplemented(
+    message = "element type `{Self}` has no DLPack dtype code",
+    label = "not a DLPack element type",
+    note = "the element types are the spec's `rust_type` column (the impls of `dlbind::DLPackElement`)",
+    note = "for raw storage name the dtype on the struct, e.g. `#[dlpack(dtype = \"bfloat16\")]` (not on a `#[dlpack(array)]` field, whose dtype is its element type's)"
+)]
 pub unsafe trait DLPackElement: Copy + Send + Sync + 'static {
     /// The DLPack dtype of one element (`lanes == 1`).
     const DTYPE: DLDataType;
