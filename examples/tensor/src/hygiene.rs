@@ -53,55 +53,25 @@ pub mod shadowed {
             3
         }
     }
-    impl Len for Dims {}
-    impl<T, const N: usize> Len for [T; N] {}
-    impl<T: ?Sized> Len for std::boxed::Box<T> {}
-    impl<T: ?Sized> Len for std::sync::Arc<T> {}
-    impl<T> Len for std::vec::Vec<T> {}
-
     /// A null element 0.
     pub trait AsPtr {
         fn as_ptr(&self) -> *const u8 {
             std::ptr::null()
         }
     }
-    impl AsPtr for Dims {}
-    impl<T, const N: usize> AsPtr for [T; N] {}
-    impl<T: ?Sized> AsPtr for std::boxed::Box<T> {}
-    impl<T: ?Sized> AsPtr for std::sync::Arc<T> {}
-
     /// No values at all.
     pub trait AsSlice {
         fn as_slice(&self) -> &'static [i64] {
             &[]
         }
     }
-    impl AsSlice for Dims {}
-    impl<T, const N: usize> AsSlice for [T; N] {}
-    impl<T: ?Sized> AsSlice for std::boxed::Box<T> {}
-    impl<T: ?Sized> AsSlice for std::sync::Arc<T> {}
-    impl<T> AsSlice for std::vec::Vec<T> {}
-
-    /// The prelude's `Into`, `Clone` and a `Deref` of the same names, answering wrongly.
+    /// The prelude's `Into` and `Clone`, and a `Deref`, of the same names, answering wrongly.
     pub trait Into<T> {
         fn into(self) -> T;
     }
-    impl Into<i64> for Dims {
-        fn into(self) -> i64 {
-            -1
-        }
-    }
     pub trait Clone {
-        fn clone(&self) -> Self;
-    }
-    impl Clone for Dims {
         fn clone(&self) -> Dims {
             Dims::from(&[1i64 << 40][..])
-        }
-    }
-    impl<T> Clone for std::vec::Vec<T> {
-        fn clone(&self) -> Self {
-            std::vec::Vec::new()
         }
     }
     pub trait Deref {
@@ -109,10 +79,29 @@ pub mod shadowed {
             &[1 << 40]
         }
     }
-    impl Deref for Dims {}
-    impl<T: ?Sized> Deref for std::boxed::Box<T> {}
-    impl<T: ?Sized> Deref for std::sync::Arc<T> {}
-    impl<T> Deref for std::vec::Vec<T> {}
+    /// Each of them for `Dims`, slices, arrays, `Vec`, `Box` and `Arc`.
+    macro_rules! shadow {
+        ($($t:ty $(, $g:ident)? $(; const $n:ident)?);* $(;)?) => {$(
+            impl<$($g,)? $(const $n: usize)?> Len for $t {}
+            impl<$($g,)? $(const $n: usize)?> AsPtr for $t {}
+            impl<$($g,)? $(const $n: usize)?> AsSlice for $t {}
+            impl<$($g,)? $(const $n: usize)?> Clone for $t {}
+            impl<$($g,)? $(const $n: usize)?> Deref for $t {}
+            impl<$($g,)? $(const $n: usize)?> Into<i64> for &$t {
+                fn into(self) -> i64 {
+                    -1
+                }
+            }
+        )*};
+    }
+    shadow! {
+        Dims;
+        [T], T;
+        [T; N], T; const N;
+        std::vec::Vec<T>, T;
+        std::boxed::Box<[T]>, T;
+        std::sync::Arc<[T]>, T;
+    }
 
     /// dlbind's own types, by value (the first step of a method lookup).
     pub trait Facts {

@@ -60,18 +60,14 @@ pub(super) unsafe fn deleter<M: ManagedKind>(p: *mut M) {
 #[inline]
 pub(super) unsafe fn release<M: ManagedKind>(p: *mut M, gil_held: bool) {
     let hdr = p.cast::<Header<M>>();
-    // Rust-owned memory needs no interpreter. Each is looked at in place and moved out (exactly
-    // once: the deleter runs once per tensor by the DLPack rules) only when present: reading an
-    // empty `Option<AlignedBuffer>` out copied its 40 bytes, and the drop of an empty
-    // `Option<Box<_>>` was an out-of-line call, on every CPU export's release.
+    // Rust-owned memory (a `copy=True` export's copy) needs no interpreter; dropped out of line,
+    // so that the common release stays small enough to inline at each of its callers whatever
+    // else shares their codegen unit (issue 50: one such shift cost the deleter 11 instructions).
     // SAFETY: `hdr` is the live header of an allocation made by `build_managed`, both fields
     // initialised there and not moved out before.
     unsafe {
-        if (*hdr).copy.is_some() {
-            drop(ptr::read(&raw const (*hdr).copy));
-        }
-        if (*hdr).device_copy.is_some() {
-            drop(ptr::read(&raw const (*hdr).device_copy));
+        if (*hdr).copy.is_some() || (*hdr).device_copy.is_some() {
+            drop_copies(hdr);
         }
     }
     // SAFETY: plain C API calls. The owner reference (with the borrow holding it, if any) is
@@ -88,7 +84,44 @@ pub(super) unsafe fn release<M: ManagedKind>(p: *mut M, gil_held: bool) {
             drop_owner(hdr);
             give_block::<M>(hdr.cast::<c_void>(), (*hdr).ndim);
             count_exports(-1);
-        } else if crate::cpython::interp::may_take_gil() {
+        } else {
+            release_taking_the_gil(hdr);
+        }
+    }
+}
+
+/// [`release`]'s Rust-owned buffers. Each is looked at in place and moved out (exactly once:
+/// the deleter runs once per tensor by the DLPack rules) only when present: reading an empty
+/// `Option<AlignedBuffer>` out copied its 40 bytes, and the drop of an empty `Option<Box<_>>`
+/// was an out-of-line call, on every CPU export's release.
+///
+/// # Safety
+/// As for [`release`]'s header: live, both fields initialised and not moved out before.
+#[cold]
+#[inline(never)]
+unsafe fn drop_copies<M>(hdr: *mut Header<M>) {
+    // SAFETY: caller contract.
+    unsafe {
+        if (*hdr).copy.is_some() {
+            drop(ptr::read(&raw const (*hdr).copy));
+        }
+        if (*hdr).device_copy.is_some() {
+            drop(ptr::read(&raw const (*hdr).device_copy));
+        }
+    }
+}
+
+/// [`release`] on a thread without the GIL: takes it unless the interpreter is finalising (then
+/// the owner and the block are leaked on purpose).
+///
+/// # Safety
+/// As for [`release`]; this thread does not hold the GIL.
+#[cold]
+#[inline(never)]
+unsafe fn release_taking_the_gil<M: ManagedKind>(hdr: *mut Header<M>) {
+    // SAFETY: as in `release`: the GIL is taken for the calls that need it.
+    unsafe {
+        if crate::cpython::interp::may_take_gil() {
             let gil = ffi::PyGILState_Ensure();
             drop_owner(hdr);
             give_block::<M>(hdr.cast::<c_void>(), (*hdr).ndim);
