@@ -263,8 +263,8 @@ fn source_impl(model: &Model) -> TokenStream {
 
     // A frozen instance remembers that an export of it passed the check (decision 0022): the
     // data field's memo (a `Buffer`'s; no other storage has one), when the shape and strides
-    // fields are containers whose values cannot change while shared (`FixedDims`, asked by
-    // autoref: any other type is checked on every export). The runtime reads it only for an
+    // fields are containers whose values cannot change while shared (`FixedDims`, asked of the
+    // field's own type by `FixedProbe`: any other type is checked on every export). The runtime reads it only for an
     // instance of a frozen class; the dtype and device fields are plain values.
     let memo = match (&model.data.kind, &model.shape) {
         (DataKind::Array, _) | (_, None) => quote! {},
@@ -365,9 +365,10 @@ fn source_impl(model: &Model) -> TokenStream {
 
 /// `unsafe impl dlbind::__private::ExchangeSource`: what the C exchange table needs beyond
 /// `DLPackSource`:
-/// * the constructor: `Some` when the type implements `dlbind::FromDLPack`, found by autoref
-///   specialization (`dlbind::__private::probe`): that impl comes from another derive or from
-///   the user's hand, which this derive cannot see;
+/// * the constructor: `Some` when the type implements `dlbind::FromDLPack`, found by the
+///   probe's inherent method (`dlbind::__private::probe`; the fallback trait at the same step
+///   of the lookup, so no trait of the user's scope can answer): that impl comes from another
+///   derive or from the user's hand, which this derive cannot see;
 /// * borrowed dims for the non-owning `dltensor_from_py_object_no_sync`: when both the shape
 ///   and strides fields index (`field[..]`) to `[i64]` (`DimValue::as_i64s`). Types without a strides
 ///   field, or `#[dlpack(array)]` types, get a NULL entry (the spec allows it), and so do
