@@ -431,12 +431,17 @@ def views(x):
         out.append(None)
     else:
         item = m.itemsize
-        ptr = np.frombuffer(m, dtype=np.uint8).ctypes.data if m.c_contiguous and m.nbytes else None
-        if ptr is None and m.nbytes:
-            ptr = np.asarray(m).ctypes.data
+        try:
+            ptr = np.frombuffer(m, dtype=np.uint8).ctypes.data if m.c_contiguous and m.nbytes else None
+            if ptr is None and m.nbytes:
+                ptr = np.asarray(m).ctypes.data
+        except (ValueError, OverflowError):
+            # numpy cannot view it (e.g. more elements than it can count, over zero strides):
+            # its pointer is not to be had from Python; the DLPack paths check the same export.
+            ptr = -1
         strides = [s // item for s in m.strides]
         rem = [s % item for s in m.strides]
-        out.append((ptr or 0, list(m.shape), strides, 8 * item, m.readonly, rem, None))
+        out.append(None if ptr == -1 else (ptr or 0, list(m.shape), strides, 8 * item, m.readonly, rem, None))
         m.release()
     try:
         ai = x.__array_interface__
@@ -452,7 +457,7 @@ def views(x):
             ptr, ro = data
         else:
             w = memoryview(data)
-            base = np.frombuffer(w, dtype=np.uint8).ctypes.data if w.nbytes else 0
+            base = np.frombuffer(w.cast("B"), dtype=np.uint8).ctypes.data if w.nbytes else 0
             ptr, ro = base + ai.get("offset", 0), w.readonly
             if w.nbytes:
                 window = (base, w.nbytes)
