@@ -427,20 +427,18 @@ fn data_kind(
     errors: &mut Option<syn::Error>,
 ) -> Option<DataKind> {
     Some(if data_key == Key::Array {
-        match ndarray_elem(&data_field.ty) {
-            Some(_) => DataKind::Array,
-            None => {
-                push_err(
-                    errors,
-                    syn::Error::new(
-                        data_field.span,
-                        "`#[dlpack(array)]` expects an owned ndarray array: `ArrayD<T>`, \
-                         `Array<T, D>`, `Array1<T>` … `Array6<T>` or `ArcArray<T, D>`",
-                    ),
-                );
-                return None;
-            }
+        if !is_owned_ndarray(&data_field.ty) {
+            push_err(
+                errors,
+                syn::Error::new(
+                    data_field.span,
+                    "`#[dlpack(array)]` expects an owned ndarray array: `ArrayD<T>`, \
+                     `Array<T, D>`, `Array1<T>` … `Array6<T>` or `ArcArray<T, D>`",
+                ),
+            );
+            return None;
         }
+        DataKind::Array
     } else {
         match slice_elem(&data_field.ty) {
             Some(_) => DataKind::Slice,
@@ -699,12 +697,15 @@ pub fn slice_elem(ty: &Type) -> Option<Type> {
     }
 }
 
-/// Owned ndarray arrays → element type.
-pub fn ndarray_elem(ty: &Type) -> Option<Type> {
-    let seg = last_segment(ty)?;
-    let name = seg.ident.to_string();
+/// Whether the type is spelled as an owned ndarray array with an element type argument: this
+/// only picks the data kind (the `nd::` helpers' bounds check the actual type, element
+/// included; issue 50).
+pub fn is_owned_ndarray(ty: &Type) -> bool {
+    let Some(seg) = last_segment(ty) else {
+        return false;
+    };
     let owned = matches!(
-        name.as_str(),
+        seg.ident.to_string().as_str(),
         "Array"
             | "ArrayD"
             | "Array0"
@@ -718,10 +719,7 @@ pub fn ndarray_elem(ty: &Type) -> Option<Type> {
             | "ArcArray1"
             | "ArcArray2"
     );
-    if !owned {
-        return None;
-    }
-    type_args(seg).first().map(|t| (*t).clone())
+    owned && !type_args(seg).is_empty()
 }
 
 const INTEGERS: &[&str] = &[

@@ -75,9 +75,7 @@ pub(crate) fn check_data_span(
     dtype: DLDataType,
     extent: Option<Extent>,
 ) -> Result<(), DlpackError> {
-    if !crate::dtype::is_valid(dtype) {
-        return Err(bad_export_dtype(dtype));
-    }
+    check_dtype_only(dtype)?;
     let Some(extent) = extent else {
         return Ok(());
     };

@@ -514,28 +514,12 @@ fn export_and_check(
             }
             r.is_ok()
         }
-        2 => {
-            // SAFETY: GIL held, `x` live; the table is process-lifetime; the owning export is
-            // checked while live, then deleted once.
-            unsafe {
-                let t = dlbind::exchange::lookup_exchange_api(py, x.as_ptr());
-                assert!(!t.is_null());
-                let mut m: *mut DLManagedTensorVersioned = std::ptr::null_mut();
-                if ((*t).managed_tensor_from_py_object_no_sync.unwrap())(
-                    x.as_ptr().cast::<c_void>(),
-                    &mut m,
-                ) == 0
-                {
-                    let ro = (*m).flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0;
-                    check_tensor(&(*m).dl_tensor, ro, v, "exchange table");
-                    ((*m).deleter.unwrap())(m);
-                    true
-                } else {
-                    drop(PyErr::fetch(py));
-                    false
-                }
-            }
-        }
+        2 => common::exchange_export(py, x, |m| {
+            let ro = m.flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0;
+            // SAFETY: the live tensor the table just exported.
+            unsafe { check_tensor(&m.dl_tensor, ro, v, "exchange table") }
+        })
+        .is_ok(),
         _ => {
             let out = views.call1((x,)).unwrap();
             let item = out.get_item(usize::from(path - 3)).unwrap();

@@ -104,13 +104,7 @@ pub mod shadowed {
     }
 
     /// dlbind's own types, by value (the first step of a method lookup).
-    pub trait Facts {
-        fn dtype(self) -> DLDataType;
-        fn device(self) -> Device;
-        fn writability(self) -> Writability;
-        fn readonly(self) -> bool;
-    }
-    impl Facts for &dlbind::ImportedTensor {
+    pub trait Facts: Sized {
         fn dtype(self) -> DLDataType {
             DLDataType {
                 code: 2,
@@ -128,24 +122,8 @@ pub mod shadowed {
             false
         }
     }
-    impl Facts for &Buffer {
-        fn dtype(self) -> DLDataType {
-            DLDataType {
-                code: 2,
-                bits: 64,
-                lanes: 1,
-            }
-        }
-        fn device(self) -> Device {
-            Device::cuda(7)
-        }
-        fn writability(self) -> Writability {
-            Writability::Writable
-        }
-        fn readonly(self) -> bool {
-            false
-        }
-    }
+    impl Facts for &dlbind::ImportedTensor {}
+    impl Facts for &Buffer {}
     pub trait Widen {
         fn narrow(self, _: Writability) -> Writability;
         fn is_writable(self) -> bool;

@@ -92,13 +92,42 @@ pub fn versioned_capsule(
     }
 }
 
+/// The exchange table's owning export of a derived object `x`
+/// (`managed_tensor_from_py_object_no_sync`): `f` sees the live managed tensor, which is deleted
+/// right after; the table's error otherwise.
+pub fn exchange_export<R>(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    f: impl FnOnce(&dlbind::spec::types::DLManagedTensorVersioned) -> R,
+) -> PyResult<R> {
+    // SAFETY: GIL held, `x` live; the table (checked non-NULL) is process-lifetime; the out
+    // parameter is valid; an owning export that succeeds is read by `f` while live, then
+    // deleted once.
+    unsafe {
+        let t = dlbind::exchange::lookup_exchange_api(py, x.as_ptr());
+        assert!(!t.is_null(), "derived types have a table");
+        let mut m: *mut dlbind::spec::types::DLManagedTensorVersioned = std::ptr::null_mut();
+        if ((*t).managed_tensor_from_py_object_no_sync.unwrap())(
+            x.as_ptr().cast::<std::ffi::c_void>(),
+            &mut m,
+        ) == 0
+        {
+            let r = f(&*m);
+            ((*m).deleter.unwrap())(m);
+            Ok(r)
+        } else {
+            Err(PyErr::fetch(py))
+        }
+    }
+}
+
 /// The outcome of every export path of a derived object `x` that any derived type has, in
 /// order: `__dlpack__` legacy and versioned (`max_version=(1, 3)`), memoryview,
 /// `__array_interface__`, and the exchange table's owning export (deleted at once on success).
 pub fn export_paths(py: Python<'_>, x: &Bound<'_, PyAny>) -> Vec<PyResult<()>> {
     use pyo3::types::IntoPyDict;
     let kw = [("max_version", (1, 3))].into_py_dict(py).unwrap();
-    let mut out = vec![
+    vec![
         x.call_method0("__dlpack__").map(drop),
         x.call_method("__dlpack__", (), Some(&kw)).map(drop),
         py.eval(c"memoryview", None, None)
@@ -106,25 +135,6 @@ pub fn export_paths(py: Python<'_>, x: &Bound<'_, PyAny>) -> Vec<PyResult<()>> {
             .call1((x,))
             .map(drop),
         x.getattr("__array_interface__").map(drop),
-    ];
-    // SAFETY: GIL held, `x` live; the table (checked non-NULL) is process-lifetime; the out
-    // parameter is valid; an owning export that succeeds is deleted at once.
-    unsafe {
-        let t = dlbind::exchange::lookup_exchange_api(py, x.as_ptr());
-        assert!(!t.is_null(), "derived types have a table");
-        let mut m: *mut dlbind::spec::types::DLManagedTensorVersioned = std::ptr::null_mut();
-        out.push(
-            if ((*t).managed_tensor_from_py_object_no_sync.unwrap())(
-                x.as_ptr().cast::<std::ffi::c_void>(),
-                &mut m,
-            ) == 0
-            {
-                ((*m).deleter.unwrap())(m);
-                Ok(())
-            } else {
-                Err(PyErr::fetch(py))
-            },
-        );
-    }
-    out
+        exchange_export(py, x, |_| ()),
+    ]
 }
