@@ -16,8 +16,9 @@
 #   VENV=/path/to/venv       default: <repo>/.venv
 #   CARGO_TARGET_DIR=...     default: <repo>/target
 #   CARGO_BUILD_JOBS=N       passed through to cargo / maturin
-#   DLBIND_SKIP_RUST=1       skip steps 2-3b (codegen check, lint, cargo test, Miri)
+#   DLBIND_SKIP_RUST=1       skip steps 2-3c (codegen check, lint, cargo test, Miri, docs.rs build)
 #   DLBIND_SKIP_MIRI=1       skip step 3b (Miri over the Rust-only tests, scripts/miri.sh, ~7 min cold; skipped anyway without a nightly toolchain)
+#   DLBIND_SKIP_DOCSRS=1     skip step 3c (the docs as docs.rs builds them, and their feature marks, scripts/docsrs.sh, ~3.5 min cold; skipped anyway without a nightly toolchain)
 #   DLBIND_SKIP_DOWNSTREAM=1 skip step 6 (packaging + the downstream crate, ~1.6 min cold)
 #   DLBIND_SKIP_PYO3_RANGE=1 skip step 6b (the demo against the PyO3 range's other end, when one exists)
 #   DLBIND_SKIP_MEMCHECK=1   skip step 5b (valgrind memcheck subset + checker self-test, ~2 min; skipped anyway without valgrind)
@@ -32,7 +33,7 @@ PYTEST_EXTRA=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --) shift; PYTEST_EXTRA=("$@"); break ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) PYTEST_EXTRA+=("$1"); shift ;;
   esac
 done
@@ -147,8 +148,24 @@ if [[ "${DLBIND_SKIP_RUST:-0}" != 1 ]]; then
   else
     step "3b/7 skipped (DLBIND_SKIP_MIRI=1)"
   fi
+
+  # ------------------------------------------------------------ 3c. docs.rs
+  # The three crates' API docs as docs.rs builds them (nightly rustdoc, `--cfg docsrs`, DOCS_RS=1,
+  # the features of each crate's [package.metadata.docs.rs]), every rustdoc warning an error, then
+  # checks that each feature-gated item is on the page with its "Available on crate feature X
+  # only" mark (decision 0026; prints why and passes without a nightly toolchain). Its own build,
+  # in $CARGO_TARGET_DIR/docsrs. In the background beside Miri and steps 4-6, at a lower priority
+  # than them; its log is printed, and its result counted, before step 7.
+  if [[ "${DLBIND_SKIP_DOCSRS:-0}" != 1 ]]; then
+    step "3c/7 docs.rs build (scripts/docsrs.sh), in the background until step 7"
+    DOCSRS_LOG="$(mktemp)"
+    nice -n 10 "$ROOT/scripts/docsrs.sh" >"$DOCSRS_LOG" 2>&1 &
+    DOCSRS_PID=$!
+  else
+    step "3c/7 skipped (DLBIND_SKIP_DOCSRS=1)"
+  fi
 else
-  step "2-3b/7 skipped (DLBIND_SKIP_RUST=1)"
+  step "2-3c/7 skipped (DLBIND_SKIP_RUST=1)"
 fi
 
 # ---------------------------------------------------------------- 4. demo
@@ -204,6 +221,14 @@ if [[ -n "${MIRI_PID:-}" ]]; then
   MIRI_RC=0; wait "$MIRI_PID" || MIRI_RC=$?
   cat "$MIRI_LOG"; rm -f "$MIRI_LOG"
   if [[ "$MIRI_RC" != 0 ]]; then echo "!! miri FAILED"; FAILED+=("miri"); fi
+fi
+
+# ---------------------------------------------------------------- 3c. docs.rs's result
+if [[ -n "${DOCSRS_PID:-}" ]]; then
+  step "3c/7 docs.rs build: waiting for it, then its log"
+  DOCSRS_RC=0; wait "$DOCSRS_PID" || DOCSRS_RC=$?
+  cat "$DOCSRS_LOG"; rm -f "$DOCSRS_LOG"
+  if [[ "$DOCSRS_RC" != 0 ]]; then echo "!! docs.rs build FAILED"; FAILED+=("docs.rs build"); fi
 fi
 
 # ---------------------------------------------------------------- 7. interpreter matrix

@@ -19,6 +19,10 @@
 //! With `default-features = false` only the spec parser and the IR are built
 //! (no template engine); the derive macro uses [`ir::Ir::embedded`].
 
+// docs.rs documents with `--cfg docsrs` on nightly: `doc_cfg` marks what needs `generate`
+// (docs/decisions/0026-docs-rs-build.md).
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 pub mod diff;
 pub mod error;
 pub mod ir;

@@ -43,6 +43,13 @@
 //!
 //! The derive's expansion names only `dlbind::__private`.
 #![deny(unsafe_op_in_unsafe_fn)]
+// docs.rs (and scripts/docsrs.sh) document with `--cfg docsrs` on nightly: `doc_cfg` marks each
+// item gated on a feature with it ("Available on crate feature `arrow` only"; decision 0026).
+#![cfg_attr(docsrs, feature(doc_cfg))]
+// `test-util` is not a user's feature: without it, the internal modules whose items the crate
+// re-exports (`Buffer`, `Dims`, `from_dlpack`, ...) are private and cfg'd on
+// `not(feature = "test-util")`, which is no condition of the items themselves (decision 0026).
+#![cfg_attr(docsrs, doc(auto_cfg(hide(feature = "test-util"))))]
 #![warn(missing_debug_implementations)]
 
 // What dlbind supports, said at the top instead of as errors deep inside it (the supported and

@@ -61,6 +61,9 @@ fn empty_shape_error(what: &str, e: ndarray::ShapeError) -> DlpackError {
     )
 }
 
+// Said outright: the automatic mark would read "crate features `ndarray`" (its module's
+// condition joined with the hidden `test-util` one of `import`; lib.rs, decision 0026).
+#[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
 impl ImportedTensor {
     /// An `ndarray` view (dtype `T`, host memory); negative, zero and size-1 strides are
     /// supported. `bool` elements are not lent (Python code may store any byte in the
