@@ -5,8 +5,9 @@
 /// exports it with READ_ONLY in versioned capsules, but lets it leave through a legacy capsule
 /// again, since that loses nothing it had (a JAX array, which JAX 0.10 moves only through
 /// legacy capsules, can go into dlbind and back). Data known to be read-only (a versioned
-/// READ_ONLY flag, a non-writeable numpy array, a read-only buffer) refuses legacy export, as
-/// numpy does.
+/// READ_ONLY flag, a non-writeable numpy array, a read-only buffer, a `Vec` lent through `&`)
+/// cannot be reused by a legacy capsule: under `copy=None` such a request gets a private,
+/// writable copy, under `copy=False` a `BufferError` (decision 0024).
 ///
 /// `#[dlpack(readonly)]` fields may be a `bool` (`true`: known read-only) or a `Writability`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

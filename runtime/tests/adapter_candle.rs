@@ -436,16 +436,26 @@ fn round_trip_through_a_capsule_copies_on_import_and_releases_once() {
             assert_eq!(live_exports(), base, "the deleter ran once");
             // The candle tensor owns its copy.
             assert_eq!(c.flatten_all().unwrap().to_vec1::<f32>().unwrap(), want);
-            // Legacy capsules cannot say read-only: refused for the view, fine for the copy.
-            let legacy =
-                export_to_capsule(holder.as_any(), &holder.get().0, &ExportRequest::DEFAULT);
-            match legacy {
-                Ok(cap) => {
-                    assert!(copied, "only the copy leaves in a legacy capsule");
-                    let imported = ImportedTensor::from_capsule(cap.bind(py)).unwrap();
-                    let c = to_candle(&imported).unwrap();
-                    assert_eq!(c.flatten_all().unwrap().to_vec1::<f32>().unwrap(), want);
-                }
+            // Legacy capsules cannot say read-only: the copy leaves as it is, the read-only view
+            // as a private copy under copy=None, and not at all under copy=False.
+            let source_ptr = holder.get().0.dlpack_data_ptr();
+            let cap = export_to_capsule(holder.as_any(), &holder.get().0, &ExportRequest::DEFAULT)
+                .unwrap();
+            let imported = ImportedTensor::from_capsule(cap.bind(py)).unwrap();
+            assert_eq!(
+                imported.data_ptr() == source_ptr,
+                copied,
+                "the copy is lent as it is, the view never is"
+            );
+            let c = to_candle(&imported).unwrap();
+            assert_eq!(c.flatten_all().unwrap().to_vec1::<f32>().unwrap(), want);
+            drop(imported);
+            let no_copy = ExportRequest {
+                copy: Some(false),
+                ..ExportRequest::DEFAULT
+            };
+            match export_to_capsule(holder.as_any(), &holder.get().0, &no_copy) {
+                Ok(_) => assert!(copied, "only the copy leaves with copy=False"),
                 Err(e) => {
                     assert!(!copied, "{e}");
                     assert!(

@@ -331,6 +331,9 @@ struct Vouched {
     lo: i128,
     hi: i128,
     writable: bool,
+    /// Whether a legacy capsule (no READ_ONLY flag) may reuse the memory: not known read-only
+    /// (writable, or of unknown writability: an import of a legacy capsule loses nothing).
+    legacy_reuse: bool,
 }
 
 impl Vouched {
@@ -341,6 +344,7 @@ impl Vouched {
             lo: p - e.below as i128,
             hi: p + e.above as i128,
             writable: !b.readonly(),
+            legacy_reuse: dlbind::DataSource::writability(b) != Writability::ReadOnly,
         }
     }
     fn of_slice<T>(s: &[T], writable: bool) -> Vouched {
@@ -349,6 +353,7 @@ impl Vouched {
             lo: p,
             hi: p + std::mem::size_of_val(s) as i128,
             writable,
+            legacy_reuse: writable,
         }
     }
 }
@@ -490,8 +495,36 @@ fn export_and_check(
                         pyo3::ffi::PyCapsule_GetPointer(cap.as_ptr(), DLPACK_CAPSULE_NAME.as_ptr())
                             .cast::<DLManagedTensor>();
                     assert!(!m.is_null());
-                    // A legacy capsule has no flag: it may only carry writable storage.
-                    check_tensor(&(*m).dl_tensor, false, v, "legacy capsule");
+                    // A legacy capsule has no flag: it carries the storage only where a
+                    // consumer may write it (or nobody said: unknown writability), and known
+                    // read-only storage as a private copy, which addresses none of it.
+                    let t = &(*m).dl_tensor;
+                    let n = t.ndim as usize;
+                    let shape = std::slice::from_raw_parts(t.shape, n).to_vec();
+                    let strides = if t.strides.is_null() {
+                        c_strides(&shape)
+                    } else {
+                        std::slice::from_raw_parts(t.strides, n).to_vec()
+                    };
+                    let bits = i128::from(t.dtype.bits) * i128::from(t.dtype.lanes);
+                    let addr = t.data as usize as i128 + i128::from(t.byte_offset);
+                    let overlaps = described(addr, &shape, &strides, bits)
+                        .is_some_and(|(lo, hi)| lo < v.hi && v.lo < hi);
+                    if overlaps {
+                        assert!(
+                            v.legacy_reuse,
+                            "legacy capsule over known read-only storage"
+                        );
+                        check_tensor(
+                            t,
+                            false,
+                            Vouched {
+                                writable: true,
+                                ..v
+                            },
+                            "legacy capsule",
+                        );
+                    }
                 }
             }
             r.is_ok()

@@ -294,11 +294,15 @@ fn devices_streams_and_readonly() {
             let e = call_dlpack(&a, kwargs).unwrap_err();
             assert!(e.is_instance_of::<PyValueError>(py), "{kwargs}: {e}");
         }
-        // Read-only: legacy refused (BufferError), versioned flagged.
+        // Read-only: legacy with copy=False refused (BufferError), legacy with copy=None a
+        // copy (decision 0024), versioned flagged.
         let ro = arr(py, &[4], true).into_any();
-        let e = call_dlpack(&ro, "{}").unwrap_err();
+        let e = call_dlpack(&ro, "{'copy': False}").unwrap_err();
         assert!(e.is_instance_of::<PyBufferError>(py), "{e}");
         assert!(e.to_string().contains("max_version"), "{e}");
+        let legacy = call_dlpack(&ro, "{}").unwrap();
+        assert_eq!(capsule_name(&legacy), "dltensor");
+        drop(legacy);
         let cap = call_dlpack(&ro, "{'max_version': (1, 0)}").unwrap();
         assert_eq!(
             // SAFETY: live capsule.
@@ -905,7 +909,10 @@ fn fast_dlpack_path() {
         assert!(e.is_instance_of::<PyValueError>(py), "{e}");
         let e = call_dlpack(&a, "{'dl_device': (2, 0)}").unwrap_err();
         assert!(e.is_instance_of::<PyBufferError>(py), "{e}");
-        let e = call_dlpack(&mk(true), "{}").unwrap_err();
+        // Read-only, legacy: a copy under copy=None, refused under copy=False.
+        let ro = mk(true);
+        assert_eq!(capsule_name(&call_dlpack(&ro, "{}").unwrap()), "dltensor");
+        let e = call_dlpack(&ro, "{'copy': False}").unwrap_err();
         assert!(e.is_instance_of::<PyBufferError>(py), "{e}");
         let t = from_dlpack(&a, None, None).unwrap();
         assert_eq!(t.as_slice::<f32>().unwrap(), &[1.0, 2.0, 3.0]);

@@ -15,6 +15,7 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 
 import dlbind_demo as dd  # noqa: E402
+import dlpack_helpers as H  # noqa: E402
 
 ad = dd.adapters
 pytestmark = pytest.mark.skipif(not hasattr(ad, "arrow_from_pyarrow"),
@@ -255,11 +256,14 @@ def test_jax_both_ways():
     t = ad.arrow_arange(5)
     assert not t.readonly
     np.testing.assert_array_equal(np.asarray(jnp.from_dlpack(t)), np.arange(5, dtype=np.float32))
-    # A view of pyarrow memory is read-only, which a legacy capsule cannot say: JAX is refused,
-    # and takes a copy.
+    # A view of pyarrow memory is read-only, which a legacy capsule cannot say: JAX gets a
+    # private copy (copy=None; decision 0024), copy=False is refused.
     a = pa.array(np.arange(3, dtype=np.float32))
+    v = ad.arrow_from_pyarrow(a)
+    np.testing.assert_array_equal(np.asarray(jnp.from_dlpack(v)), [0, 1, 2])
+    assert H.inspect_capsule(v.__dlpack__()).data != a.buffers()[1].address
     with pytest.raises(BufferError, match="read-only"):
-        jnp.from_dlpack(ad.arrow_from_pyarrow(a))
+        v.__dlpack__(copy=False)
     np.testing.assert_array_equal(np.asarray(jnp.from_dlpack(ad.arrow_from_pyarrow(a, copy=True))),
                                   [0, 1, 2])
     # JAX into arrow.

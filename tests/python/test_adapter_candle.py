@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import dlbind_demo as dd
+import dlpack_helpers as H
 
 ad = dd.adapters
 pytestmark = pytest.mark.skipif(not hasattr(ad, "candle_arange"),
@@ -105,14 +106,17 @@ def test_import_from_jax_and_pyarrow():
 
 
 def test_export_to_jax():
-    """JAX imports through legacy capsules, which cannot carry read-only: the copy goes through,
-    the view is refused (and a copy of it goes through)."""
+    """JAX imports through legacy capsules, which cannot carry read-only: the copy goes through
+    as it is, the read-only view as a private copy (copy=None; decision 0024), and copy=False
+    refuses it."""
     jnp = pytest.importorskip("jax.numpy")
     np.testing.assert_array_equal(np.asarray(jnp.from_dlpack(ad.candle_arange(2, 2))),
                                   [[0, 1], [2, 3]])
     v = ad.candle_arange(2, 2, view=True)
+    np.testing.assert_array_equal(np.asarray(jnp.from_dlpack(v)), [[0, 1], [2, 3]])
+    assert H.inspect_capsule(v.__dlpack__()).data != v.data_ptr, "a legacy capsule of a view copies"
     with pytest.raises(BufferError, match="read-only"):
-        jnp.from_dlpack(v)
+        v.__dlpack__(copy=False)
     c = dd.from_dlpack(v, copy=True)
     np.testing.assert_array_equal(np.asarray(jnp.from_dlpack(c)), [[0, 1], [2, 3]])
 

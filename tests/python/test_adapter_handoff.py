@@ -77,14 +77,44 @@ def test_arrow_views_are_read_only_and_copies_are_copied():
 
 def test_requests_a_handoff_cannot_serve_are_refused_and_leave_it_unused():
     h = A.ndarray_cow_handoff(False)
-    with pytest.raises(BufferError, match=r"wanted \(1, 0\) or later"):
-        h.__dlpack__()                                   # legacy: no flags to carry
     with pytest.raises(BufferError, match="wanted the CPU"):
         h.__dlpack__(max_version=(1, 0), dl_device=(2, 0))
     with pytest.raises(ValueError, match="wanted None"):
         h.__dlpack__(max_version=(1, 0), stream=1)
     a = np.from_dlpack(h)                                # still there after the refusals
     assert a.shape == (3, 4)
+
+
+def test_a_legacy_request_takes_writable_memory_as_it_is():
+    """A legacy capsule has no flags: writable memory leaves in one as it is (IS_COPIED is
+    dropped, as numpy's legacy copies carry none), once."""
+    h = A.ndarray_cow_handoff(False)
+    cap = h.__dlpack__()
+    assert H.capsule_name(cap) == "dltensor"
+    with pytest.raises(ValueError, match="handed over already"):
+        h.__dlpack__(max_version=(1, 0))
+    a = np.from_dlpack(H.W(cap))
+    np.testing.assert_array_equal(a, 10 * np.arange(3)[:, None] + np.arange(4)[None, :])
+    del a, cap
+
+
+def test_a_legacy_request_of_read_only_memory_gets_a_copy():
+    """Read-only memory (a view of pyarrow's) cannot leave in a legacy capsule: copy=None gets a
+    private, writable copy (decision 0024), copy=False the spec's ReadOnlyLegacy with the
+    handoff left unused, and JAX 0.10 (legacy only) reads the values."""
+    arr = pa.array(np.arange(4, dtype=np.float32))
+    h = A.arrow_handoff(arr)
+    with pytest.raises(H.SPEC.exc("ReadOnlyLegacy"), match="copy=False"):
+        h.__dlpack__(copy=False)
+    cap = h.__dlpack__()                                 # still there after the refusal
+    info = H.inspect_capsule(cap)
+    assert not info.versioned and info.data != arr.buffers()[1].address
+    np.testing.assert_array_equal(np.from_dlpack(H.W(cap)), np.arange(4, dtype=np.float32))
+    del cap
+    jnp = pytest.importorskip("jax.numpy")
+    np.testing.assert_array_equal(np.asarray(jnp.from_dlpack(A.arrow_handoff(arr))),
+                                  np.arange(4, dtype=np.float32))
+    assert arr.to_pylist() == [0, 1, 2, 3]
 
 
 def test_copy_true_on_a_moved_tensor_copies_and_says_so():

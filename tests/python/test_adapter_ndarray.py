@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import dlpack_helpers as H  # noqa: F401  (conftest's path set-up)
+import dlpack_helpers as H
 from conftest import demo
 
 A = demo.adapters
@@ -78,7 +78,8 @@ def test_arc_array_read_only_while_shared_and_released_once():
     assert not a.flags.writeable
     np.testing.assert_array_equal(a, np.arange(5.0))
     with pytest.raises(BufferError):
-        t.__dlpack__()          # known read-only: no legacy capsule
+        t.__dlpack__(copy=False)  # known read-only: no legacy capsule without a copy
+    assert H.inspect_capsule(t.__dlpack__()).data != a.ctypes.data  # copy=None: a copy
     u = A.ndarray_arc(3, shared=False)
     assert not u.readonly
     del t, a, u

@@ -12,6 +12,7 @@ import struct
 import numpy as np
 import pytest
 
+import dlpack_helpers as H
 from conftest import demo
 
 st = pytest.importorskip("safetensors")
@@ -152,15 +153,19 @@ def test_from_bytes_and_bad_input(tmp_path):
         A.safetensors_open(str(tmp_path / "missing.safetensors"))
 
 
-def test_jax_cannot_take_read_only_tensors(tmp_path):
-    """JAX 0.10 asks only for legacy capsules, which cannot say read-only: the export refuses
-    (the spec's ReadOnlyLegacy), as for any read-only data (docs/manual/importing.md)."""
+def test_jax_takes_read_only_tensors_as_copies(tmp_path):
+    """JAX 0.10 asks only for legacy capsules, which cannot say read-only: a mapped tensor goes
+    to JAX as a private copy (copy=None; decision 0024), never as a flagless view of the file's
+    mapping; copy=False refuses (the spec's ReadOnlyLegacy)."""
     jnp = pytest.importorskip("jax.numpy")
     path = tmp_path / "j.safetensors"
     save_file({"w": np.arange(6, dtype=np.float32).reshape(2, 3)}, str(path))
     t = A.safetensors_open(str(path)).get("w")
+    np.testing.assert_array_equal(np.asarray(jnp.from_dlpack(t)),
+                                  np.arange(6, dtype=np.float32).reshape(2, 3))
+    assert H.inspect_capsule(t.__dlpack__()).data != np.from_dlpack(t).ctypes.data
     with pytest.raises(BufferError, match="read-only"):
-        jnp.from_dlpack(t)
+        t.__dlpack__(copy=False)
     np.testing.assert_array_equal(np.asarray(jnp.asarray(np.from_dlpack(t))),
                                   np.arange(6, dtype=np.float32).reshape(2, 3))
 

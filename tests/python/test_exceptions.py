@@ -91,19 +91,26 @@ def test_stream_error_is_not_consumed_or_leaked(m, Tensor):
 
 
 # ---------------------------------------------------------------- read-only
-def test_readonly_legacy_rejected(Tensor):
+def test_readonly_legacy_without_copy_rejected(Tensor):
+    """A legacy capsule cannot say read-only: with copy=False nothing can serve the request."""
     t = readonly_view(Tensor.zeros((3,)))
     assert t.readonly
     with pytest.raises(EXC("ReadOnlyLegacy"), match="max_version"):
-        t.__dlpack__()
-    with pytest.raises(EXC("ReadOnlyLegacy"), match="max_version"):
-        t.__dlpack__(max_version=(0, 8))
+        t.__dlpack__(copy=False)
+    with pytest.raises(EXC("ReadOnlyLegacy"), match="copy=False"):
+        t.__dlpack__(max_version=(0, 8), copy=False)
 
 
-def test_readonly_from_bytes_legacy_rejected(Tensor):
+def test_readonly_legacy_copy_none_is_a_copy(Tensor):
+    """copy=None: reuse is not possible, so a private copy (decision 0024)."""
+    for t in (readonly_view(Tensor.arange(3)),
+              Tensor.from_bytes(b"\1" * 8, (2,), "float32", readonly=True)):
+        for req in ({}, {"max_version": (0, 8)}, {"copy": None}):
+            info = H.inspect_capsule(t.__dlpack__(**req))
+            assert not info.versioned and info.data != t.data_ptr, req
     t = Tensor.from_bytes(b"\0" * 8, (2,), "float32", readonly=True)
     with pytest.raises(EXC("ReadOnlyLegacy")):
-        t.__dlpack__()
+        t.__dlpack__(copy=False)
 
 
 def test_readonly_versioned_flag(Tensor):
@@ -116,24 +123,20 @@ def test_readonly_versioned_flag(Tensor):
         a[0] = 1
 
 
-def test_readonly_to_jax_is_buffererror(Tensor):
-    """JAX only asks for legacy capsules, so a read-only tensor cannot go to JAX (jax#40789)."""
+def test_readonly_to_jax_is_a_copy(Tensor):
+    """JAX only asks for legacy capsules (jax#40789), so a read-only tensor reaches JAX as a
+    private copy (copy=None; decision 0024)."""
     jnp = pytest.importorskip("jax.numpy")
-    t = readonly_view(Tensor.zeros((3,)))
-    with pytest.raises(EXC("ReadOnlyLegacy")):
-        jnp.from_dlpack(t)
+    t = readonly_view(Tensor.arange(3, "float32"))
+    np.testing.assert_array_equal(np.asarray(jnp.from_dlpack(t)), [0, 1, 2])
 
 
-def test_readonly_copy_legacy_allowed_or_buffererror(Tensor):
-    """copy=True of read-only data gives a fresh writable buffer: legacy export is then allowed
-    (it is not read-only any more) or refused with BufferError; never an alias."""
+def test_readonly_copy_true_legacy_is_a_copy(Tensor):
+    """copy=True of read-only data gives a fresh writable buffer: a legacy capsule (no flags)
+    of it, never an alias."""
     t = readonly_view(Tensor.arange(3))
-    try:
-        cap = t.__dlpack__(copy=True)
-    except BufferError:
-        return
-    info = H.inspect_capsule(cap)
-    assert info.data != t.data_ptr
+    info = H.inspect_capsule(t.__dlpack__(copy=True))
+    assert not info.versioned and info.data != t.data_ptr
 
 
 # ---------------------------------------------------------------- copy / dl_device

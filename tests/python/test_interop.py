@@ -126,7 +126,9 @@ def test_pyarrow_readonly_view_stays_readonly(pa, m):
     a = np.from_dlpack(t)
     assert not a.flags.writeable
     with pytest.raises(BufferError):
-        t.__dlpack__()  # legacy export of read-only data
+        t.__dlpack__(copy=False)  # legacy export of read-only data, no copy allowed
+    info = H.inspect_capsule(t.__dlpack__())  # copy=None: a private copy
+    assert not info.versioned and info.data != a.ctypes.data
 
 
 def test_pyarrow_tensor_fortran(pa, m):

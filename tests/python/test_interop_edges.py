@@ -278,24 +278,29 @@ def test_legacy_import_has_unknown_writability_and_leaves_legacy_again(Tensor):
     ro = t.set_readonly()
     assert ro.writability == "readonly"
     with pytest.raises(BufferError):
-        ro.__dlpack__()
+        ro.__dlpack__(copy=False)
+    info = H.inspect_capsule(ro.__dlpack__())  # known read-only now: a legacy request copies
+    assert not info.versioned and info.data != src.data_ptr
     # numpy, a legacy-capable consumer, reads it
     assert np.array_equal(np.from_dlpack(t), np.arange(6, dtype=np.float32).reshape(2, 3))
 
 
-def test_known_read_only_data_still_refuses_legacy_export(Tensor):
+def test_known_read_only_data_leaves_legacy_only_as_a_copy(Tensor):
     a = np.arange(4.0)
     a.flags.writeable = False
     t = m.from_dlpack(a)
     assert t.writability == "readonly"
     with pytest.raises(BufferError):
-        t.__dlpack__()
+        t.__dlpack__(copy=False)
+    info = H.inspect_capsule(t.__dlpack__())
+    assert not info.versioned and info.data != a.ctypes.data
     info = H.inspect_capsule(t.__dlpack__(max_version=(1, 0)))
-    assert info.flags & H.FLAG_READ_ONLY
+    assert info.flags & H.FLAG_READ_ONLY and info.data == a.ctypes.data
     ro = Tensor.from_bytes(b"\0" * 8, (2,), "float32", readonly=True)
     assert ro.writability == "readonly"
     with pytest.raises(BufferError):
-        ro.__dlpack__()
+        ro.__dlpack__(copy=False)
+    assert H.inspect_capsule(ro.__dlpack__()).data != ro.data_ptr
 
 
 def test_versioned_import_is_writable_or_read_only_as_flagged(Tensor):

@@ -108,12 +108,47 @@ def test_plain_pyclass_holds_a_borrow_while_exported():
     del a
     s.push(4.0)  # released: mutation works again
     assert np.from_dlpack(s).tolist() == [1.0, 2.0, 3.0, 4.0]
-    # JAX 0.10 asks for a legacy capsule, which read-only data refuses (as numpy's do).
-    with pytest.raises(BufferError, match="read-only"):
-        jnp.from_dlpack(s)
     gc.collect()
     s.push(5.0)
     assert np.from_dlpack(s)[-1] == 5.0
+    assert checks.c_sum_f32(frames.from_dlpack(np.asarray([1.5, 2.5], np.float32))) == 4.0
+    assert checks.live_exports() == 0
+
+
+def test_jax_reads_samples_through_a_private_copy():
+    """The README's first type to JAX 0.10, which asks for a legacy capsule: that capsule cannot
+    say read-only, so under copy=None it is a private, writable copy (decision 0024). JAX reads
+    the values, a consumer writing its capsule never reaches the Vec, the copy holds no borrow
+    (push works while JAX holds it), and copy=False is refused."""
+    import ctypes
+
+    s = my_arrays.Samples([1.0, 2.0, 3.0])
+    j = jnp.from_dlpack(s)
+    np.testing.assert_array_equal(np.asarray(j), [1.0, 2.0, 3.0])
+    s.push(4.0)  # the copy keeps no borrow of `s`
+    np.testing.assert_array_equal(np.asarray(j), [1.0, 2.0, 3.0])
+    vec = np.from_dlpack(s)  # versioned: zero-copy, read-only
+    assert not vec.flags.writeable
+    cap = s.__dlpack__()  # what JAX asked for
+    assert "dltensor" in repr(cap) and "versioned" not in repr(cap)
+
+    class Cap:  # hands numpy that capsule
+        def __dlpack__(self, **_):
+            return cap
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    view = np.from_dlpack(Cap())
+    assert view.ctypes.data != vec.ctypes.data, "a legacy capsule of the Vec is a copy"
+    ctypes.memset(view.ctypes.data, 0xFF, view.nbytes)  # a consumer writes what it was given
+    assert vec.tolist() == [1.0, 2.0, 3.0, 4.0], "the Vec is never written"
+    with pytest.raises(BufferError, match="copy=False"):
+        s.__dlpack__(copy=False)
+    del j, vec, view, cap
+    gc.collect()
+    s.push(5.0)
+    assert checks.live_exports() == 0
     assert checks.c_sum_f32(frames.from_dlpack(np.asarray([1.5, 2.5], np.float32))) == 4.0
     assert checks.live_exports() == 0
 

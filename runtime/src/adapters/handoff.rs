@@ -20,9 +20,10 @@ use super::rust_owned::{self, Layout};
 use crate::device::Device;
 use crate::error::DlpackError;
 use crate::export::DLPackSource;
-use crate::ffi::DLDeviceType;
+use crate::ffi::{DLDeviceType, DLManagedTensor};
 use crate::import::ImportedTensor;
 use crate::spec::errors::FailureKind;
+use crate::writability::Writability;
 
 /// A host tensor handed to Python once, keeping its DLPack flags (`IS_COPIED`, `READ_ONLY`).
 ///
@@ -37,9 +38,11 @@ use crate::spec::errors::FailureKind;
 /// ```
 ///
 /// Python sees a `dlbind.Handoff` with `__dlpack__` and `__dlpack_device__`. The first
-/// `__dlpack__` (DLPack 1.x: `max_version=(1, 0)` or later, as numpy 2, PyTorch and JAX pass;
-/// a legacy capsule has no flags to carry) takes the tensor; a second one raises the spec's
-/// error for a consumed capsule (`ValueError`).
+/// `__dlpack__` takes the tensor; a second one raises the spec's error for a consumed capsule
+/// (`ValueError`). With `max_version=(1, 0)` or later (numpy 2, PyTorch) the capsule carries
+/// the flags; a legacy request (JAX 0.10) gets a legacy capsule, which has none: the tensor as
+/// it is when it may be written, a private copy of it when it is read-only (`copy=False`:
+/// `ReadOnlyLegacy`, BufferError), as for every export (decision 0024).
 /// `copy=True` on a tensor that is not a copy makes one (C-contiguous, `IS_COPIED`);
 /// `dl_device` other than the CPU and a `stream` are refused, as for any host export.
 #[pyclass(frozen, module = "dlbind", name = "Handoff")]
@@ -93,8 +96,10 @@ impl Handoff {
         Handoff::new(t)
     }
 
-    /// Takes the tensor (a copy first when `copy` asks for one and it is not a copy).
-    fn take(&self, copy: Option<bool>) -> Result<ImportedTensor, DlpackError> {
+    /// Takes the tensor: a copy first when `copy=True` asks for one and it is not a copy, or
+    /// when a `legacy` capsule (no READ_ONLY flag) is asked for memory known to be read-only
+    /// and `copy=None` allows one (`copy=False`: `ReadOnlyLegacy`, the tensor stays).
+    fn take(&self, copy: Option<bool>, legacy: bool) -> Result<ImportedTensor, DlpackError> {
         let mut slot = self
             .tensor
             .lock()
@@ -106,7 +111,17 @@ impl Handoff {
                  Handoff that no consumer took yet",
             ));
         };
-        if copy == Some(true) && !t.is_copied() {
+        let read_only_legacy = legacy && t.writability() == Writability::ReadOnly;
+        if read_only_legacy && copy == Some(false) {
+            *slot = Some(t);
+            return Err(DlpackError::new(
+                FailureKind::ReadOnlyLegacy,
+                "Handoff: a legacy capsule (max_version None or below (1, 0)) cannot say its \
+                 read-only memory is read-only, and copy=False forbids the copy that would serve \
+                 it (pass max_version=(1, 0) or newer)",
+            ));
+        }
+        if read_only_legacy || (copy == Some(true) && !t.is_copied()) {
             let c = t.to_contiguous_copy();
             // On failure the tensor stays for another try.
             match c {
@@ -182,35 +197,38 @@ impl Handoff {
                 .into());
             }
         }
-        match parse_max_version(max_version)? {
-            Some((major, _)) if major >= 1 => {}
-            given => {
-                return Err(DlpackError::new(
-                    FailureKind::UnsupportedLayout,
-                    format!(
-                        "Handoff: max_version {given:?}, wanted (1, 0) or later (a legacy capsule \
-                         cannot carry the IS_COPIED and READ_ONLY flags a Handoff keeps)"
-                    ),
-                )
-                .into());
-            }
-        }
-        let t = self.take(copy)?;
+        let legacy = !matches!(parse_max_version(max_version)?, Some((major, _)) if major >= 1);
+        let t = self.take(copy, legacy)?;
         let layout = Layout {
             data: t.data_ptr(),
             shape: t.shape().to_vec(),
             strides: Some(t.strides().to_vec()),
             dtype: t.dtype(),
-            readonly: t.readonly(),
+            // A legacy capsule of memory of unknown writability (itself a legacy import) loses
+            // nothing it had; known read-only memory was copied by `take` for one.
+            readonly: if legacy {
+                t.writability() == Writability::ReadOnly
+            } else {
+                t.readonly()
+            },
             copied: t.is_copied(),
         };
         // SAFETY: `t` owns its memory (its producer's tensor or dlbind's copy), valid and
         // unmoved until it drops, and its own layout (validated when it was made) addresses it;
         // the block owns `t` until the new tensor's deleter drops it. Writable only when `t`
-        // is (`readonly` above).
-        let m = unsafe { rust_owned::export_raw(t, move |_| Ok(layout)) }?;
-        // SAFETY: the GIL is held; `m` is a live tensor nobody else holds.
-        unsafe { crate::export::wrap_capsule(py, m) }
+        // is (`readonly` above; a legacy struct refuses read-only memory, and `take` copied
+        // known read-only memory for one).
+        unsafe {
+            if legacy {
+                let m = rust_owned::export_raw_as::<DLManagedTensor, _>(t, move |_| Ok(layout))?;
+                // SAFETY: the GIL is held; `m` is a live tensor nobody else holds.
+                crate::export::wrap_capsule(py, m)
+            } else {
+                let m = rust_owned::export_raw(t, move |_| Ok(layout))?;
+                // SAFETY: the GIL is held; `m` is a live tensor nobody else holds.
+                crate::export::wrap_capsule(py, m)
+            }
+        }
     }
 
     /// `(kDLCPU, 0)`.

@@ -6,6 +6,7 @@
 //! what any `FromDLPack` type (the demo's `Tensor`, a user's derived type) takes without a copy.
 
 use std::ffi::c_void;
+use std::mem::MaybeUninit;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use crate::device::Device;
 use crate::error::DlpackError;
 use crate::ffi::{
-    DLDataType, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED,
+    DLDataType, DLManagedTensor, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED,
     DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION, DLPackVersion,
     DLTensor,
 };
@@ -44,11 +45,49 @@ pub(crate) struct Layout {
     pub copied: bool,
 }
 
-/// The heap block behind one tensor: the managed tensor first (its address is the block's),
-/// then `[shape.., strides..]`, then the owner.
+/// The DLPack struct a block starts with: `DLManagedTensorVersioned` (flags kept), or the
+/// legacy `DLManagedTensor` (no flags: only for memory a consumer may write, see
+/// [`crate::adapters::Handoff`]).
+pub(crate) trait BlockKind: Sized + 'static {
+    /// Whether the struct has flags (READ_ONLY): without, read-only memory is refused.
+    const CARRIES_FLAGS: bool;
+    /// The struct over `tensor`, deleted by `deleter`, carrying `flags` where it can.
+    fn with(tensor: DLTensor, deleter: unsafe extern "C" fn(*mut Self), flags: u64) -> Self;
+}
+
+impl BlockKind for DLManagedTensorVersioned {
+    const CARRIES_FLAGS: bool = true;
+    fn with(tensor: DLTensor, deleter: unsafe extern "C" fn(*mut Self), flags: u64) -> Self {
+        DLManagedTensorVersioned {
+            version: DLPackVersion {
+                major: DLPACK_MAJOR_VERSION,
+                minor: DLPACK_MINOR_VERSION,
+            },
+            manager_ctx: std::ptr::null_mut(),
+            deleter: Some(deleter),
+            flags,
+            dl_tensor: tensor,
+        }
+    }
+}
+
+impl BlockKind for DLManagedTensor {
+    const CARRIES_FLAGS: bool = false;
+    fn with(tensor: DLTensor, deleter: unsafe extern "C" fn(*mut Self), _flags: u64) -> Self {
+        DLManagedTensor {
+            dl_tensor: tensor,
+            manager_ctx: std::ptr::null_mut(),
+            deleter: Some(deleter),
+        }
+    }
+}
+
+/// The heap block behind one tensor: the managed tensor first (its address is the block's;
+/// written once the owner sits in the block and has described its memory), then
+/// `[shape.., strides..]`, then the owner.
 #[repr(C)]
-struct Block<O> {
-    managed: DLManagedTensorVersioned,
+struct Block<M, O> {
+    managed: MaybeUninit<M>,
     dims: Box<[i64]>,
     owner: O,
 }
@@ -56,14 +95,15 @@ struct Block<O> {
 /// The deleter: drops the block (and the owner) once; a panicking `Drop` stops here.
 ///
 /// # Safety
-/// `m` is the `managed` field of a live `Block<O>` made by [`export`], deleted once.
-unsafe extern "C" fn delete_block<O>(m: *mut DLManagedTensorVersioned) {
+/// `m` is the `managed` field of a live `Block<M, O>` made by [`export_raw_as`], deleted once.
+unsafe extern "C" fn delete_block<M, O>(m: *mut M) {
     if m.is_null() {
         return;
     }
-    // SAFETY: caller contract: `m` is the first field of a `Box<Block<O>>` leaked by `export`
-    // (`repr(C)`: same address), and this is its only deletion.
-    let block = unsafe { Box::from_raw(m.cast::<Block<O>>()) };
+    // SAFETY: caller contract: `m` is the first field of a `Box<Block<M, O>>` leaked by
+    // `export_raw_as` (`repr(C)`, and `MaybeUninit<M>` has `M`'s layout: same address), and
+    // this is its only deletion.
+    let block = unsafe { Box::from_raw(m.cast::<Block<M, O>>()) };
     LIVE.fetch_sub(1, Ordering::Relaxed);
     let _ = catch_unwind(AssertUnwindSafe(move || drop(block)));
 }
@@ -102,14 +142,31 @@ pub(crate) unsafe fn export_raw<O: Send + 'static>(
     owner: O,
     describe: impl FnOnce(&mut O) -> Result<Layout, DlpackError>,
 ) -> Result<NonNull<DLManagedTensorVersioned>, DlpackError> {
+    // SAFETY: caller contract, passed on.
+    unsafe { export_raw_as(owner, describe) }
+}
+
+/// [`export_raw`] as either DLPack struct ([`BlockKind`]); a legacy one carries no flags, so
+/// the caller makes one only over memory a consumer may write.
+///
+/// # Safety
+/// As for [`export`].
+pub(crate) unsafe fn export_raw_as<M: BlockKind, O: Send + 'static>(
+    owner: O,
+    describe: impl FnOnce(&mut O) -> Result<Layout, DlpackError>,
+) -> Result<NonNull<M>, DlpackError> {
     let mut block = Box::new(Block {
-        // SAFETY: an all-zero `DLManagedTensorVersioned` is valid (null pointers, no deleter);
-        // every field is set below before the tensor is used.
-        managed: unsafe { std::mem::zeroed::<DLManagedTensorVersioned>() },
+        managed: MaybeUninit::<M>::uninit(),
         dims: Box::new([]),
         owner,
     });
     let layout = describe(&mut block.owner)?;
+    if layout.readonly && !M::CARRIES_FLAGS {
+        return Err(DlpackError::new(
+            FailureKind::ReadOnlyLegacy,
+            "read-only memory cannot be described by a legacy DLManagedTensor (it has no READ_ONLY flag)",
+        ));
+    }
     let ndim = layout.shape.len();
     if ndim > crate::import::MAX_NDIM as usize {
         return Err(DlpackError::new(
@@ -144,28 +201,22 @@ pub(crate) unsafe fn export_raw<O: Send + 'static>(
     } else {
         0
     };
-    block.managed = DLManagedTensorVersioned {
-        version: DLPackVersion {
-            major: DLPACK_MAJOR_VERSION,
-            minor: DLPACK_MINOR_VERSION,
-        },
-        manager_ctx: std::ptr::null_mut(),
-        deleter: Some(delete_block::<O>),
-        flags,
-        dl_tensor: DLTensor {
-            data: layout.data,
-            device: Device::CPU.into(),
-            ndim: ndim as i32,
-            dtype: layout.dtype,
-            shape,
-            // SAFETY: `dims` holds 2 * ndim values (an empty box: `add(0)` of its dangling
-            // pointer).
-            strides: unsafe { shape.add(ndim) },
-            byte_offset: 0,
-        },
+    let tensor = DLTensor {
+        data: layout.data,
+        device: Device::CPU.into(),
+        ndim: ndim as i32,
+        dtype: layout.dtype,
+        shape,
+        // SAFETY: `dims` holds 2 * ndim values (an empty box: `add(0)` of its dangling
+        // pointer).
+        strides: unsafe { shape.add(ndim) },
+        byte_offset: 0,
     };
+    block
+        .managed
+        .write(M::with(tensor, delete_block::<M, O>, flags));
     LIVE.fetch_add(1, Ordering::Relaxed);
-    Ok(NonNull::from(&mut Box::leak(block).managed))
+    Ok(NonNull::from(&mut Box::leak(block).managed).cast::<M>())
 }
 
 /// Checks that the elements `shape` and `strides` (in elements, any sign) address from

@@ -106,7 +106,8 @@ pub unsafe trait DLPackSource {
     /// Whether consumers may write, when that is known ([`Writability`]); the default follows
     /// [`Self::dlpack_readonly`]. Data of `Unknown` writability (a view imported from a legacy
     /// capsule) is exported read-only in versioned capsules but may also leave through a legacy
-    /// one, which known read-only data refuses.
+    /// one as it is; known read-only data asked for in a legacy capsule leaves as a private
+    /// copy (`copy=None`) or not at all (`copy=False`).
     ///
     /// [`Writability`]: crate::Writability
     fn dlpack_writability(&self) -> crate::Writability {

@@ -12,8 +12,12 @@
 //! * `copy=True` → a real copy (IS_COPIED when versioned; a legacy capsule carries no flags,
 //!   so a legacy copy is made without one, as numpy does); `copy=False` when a copy would be
 //!   needed → `CopyRequired`.
-//! * read-only data + legacy request (and no copy) → `ReadOnlyLegacy`; versioned → READ_ONLY;
-//!   data of unknown writability (a legacy import) → READ_ONLY when versioned, allowed when legacy.
+//! * read-only data + legacy request: the legacy capsule has no READ_ONLY flag, so the memory
+//!   cannot be reused; `copy=None` ("reuse the existing memory buffer if possible and copy
+//!   otherwise") gets a private, writable copy (no flags, as a legacy `copy=True`), `copy=False`
+//!   `ReadOnlyLegacy` (BufferError), as does a device no runtime can copy on. Versioned →
+//!   READ_ONLY, zero-copy. Data of unknown writability (a legacy import) → READ_ONLY when
+//!   versioned, as it is when legacy (it loses nothing it had). Decision 0024.
 
 use crate::device::Device;
 use crate::error::DlpackError;
@@ -108,7 +112,9 @@ pub fn plan_export(req: &ExportRequest, src: SourceInfo) -> Result<ExportPlan, D
         // copy or stream question arises, only the version and the read-only rule below (the
         // same answers as the general path; the stream rule folds to a constant).
         let stream = resolve_stream(Device::CPU.device_type, None).map_err(DlpackError::from)?;
-        let flags = read_only_flags(src.writability, versioned)?;
+        let Some(flags) = reuse_flags(src.writability, versioned) else {
+            return Ok(legacy_copy_of_read_only(stream));
+        };
         return Ok(ExportPlan {
             versioned,
             copy: false,
@@ -147,7 +153,7 @@ pub fn plan_export(req: &ExportRequest, src: SourceInfo) -> Result<ExportPlan, D
     // Stream: validated for the device the consumer will use.
     let stream = resolve_stream(target.device_type, req.stream).map_err(DlpackError::from)?;
 
-    let copy = cross_device || req.copy == Some(true);
+    let mut copy = cross_device || req.copy == Some(true);
     if copy && !cross_device {
         // A same-device copy (copy=True): fine into plain host memory; pinned/managed/device
         // memory needs a device runtime that can allocate there (issue 4).
@@ -170,7 +176,13 @@ pub fn plan_export(req: &ExportRequest, src: SourceInfo) -> Result<ExportPlan, D
             flags |= DLPACK_FLAG_BITMASK_IS_COPIED;
         }
     } else {
-        flags |= read_only_flags(src.writability, versioned)?;
+        match reuse_flags(src.writability, versioned) {
+            Some(f) => flags |= f,
+            // Reuse is not possible (read-only memory, a legacy capsule): a private copy when
+            // the consumer allows one and a runtime can make it on this device.
+            None if req.copy.is_none() && crate::gpu::can_copy(src.device, target) => copy = true,
+            None => return Err(read_only_legacy(req.copy)),
+        }
     }
 
     Ok(ExportPlan {
@@ -182,28 +194,52 @@ pub fn plan_export(req: &ExportRequest, src: SourceInfo) -> Result<ExportPlan, D
     })
 }
 
-/// The read-only rule for data that is not copied: READ_ONLY in a versioned capsule unless the
-/// data is writable; a legacy capsule (no flags) for writable data and for data of unknown
-/// writability (a legacy import: it loses nothing it had), `ReadOnlyLegacy` for known
-/// read-only data.
+/// The read-only rule for memory exported as it is: the flags its capsule carries, or `None`
+/// when it cannot be reused (known read-only memory asked for in a legacy capsule, which has no
+/// READ_ONLY flag). READ_ONLY in a versioned capsule unless the data is writable; a legacy
+/// capsule (no flags) for writable data and for data of unknown writability (a legacy import:
+/// it loses nothing it had).
 #[inline]
-fn read_only_flags(w: Writability, versioned: bool) -> Result<u64, DlpackError> {
+fn reuse_flags(w: Writability, versioned: bool) -> Option<u64> {
     match w {
-        Writability::Writable => Ok(0),
-        _ if versioned => Ok(DLPACK_FLAG_BITMASK_READ_ONLY),
-        Writability::Unknown => Ok(0),
-        Writability::ReadOnly => Err(read_only_legacy()),
+        Writability::Writable => Some(0),
+        _ if versioned => Some(DLPACK_FLAG_BITMASK_READ_ONLY),
+        Writability::Unknown => Some(0),
+        Writability::ReadOnly => None,
     }
 }
 
-/// The `ReadOnlyLegacy` error (out of line: exports only pay for the check).
+/// The host fast path's plan for read-only memory asked for in a legacy capsule with
+/// `copy=None`: a private, writable host copy, no flags (out of line: exports of writable or
+/// versioned memory only pay for the check).
 #[cold]
 #[inline(never)]
-fn read_only_legacy() -> DlpackError {
+fn legacy_copy_of_read_only(stream: StreamAction) -> ExportPlan {
+    ExportPlan {
+        versioned: false,
+        copy: true,
+        flags: 0,
+        device: Device::CPU,
+        stream,
+    }
+}
+
+/// The `ReadOnlyLegacy` error: read-only memory asked for in a legacy capsule, and no copy
+/// allowed (`copy=False`) or possible (no runtime copies on its device). Out of line.
+#[cold]
+#[inline(never)]
+fn read_only_legacy(copy: Option<bool>) -> DlpackError {
+    let why = if copy == Some(false) {
+        "and copy=False forbids the copy that would serve it (pass copy=None, or max_version=(1, 0) or newer)"
+    } else {
+        "and no copy can be made on its device (pass max_version=(1, 0) or newer)"
+    };
     DlpackError::new(
         FailureKind::ReadOnlyLegacy,
-        "cannot export a read-only array without max_version >= (1, 0): the legacy DLPack capsule cannot \
-         signal read-only (pass max_version=(1, 0) or newer)",
+        format!(
+            "cannot export a read-only array without max_version >= (1, 0): the legacy DLPack capsule cannot \
+             signal read-only, {why}"
+        ),
     )
 }
 
@@ -270,38 +306,90 @@ mod tests {
         // Both paths of plan_export: the host fast path and the general one (copy=False).
         for copy in [None, Some(false)] {
             let p = plan_export(&req(None, copy, None, None), unknown).unwrap();
-            assert!(!p.versioned && p.flags == 0, "{copy:?}");
+            assert!(!p.versioned && !p.copy && p.flags == 0, "{copy:?}");
             let p = plan_export(&req(Some((1, 0)), copy, None, None), unknown).unwrap();
-            assert!(p.versioned, "{copy:?}");
+            assert!(p.versioned && !p.copy, "{copy:?}");
             assert_eq!(p.flags, DLPACK_FLAG_BITMASK_READ_ONLY, "{copy:?}");
-            // Known read-only still refuses the legacy capsule.
-            assert_eq!(
-                kind(plan_export(&req(None, copy, None, None), CPU_RO)),
-                FailureKind::ReadOnlyLegacy
-            );
         }
     }
 
     #[test]
     fn readonly_rules() {
-        assert_eq!(
-            kind(plan_export(&req(None, None, None, None), CPU_RO)),
-            FailureKind::ReadOnlyLegacy
-        );
-        assert_eq!(
-            kind(plan_export(
-                &req(Some((0, 9)), Some(false), None, None),
-                CPU_RO
-            )),
-            FailureKind::ReadOnlyLegacy
-        );
-        let p = plan_export(&req(Some((1, 0)), None, None, None), CPU_RO).unwrap();
-        assert_eq!(p.flags, DLPACK_FLAG_BITMASK_READ_ONLY);
+        // A legacy request for known read-only memory cannot reuse it (no READ_ONLY flag):
+        // copy=None gets a private, writable copy, from both paths of plan_export (the host
+        // fast path, and the general one that `dl_device=(kDLCPU, 0)` takes), with no flags.
+        for mv in [None, Some((0, 9)), Some((-1, 0))] {
+            for dl_device in [None, Some(Device::CPU)] {
+                let p = plan_export(&req(mv, None, dl_device, None), CPU_RO).unwrap();
+                assert!(p.copy && !p.versioned && p.flags == 0, "{mv:?} {dl_device:?}");
+                assert_eq!(p.device, Device::CPU);
+                // copy=False forbids the copy: the spec's ReadOnlyLegacy, naming copy=False.
+                let e = plan_export(&req(mv, Some(false), dl_device, None), CPU_RO).unwrap_err();
+                assert_eq!(e.kind(), FailureKind::ReadOnlyLegacy, "{mv:?} {dl_device:?}");
+                assert!(e.to_string().contains("copy=False"), "{e}");
+            }
+        }
+        // Versioned: zero-copy with READ_ONLY, whatever copy says but True.
+        for c in [None, Some(false)] {
+            let p = plan_export(&req(Some((1, 0)), c, None, None), CPU_RO).unwrap();
+            assert!(!p.copy && p.flags == DLPACK_FLAG_BITMASK_READ_ONLY, "{c:?}");
+        }
         // A copy is writable, so read-only data can be copied even into a legacy capsule.
         let p = plan_export(&req(None, Some(true), None, None), CPU_RO).unwrap();
         assert!(p.copy && !p.versioned && p.flags == 0);
         let p = plan_export(&req(Some((1, 3)), Some(true), None, None), CPU_RO).unwrap();
         assert_eq!(p.flags, DLPACK_FLAG_BITMASK_IS_COPIED);
+        // Read-only device memory: a legacy copy=None is a same-device copy where a runtime
+        // serves one (CUDA), and ReadOnlyLegacy where none does (ROCm), never a flagless view.
+        let ro = |device| SourceInfo {
+            device,
+            writability: Writability::ReadOnly,
+        };
+        let p = plan_export(&req(None, None, None, Some(1)), ro(Device::cuda(0))).unwrap();
+        assert!(p.copy && !p.versioned && p.flags == 0 && p.device == Device::cuda(0));
+        let e = plan_export(&req(None, None, None, Some(0)), ro(Device::rocm(0))).unwrap_err();
+        assert_eq!(e.kind(), FailureKind::ReadOnlyLegacy);
+        assert!(e.to_string().contains("no copy can be made"), "{e}");
+        // Pinned host memory viewed as (kDLCPU, 0): a host copy.
+        let p = plan_export(
+            &req(None, None, Some(Device::CPU), None),
+            ro(Device::CUDA_HOST),
+        )
+        .unwrap();
+        assert!(p.copy && p.flags == 0 && p.device == Device::CPU);
+    }
+
+    #[test]
+    fn read_only_memory_never_leaves_flagless_uncopied() {
+        // Exhaustively over the request space: whenever the plan reuses known read-only
+        // memory, the capsule is versioned and says READ_ONLY.
+        let devices = [
+            None,
+            Some(Device::CPU),
+            Some(Device::cuda(0)),
+            Some(Device::CUDA_HOST),
+        ];
+        let versions = [None, Some((0, 0)), Some((1, 0)), Some((2, 5))];
+        for src_dev in [Device::CPU, Device::cuda(0), Device::CUDA_HOST, Device::rocm(0)] {
+            let src = SourceInfo {
+                device: src_dev,
+                writability: Writability::ReadOnly,
+            };
+            for mv in versions {
+                for copy in [None, Some(true), Some(false)] {
+                    for dl in devices {
+                        for stream in [None, Some(1)] {
+                            if let Ok(p) = plan_export(&req(mv, copy, dl, stream), src) {
+                                assert!(
+                                    p.copy || (p.versioned && p.flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0),
+                                    "{src_dev} {mv:?} {copy:?} {dl:?} {stream:?}: {p:?}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]
