@@ -54,9 +54,11 @@ impl Key {
         Key::ALL.iter().copied().find(|k| k.name() == name)
     }
 
+    /// The keys an "unknown key" error lists: every one but the deprecated `merge_pymethods`.
     fn expected() -> String {
         Key::ALL
             .iter()
+            .filter(|k| **k != Key::MergePymethods)
             .map(|k| k.name())
             .collect::<Vec<_>>()
             .join(", ")

@@ -28,48 +28,36 @@ pub fn expand(model: &Model, spec: &SpecView) -> syn::Result<TokenStream> {
     })
 }
 
-/// Every Python method the derive adds, in ONE `#[pymethods]` block, so that a type needs no
-/// PyO3 `multiple-pymethods` (nor the `inventory` it pulls in) unless its crate asks for it.
+/// Every Python method the derive adds goes into the type's one block marked
+/// `#[dlbind::pymethods]` (in place of `#[pymethods]`), so that a type needs no PyO3
+/// `multiple-pymethods` (nor the `inventory` it pulls in) unless its crate asks for it, and a
+/// class's own methods never collide with a block of the derive's (decision 0025: PyO3 collects
+/// one `PyMethods<T>` impl per class, a derive cannot see the user's blocks, and PyO3 refuses a
+/// macro call inside a block, so the derive emits no block of its own).
 ///
-/// A type whose crate has its own `#[pymethods]` block for it says
-/// `#[dlpack(merge_pymethods)]` and writes `#[dlbind::pymethods]` on that block instead of
-/// `#[pymethods]`: the derive then emits no block, and the attribute merges the derive's items
-/// into the user's (through the `macro_rules!` emitted here, `__dlbind_pymethods_<Type>`, which
-/// the attribute invokes with the block's items). Each half without the other is a compile
-/// error that names the missing one: the derive's assertion needs the attribute's
-/// `MergedPyMethods` impl, and the macro of a type without `merge_pymethods` expands to an error.
+/// Emitted here: a `macro_rules!` beside the type (`__dlbind_pymethods_<Type>`, re-exported with
+/// `pub(crate) use` so that a block in another module finds it by the type's path), which the
+/// attribute invokes with the block's attributes and items and which writes the one
+/// `#[pyo3::pymethods]` block with both sets; and an assertion that the attribute ran (its
+/// `MergedPyMethods` impl), so a class whose block is a plain `#[pymethods]`, or that has none,
+/// fails with dlbind's message saying what to write instead of PyO3's E0119 or a class without
+/// `__dlpack__`. A `#[dlpack(merge_pymethods)]` (the old opt-in, now what every derive does)
+/// names a deprecated item at the key's span: a warning in the user's crate, nothing more.
 fn methods_block(model: &Model, items: TokenStream) -> TokenStream {
     let ident = &model.ident;
     let mac = format_ident!("__dlbind_pymethods_{}", ident);
-    // What the type gets here, and what its macro does with a `#[dlbind::pymethods]` block.
-    let (here, merged) = if model.merge_pymethods {
-        (
-            quote! { const _: () = ::dlbind::__private::assert_merged_pymethods::<#ident>(); },
-            quote! { ::dlbind::__private::merge_pymethods! { $($t)* { #items } } },
-        )
-    } else {
-        let msg = format!(
-            "`#[dlbind::pymethods]` merges the derive's methods into this block only when `{ident}` \
-             says `#[dlpack(merge_pymethods)]` (without it the derive emits its own block): add \
-             it next to `#[derive(DLPackExport)]`"
-        );
-        (
-            quote! {
-                #[::dlbind::__private::pyo3::pymethods]
-                #[pyo3(crate = "::dlbind::__private::pyo3")]
-                impl #ident {
-                    #items
-                }
-            },
-            quote! { ::core::compile_error!(#msg); },
-        )
-    };
+    let deprecated = model.merge_pymethods.map(|span| {
+        quote_spanned! {span=>
+            const _: () = ::dlbind::__private::deprecated::merge_pymethods();
+        }
+    });
     quote! {
-        #here
+        const _: () = ::dlbind::__private::assert_merged_pymethods::<#ident>();
+        #deprecated
         #[doc(hidden)]
         #[allow(unused_macros)]
         macro_rules! #mac {
-            ($($t:tt)*) => { #merged };
+            ($($t:tt)*) => { ::dlbind::__private::merge_pymethods! { $($t)* { #items } } };
         }
         #[doc(hidden)]
         #[allow(unused_imports)]
@@ -704,6 +692,42 @@ mod tests {
             s.contains("fn exchange_dims_supported () -> bool { false }"),
             "{s}"
         );
+    }
+
+    /// Decision 0025: the derive emits no `#[pymethods]` block of its own, only the macro that
+    /// `#[dlbind::pymethods]` hands the user's block to (the derived items inside it) and the
+    /// assertion that the attribute ran; `merge_pymethods` adds only the deprecation's name.
+    #[test]
+    fn methods_go_only_into_the_users_block() {
+        let plain = expand_str(parse_quote! {
+            struct Samples { #[dlpack(data)] v: Vec<f32>, #[dlpack(shape)] s: [usize; 1] }
+        });
+        let keyed = expand_str(parse_quote! {
+            #[dlpack(merge_pymethods)]
+            struct Samples { #[dlpack(data)] v: Vec<f32>, #[dlpack(shape)] s: [usize; 1] }
+        });
+        for s in [&plain, &keyed] {
+            assert!(
+                s.contains("const _ : () = :: dlbind :: __private :: assert_merged_pymethods :: < Samples > () ;"),
+                "{s}"
+            );
+            let (outside, inside) = s
+                .split_once("macro_rules ! __dlbind_pymethods_Samples")
+                .expect("the macro is always emitted");
+            assert!(!outside.contains("pymethods ]"), "a block outside the macro: {s}");
+            assert!(!outside.contains("__dlpack__"), "{s}");
+            assert!(
+                inside.contains(":: dlbind :: __private :: merge_pymethods ! { $ ($ t) * {"),
+                "{s}"
+            );
+            assert!(inside.contains("name = \"__dlpack__\""), "{s}");
+            assert!(inside.contains("pub (crate) use __dlbind_pymethods_Samples ;"), "{s}");
+            assert!(!s.contains("compile_error"), "{s}");
+        }
+        let dep = ":: dlbind :: __private :: deprecated :: merge_pymethods () ;";
+        assert!(!plain.contains(dep), "{plain}");
+        assert!(keyed.contains(dep), "{keyed}");
+        assert_eq!(plain, keyed.replace(&format!("const _ : () = {dep} "), ""));
     }
 
     /// Without a device field the device is fixed (`dlpack_fixed_device`: `__dlpack_device__`

@@ -90,9 +90,10 @@ pub struct Model {
     /// Struct-level `#[dlpack(unchecked_extent)]`: exports skip the span check, which the
     /// type's `unsafe impl dlbind::UncheckedExtent` vouches for (the expansion requires it).
     pub unchecked_extent: bool,
-    /// Struct-level `#[dlpack(merge_pymethods)]`: the derive's methods go into the user's own
-    /// block (marked `#[dlbind::pymethods]`) instead of a block of the derive's.
-    pub merge_pymethods: bool,
+    /// Where the struct says `#[dlpack(merge_pymethods)]`, a key kept for crates that wrote it:
+    /// merging into the user's `#[dlbind::pymethods]` block is what every derive does now
+    /// (decision 0025), so the key changes nothing and only earns a `deprecated` warning there.
+    pub merge_pymethods: Option<Span>,
 }
 
 /// Role slots filled while walking the fields.
@@ -221,7 +222,7 @@ struct StructItems {
     custom_traverse: Option<Span>,
     /// `unchecked_extent`.
     unchecked_extent: Option<Span>,
-    /// `merge_pymethods`.
+    /// `merge_pymethods` (deprecated, no effect).
     merge_pymethods: Option<Span>,
 }
 
@@ -299,7 +300,7 @@ fn struct_item(item: &Item, top: &mut StructItems) -> syn::Result<()> {
                 item.span,
                 format!(
                     "`#[dlpack({})]` goes on a field; on the struct only `dtype = \"…\"`, \
-                     `readonly`, `custom_traverse`, `unchecked_extent` and `merge_pymethods` are allowed",
+                     `readonly`, `custom_traverse` and `unchecked_extent` are allowed",
                     k.name()
                 ),
             ));
@@ -415,7 +416,7 @@ fn finish(
         stream: slots.stream,
         custom_traverse: top.custom_traverse.is_some(),
         unchecked_extent: top.unchecked_extent.is_some(),
-        merge_pymethods: top.merge_pymethods.is_some(),
+        merge_pymethods: top.merge_pymethods,
     })
 }
 

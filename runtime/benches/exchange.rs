@@ -40,6 +40,9 @@ struct Arr {
     device: Device,
 }
 
+#[dlbind::pymethods]
+impl Arr {}
+
 /// Makes the repository's venv (numpy) importable when it exists, for the interpreter's version.
 fn add_venv(py: Python<'_>) {
     let v = py.version_info();

@@ -48,19 +48,32 @@ mod sealed {
 
 pub use crate::export::DeclaresUncheckedExtent;
 
-/// Implemented by `#[dlbind::pymethods]` on the user's own `#[pymethods]` block of a type whose
-/// derive says `#[dlpack(merge_pymethods)]`: the derive's methods went into that block.
+/// Implemented by `#[dlbind::pymethods]` on the user's own block of a derived type: the derive's
+/// methods went into that block. Every `#[derive(DLPackExport)]` asserts it
+/// ([`assert_merged_pymethods`]), so a derived class whose block is a plain `#[pymethods]` (or
+/// that has no block) fails with this message, not with PyO3's E0119 or a missing `__dlpack__`
+/// (decision 0025).
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` says `#[dlpack(merge_pymethods)]`, but no block of it is marked `#[dlbind::pymethods]`",
-    label = "its `__dlpack__` and the other derived methods would be missing",
-    note = "write `#[dlbind::pymethods]` instead of `#[pymethods]` on the type's own block, or drop `merge_pymethods` to let the derive emit its own block"
+    message = "`{Self}` derives `DLPackExport`, but none of its blocks is marked `#[dlbind::pymethods]`",
+    label = "the derived `__dlpack__` and other methods go into that block (PyO3 takes one per class)",
+    note = "write `#[dlbind::pymethods]` in place of `#[pymethods]` on `{Self}`'s block, or, if it has none, add `#[dlbind::pymethods] impl {Self} {}`"
 )]
 pub trait MergedPyMethods {}
 
 pub use dlbind_macros::__merge_pymethods as merge_pymethods;
 
-/// What `#[dlpack(merge_pymethods)]` expands to (see [`MergedPyMethods`]).
+/// What every `#[derive(DLPackExport)]` expands to (see [`MergedPyMethods`]).
 pub const fn assert_merged_pymethods<T: MergedPyMethods>() {}
+
+/// Attribute keys kept for crates that wrote them, each a deprecated item that the derive names
+/// at the key's span, so the user's crate gets a `deprecated` warning there.
+pub mod deprecated {
+    /// What `#[dlpack(merge_pymethods)]` expands to.
+    #[deprecated(
+        note = "`#[dlpack(merge_pymethods)]` is the default: every derived class's methods go into its `#[dlbind::pymethods]` block; remove the key"
+    )]
+    pub const fn merge_pymethods() {}
+}
 
 /// What `#[dlpack(unchecked_extent)]` expands to: a compile error unless `T` vouches for its
 /// exports' layout with an `unsafe impl UncheckedExtent` (the attribute alone is safe to write

@@ -16,6 +16,9 @@ struct Nd {
     a: ArrayD<f64>,
 }
 
+#[dlbind::pymethods]
+impl Nd {}
+
 #[pyclass(frozen)]
 #[derive(DLPackExport)]
 #[dlpack(readonly)]
@@ -23,6 +26,9 @@ struct NdRo {
     #[dlpack(array)]
     a: ArrayD<i32>,
 }
+
+#[dlbind::pymethods]
+impl NdRo {}
 
 fn sample() -> ArrayD<f64> {
     ArrayD::from_shape_vec(IxDyn(&[2, 3]), (0..6).map(f64::from).collect()).unwrap()
@@ -106,6 +112,9 @@ struct NdHalf {
     a: ArrayD<half::f16>,
 }
 
+#[dlbind::pymethods]
+impl NdHalf {}
+
 #[pyclass(frozen)]
 #[derive(DLPackExport)]
 struct VecBf16 {
@@ -114,6 +123,9 @@ struct VecBf16 {
     #[dlpack(shape)]
     shape: Vec<usize>,
 }
+
+#[dlbind::pymethods]
+impl VecBf16 {}
 
 #[test]
 fn half_element_types() {

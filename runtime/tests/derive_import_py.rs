@@ -27,6 +27,9 @@ struct Frame {
     readonly: bool,
 }
 
+#[dlbind::pymethods]
+impl Frame {}
+
 /// Fixed dtype, fixed rank, no strides, device or readonly field, and a field of its own.
 #[pyclass(frozen)]
 #[derive(DLPackExport, FromDLPack)]
@@ -38,6 +41,9 @@ struct Grid {
     shape: [u32; 2],
     label: String,
 }
+
+#[dlbind::pymethods]
+impl Grid {}
 
 /// Not frozen: the same-type shortcuts decline, instances come from `Bound::new`.
 #[pyclass]
@@ -54,6 +60,9 @@ struct Plain {
     #[dlpack(readonly)]
     readonly: Writability,
 }
+
+#[dlbind::pymethods]
+impl Plain {}
 
 fn module<'py>(py: Python<'py>) -> Bound<'py, PyModule> {
     let m = PyModule::new(py, "derived").unwrap();

@@ -46,6 +46,9 @@ struct Plain {
     strides: Vec<i64>,
 }
 
+#[dlbind::pymethods]
+impl Plain {}
+
 /// Derived, usize dims: no non-owning fill.
 #[pyclass(frozen)]
 #[derive(DLPackExport)]
@@ -56,6 +59,9 @@ struct UsizeDims {
     #[dlpack(shape)]
     shape: Vec<usize>,
 }
+
+#[dlbind::pymethods]
+impl UsizeDims {}
 
 /// Derived, with a constructor (owns an imported tensor).
 #[pyclass(frozen)]
@@ -70,6 +76,9 @@ struct Owned {
     #[dlpack(strides)]
     strides: [i64; 2],
 }
+
+#[dlbind::pymethods]
+impl Owned {}
 
 impl FromDLPack for Owned {
     fn from_imported(_py: Python<'_>, t: ImportedTensor) -> PyResult<Self> {
@@ -679,6 +688,9 @@ struct Viewed {
     readonly: bool,
 }
 
+#[dlbind::pymethods]
+impl Viewed {}
+
 impl FromDLPack for Viewed {
     fn from_imported(_py: Python<'_>, t: ImportedTensor) -> PyResult<Self> {
         let (shape, strides, dtype, readonly) = (
@@ -805,6 +817,9 @@ struct GrowView {
     #[dlpack(strides)]
     strides: Vec<i64>,
 }
+
+#[dlbind::pymethods]
+impl GrowView {}
 
 impl FromDLPack for GrowView {
     fn from_imported(_py: Python<'_>, t: ImportedTensor) -> PyResult<Self> {
@@ -1607,6 +1622,9 @@ struct Placed {
     shape: [i64; 1],
     mode: u8,
 }
+
+#[dlbind::pymethods]
+impl Placed {}
 
 impl Placed {
     fn share(source: &Bound<'_, Self>) -> Placed {

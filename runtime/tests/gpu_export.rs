@@ -655,6 +655,9 @@ struct Pending {
     stream: Option<u64>,
 }
 
+#[dlbind::pymethods]
+impl Pending {}
+
 /// `n` floats of host memory vouched for as cuda:0 memory (the fake runtime never reads them).
 fn fake_device(n: usize) -> dlbind::Buffer {
     let mut host = vec![0.0f32; n];

@@ -46,6 +46,9 @@ mod spoofed_len {
         #[dlpack(shape)]
         pub shape: Dims,
     }
+
+    #[dlbind::pymethods]
+    impl Wide {}
 }
 
 fn memo_of<T: dlbind::__private::DLPackSource>(x: &T) -> String {
@@ -140,6 +143,9 @@ struct Trusted {
     #[dlpack(shape)]
     shape: [i64; 1],
 }
+
+#[dlbind::pymethods]
+impl Trusted {}
 
 // SAFETY: the test builds a 16-byte buffer with shape [4] (float32 and the refused dtypes below
 // are at most 4 bytes wide): the span is inside the data. (The dtypes are what the runtime must
@@ -262,6 +268,9 @@ struct BufFrame {
     readonly: bool,
 }
 
+#[dlbind::pymethods]
+impl BufFrame {}
+
 /// The same on a plain class, dims in `Vec`s (checked every time: no memo).
 #[pyclass]
 #[derive(DLPackExport)]
@@ -278,6 +287,9 @@ struct PlainFrame {
     readonly: bool,
 }
 
+#[dlbind::pymethods]
+impl PlainFrame {}
+
 #[pyclass(frozen)]
 #[derive(DLPackExport)]
 struct VecFrame {
@@ -288,6 +300,9 @@ struct VecFrame {
     #[dlpack(strides)]
     strides: Box<[i64]>,
 }
+
+#[dlbind::pymethods]
+impl VecFrame {}
 
 #[pyclass(frozen)]
 #[derive(DLPackExport)]
@@ -300,6 +315,9 @@ struct BoxFrame {
     strides: Dims,
 }
 
+#[dlbind::pymethods]
+impl BoxFrame {}
+
 #[pyclass(frozen)]
 #[derive(DLPackExport)]
 struct ArcFrame {
@@ -311,6 +329,9 @@ struct ArcFrame {
     strides: [i64; 2],
 }
 
+#[dlbind::pymethods]
+impl ArcFrame {}
+
 #[pyclass(frozen)]
 #[derive(DLPackExport)]
 struct NdOwned {
@@ -318,12 +339,18 @@ struct NdOwned {
     a: ndarray::ArrayD<f32>,
 }
 
+#[dlbind::pymethods]
+impl NdOwned {}
+
 #[pyclass(frozen)]
 #[derive(DLPackExport)]
 struct NdShared {
     #[dlpack(array)]
     a: ndarray::ArcArray<f32, ndarray::IxDyn>,
 }
+
+#[dlbind::pymethods]
+impl NdShared {}
 
 /// What the storage vouches for: bytes `[lo, hi)` and whether consumers may write them.
 #[derive(Clone, Copy, Debug)]

@@ -28,6 +28,9 @@ struct Grid {
     strides: Vec<i64>,
 }
 
+#[dlbind::pymethods]
+impl Grid {}
+
 /// Derived over untyped owned storage (`Buffer`, as the demo's `Tensor`), fixed dtype.
 #[pyclass(frozen)]
 #[derive(DLPackExport)]
@@ -39,6 +42,9 @@ struct Raw {
     shape: Vec<i64>,
 }
 
+#[dlbind::pymethods]
+impl Raw {}
+
 /// As `Raw`, with the extent vouched for (`UncheckedExtent`): no span check.
 #[pyclass(frozen)]
 #[derive(DLPackExport)]
@@ -49,6 +55,9 @@ struct Trusted {
     #[dlpack(shape)]
     shape: Vec<i64>,
 }
+
+#[dlbind::pymethods]
+impl Trusted {}
 
 // SAFETY: the test builds `Trusted` only with a shape that fits its buffer.
 unsafe impl dlbind::UncheckedExtent for Trusted {}
@@ -64,6 +73,9 @@ struct Dyn {
     #[dlpack(shape)]
     shape: Vec<i64>,
 }
+
+#[dlbind::pymethods]
+impl Dyn {}
 
 fn grid<'py>(py: Python<'py>, len: usize, shape: &[i64], strides: &[i64]) -> Bound<'py, PyAny> {
     Bound::new(

@@ -31,6 +31,9 @@ struct Frame {
     readonly: bool,
 }
 
+#[dlbind::pymethods]
+impl Frame {}
+
 /// A plain class whose shape Python may set (`#[pyo3(get, set)]`), over a `Vec`.
 #[pyclass]
 #[derive(DLPackExport)]
@@ -41,6 +44,9 @@ struct Settable {
     #[dlpack(shape)]
     shape: Vec<i64>,
 }
+
+#[dlbind::pymethods]
+impl Settable {}
 
 /// The same over writable storage: the span check is what stops Python.
 #[pyclass]
@@ -54,6 +60,9 @@ struct SettableBuf {
     shape: Vec<i64>,
 }
 
+#[dlbind::pymethods]
+impl SettableBuf {}
+
 /// A frozen class over a shared `Arc<[f32]>`.
 #[pyclass(frozen)]
 #[derive(DLPackExport)]
@@ -63,6 +72,9 @@ struct Shared {
     #[dlpack(shape)]
     shape: [usize; 1],
 }
+
+#[dlbind::pymethods]
+impl Shared {}
 
 /// Any storage, no device and no readonly field.
 #[pyclass(frozen)]
@@ -75,6 +87,9 @@ struct Bare {
     shape: [usize; 1],
 }
 
+#[dlbind::pymethods]
+impl Bare {}
+
 /// An ndarray field: lent through `&`, so read-only.
 #[pyclass(frozen)]
 #[derive(DLPackExport)]
@@ -82,6 +97,9 @@ struct Nd {
     #[dlpack(array)]
     a: ndarray::Array2<f64>,
 }
+
+#[dlbind::pymethods]
+impl Nd {}
 
 fn run(py: Python<'_>, code: &str, locals: &Bound<'_, PyDict>) -> PyResult<()> {
     let code = std::ffi::CString::new(code).unwrap();
@@ -308,6 +326,9 @@ struct OddFrame {
     #[dlpack(shape)]
     shape: OddDims,
 }
+
+#[dlbind::pymethods]
+impl OddFrame {}
 
 /// What a source's export memo says (decision 0022), as its `Debug` shows it.
 fn memo_of<T: dlbind::__private::DLPackSource>(x: &T) -> String {

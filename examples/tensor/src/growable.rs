@@ -14,7 +14,6 @@ use pyo3::exceptions::PyValueError;
 /// A 1-d or 2-d `float32` array that can grow (`Vec<f32>`), exported zero-copy through DLPack.
 #[pyclass(module = "dlbind_demo")]
 #[derive(DLPackExport)]
-#[dlpack(merge_pymethods)]
 pub struct Growable {
     #[dlpack(data)]
     data: Vec<f32>,

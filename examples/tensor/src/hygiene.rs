@@ -159,7 +159,6 @@ pub mod shadowed {
     /// the aliases: the field holds `f64`s in a boxed slice, and that is what it exports.
     #[pyclass(module = "dlbind_demo.hygiene")]
     #[derive(DLPackExport)]
-    #[dlpack(merge_pymethods)]
     pub struct Samples {
         #[dlpack(data)]
         values: Vec<f32>,
@@ -196,6 +195,9 @@ pub mod shadowed {
         readonly: bool,
     }
 
+    #[dlbind::pymethods]
+    impl Frame {}
+
     /// A plain class with both derives, a fixed dtype, a boxed-slice shape and a stream field
     /// (spelled in full: the alias `Option` is a `Result`).
     #[pyclass(module = "dlbind_demo.hygiene")]
@@ -209,6 +211,9 @@ pub mod shadowed {
         #[dlpack(stream)]
         stream: core::option::Option<u64>,
     }
+
+    #[dlbind::pymethods]
+    impl Plain {}
 
     /// A frozen class over an `Arc<[i64]>` (spelled `Box<[i64]>`: the alias `Box` is `Arc`),
     /// a shape in an `Arc<[u32]>`, strides in a `Vec` (spelled in full), read-only always.
@@ -224,6 +229,9 @@ pub mod shadowed {
         strides: std::vec::Vec<i64>,
     }
 
+    #[dlbind::pymethods]
+    impl Shared {}
+
     /// An ndarray field spelled `Array1<f32>`: a 2-d array of `f64`.
     #[pyclass(frozen, module = "dlbind_demo.hygiene")]
     #[derive(DLPackExport)]
@@ -232,6 +240,9 @@ pub mod shadowed {
         a: Array1<f32>,
     }
 
+    #[dlbind::pymethods]
+    impl Grid {}
+
     /// A shared ndarray array spelled `Array<u8, Ix1>` (an `ArcArray`).
     #[pyclass(frozen, module = "dlbind_demo.hygiene")]
     #[derive(DLPackExport)]
@@ -239,6 +250,9 @@ pub mod shadowed {
         #[dlpack(array)]
         a: Array<u8, ndarray::Ix1>,
     }
+
+    #[dlbind::pymethods]
+    impl Bytes {}
 
     /// `unchecked_extent` with its `unsafe impl`, and a `Writability` readonly field.
     #[pyclass(frozen, module = "dlbind_demo.hygiene")]
@@ -252,6 +266,9 @@ pub mod shadowed {
         #[dlpack(readonly)]
         readonly: Writability,
     }
+
+    #[dlbind::pymethods]
+    impl Vouched {}
 
     // SAFETY: `vouched` below is the only constructor: 6 `u16`s and shape [2, 3].
     unsafe impl dlbind::UncheckedExtent for Vouched {}

@@ -9,7 +9,6 @@ use pyo3::prelude::*;
 /// A read-only float32 vector whose type object cannot be changed.
 #[pyclass(frozen, immutable_type, module = "dlbind_demo")]
 #[derive(DLPackExport)]
-#[dlpack(merge_pymethods)]
 pub struct Fixed {
     #[dlpack(data)]
     values: Vec<f32>,

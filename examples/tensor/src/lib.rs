@@ -31,7 +31,7 @@ mod testing;
 /// it too.
 #[pyclass(frozen, weakref, module = "dlbind_demo")]
 #[derive(DLPackExport, FromDLPack)]
-#[dlpack(unchecked_extent, merge_pymethods)]
+#[dlpack(unchecked_extent)]
 pub struct Tensor {
     #[dlpack(data)]
     buf: Buffer,
@@ -352,8 +352,8 @@ fn fill_arange(name: &str, n: usize, out: &mut [u8]) -> PyResult<()> {
 // ---------------------------------------------------------------------------------------------
 // Python API
 
-// The derive's methods are merged into this block (`merge_pymethods` above): no PyO3
-// `multiple-pymethods` needed for `Tensor`.
+// `#[dlbind::pymethods]` in place of `#[pymethods]`: the derive's methods are merged into this
+// block (decision 0025), so no PyO3 `multiple-pymethods` is needed for `Tensor`.
 #[dlbind::pymethods]
 impl Tensor {
     /// A C-contiguous, 64-byte aligned, writable tensor of zeros.

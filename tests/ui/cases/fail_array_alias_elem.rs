@@ -14,4 +14,7 @@ struct Spelled {
     a: Array1<f64>,
 }
 
+#[dlbind::pymethods]
+impl Spelled {}
+
 fn main() {}

@@ -20,4 +20,7 @@ struct Flags {
     readonly: u8,
 }
 
+#[dlbind::pymethods]
+impl Flags {}
+
 fn main() {}

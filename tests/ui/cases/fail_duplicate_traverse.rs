@@ -8,7 +8,6 @@ use pyo3::{PyTraverseError, PyVisit};
 
 #[pyclass(frozen)]
 #[derive(DLPackExport)]
-#[dlpack(merge_pymethods)]
 struct Tensor {
     #[dlpack(data)]
     buf: Buffer,

@@ -9,4 +9,7 @@ struct Names {
     dims: Vec<usize>,
 }
 
+#[dlbind::pymethods]
+impl Names {}
+
 fn main() {}

@@ -11,4 +11,7 @@ struct Samples {
     len: [usize; 1],
 }
 
+#[dlbind::pymethods]
+impl Samples {}
+
 fn main() {}

@@ -53,4 +53,7 @@ struct Frame {
     shape: Shifting,
 }
 
+#[dlbind::pymethods]
+impl Frame {}
+
 fn main() {}

@@ -21,4 +21,7 @@ struct LookAlike {
     shape: [usize; 1],
 }
 
+#[dlbind::pymethods]
+impl LookAlike {}
+
 fn main() {}

@@ -12,4 +12,7 @@ struct Pending {
     stream: u64,
 }
 
+#[dlbind::pymethods]
+impl Pending {}
+
 fn main() {}

@@ -12,4 +12,7 @@ struct Claims {
     shape: Vec<i64>,
 }
 
+#[dlbind::pymethods]
+impl Claims {}
+
 fn main() {}

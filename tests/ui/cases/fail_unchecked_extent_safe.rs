@@ -12,6 +12,9 @@ struct Claims {
     shape: Vec<i64>,
 }
 
+#[dlbind::pymethods]
+impl Claims {}
+
 impl dlbind::UncheckedExtent for Claims {}
 
 fn main() {}

@@ -12,6 +12,9 @@ struct Claims {
     shape: Vec<i64>,
 }
 
+#[dlbind::pymethods]
+impl Claims {}
+
 // SAFETY: a test that must not compile.
 unsafe impl dlbind::UncheckedExtent for Claims {}
 

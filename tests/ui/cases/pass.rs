@@ -5,11 +5,11 @@ use dlbind::spec::types::DLDataType;
 use dlbind::prelude::*;
 use dlbind::Buffer;
 
-// Vec<T> data, shape, strides; the user's own block (`#[dlbind::pymethods]`, with
-// `#[dlpack(merge_pymethods)]`) holds the derive's methods too: no PyO3 `multiple-pymethods`.
+// Vec<T> data, shape, strides; the user's own block (`#[dlbind::pymethods]`) holds the
+// derive's methods too: no PyO3 `multiple-pymethods`. A class with no methods of its own has an
+// empty one.
 #[pyclass(frozen)]
 #[derive(DLPackExport)]
-#[dlpack(merge_pymethods)]
 struct Image {
     #[dlpack(data)]
     pixels: Vec<u8>,
@@ -40,6 +40,9 @@ struct Half {
     readonly: bool,
 }
 
+#[dlbind::pymethods]
+impl Half {}
+
 // Vec of kDLBcomplex elements (upstream main after v1.3): the derive knows the type from the
 // generated dtype table alone.
 #[pyclass(frozen)]
@@ -51,6 +54,9 @@ struct BComplex {
     len: [usize; 1],
 }
 
+#[dlbind::pymethods]
+impl BComplex {}
+
 // Arc<[T]> raw storage with a struct-level dtype and struct-level readonly.
 #[pyclass(frozen)]
 #[derive(DLPackExport)]
@@ -61,6 +67,9 @@ struct Raw {
     #[dlpack(shape)]
     len: [i64; 1],
 }
+
+#[dlbind::pymethods]
+impl Raw {}
 
 // A DataSource (Buffer) with a dynamic dtype and every optional field.
 #[pyclass(frozen)]
@@ -80,6 +89,9 @@ struct Tensor {
     readonly: bool,
 }
 
+#[dlbind::pymethods]
+impl Tensor {}
+
 // An owned ndarray array: shape, strides and dtype come from it.
 #[pyclass(frozen)]
 #[derive(DLPackExport)]
@@ -88,10 +100,16 @@ struct Grid {
     values: ndarray::ArrayD<f64>,
 }
 
+#[dlbind::pymethods]
+impl Grid {}
+
 // Tuple struct.
 #[pyclass(frozen)]
 #[derive(DLPackExport)]
 struct Pair(#[dlpack(data)] Vec<i32>, #[dlpack(shape)] Vec<u64>);
+
+#[dlbind::pymethods]
+impl Pair {}
 
 // A custom shape type: any named type that derefs to `[I]` (here: inline, no allocation).
 struct Dims4([u32; 4], usize);
@@ -112,12 +130,14 @@ struct Inline {
     shape: Dims4,
 }
 
+#[dlbind::pymethods]
+impl Inline {}
+
 // A type holding Python objects of its own besides its Buffer: it writes `__traverse__` itself
 // (reporting the Buffer's references through `DataSource::visit_python_refs`), so the derive
 // emits none.
 #[pyclass(frozen)]
 #[derive(DLPackExport)]
-#[dlpack(merge_pymethods)]
 #[dlpack(custom_traverse)]
 struct Annotated {
     #[dlpack(data)]

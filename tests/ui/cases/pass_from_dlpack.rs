@@ -19,6 +19,9 @@ struct Frame {
     readonly: bool,
 }
 
+#[dlbind::pymethods]
+impl Frame {}
+
 #[pyclass(frozen)]
 #[derive(DLPackExport, FromDLPack)]
 #[dlpack(dtype = "uint8", readonly)]
@@ -32,6 +35,9 @@ struct Image {
     stream: Option<u64>,
 }
 
+#[dlbind::pymethods]
+impl Image {}
+
 #[pyclass]
 #[derive(DLPackExport, FromDLPack)]
 struct Plain(
@@ -39,6 +45,9 @@ struct Plain(
     #[dlpack(dtype)] DLDataType,
     #[dlpack(shape)] Box<[usize]>,
 );
+
+#[dlbind::pymethods]
+impl Plain {}
 
 #[pymodule(gil_used = true)]
 fn frames(m: &Bound<'_, PyModule>) -> PyResult<()> {

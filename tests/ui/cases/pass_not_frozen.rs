@@ -8,7 +8,6 @@ use dlbind::Buffer;
 // object, so `grow` and the setter raise PyO3's borrow error while an export is alive.
 #[pyclass]
 #[derive(DLPackExport)]
-#[dlpack(merge_pymethods)]
 struct Image {
     #[dlpack(data)]
     pixels: Vec<u8>,
@@ -48,7 +47,6 @@ impl Image {
 // every optional field.
 #[pyclass]
 #[derive(DLPackExport)]
-#[dlpack(merge_pymethods)]
 struct Tensor {
     #[dlpack(data)]
     buf: Buffer,
@@ -74,7 +72,6 @@ impl Tensor {
 // An ndarray array in a non-frozen class.
 #[pyclass]
 #[derive(DLPackExport)]
-#[dlpack(merge_pymethods)]
 struct Grid {
     #[dlpack(array)]
     values: ndarray::ArrayD<f64>,

@@ -7,7 +7,7 @@ fn ui() {
     t.pass("cases/pass.rs");
     t.pass("cases/pass_not_frozen.rs");
     t.pass("cases/pass_from_dlpack.rs");
-    t.pass("cases/pass_merge_pymethods.rs");
+    t.pass("cases/pass_pymethods_block.rs");
     t.pass("cases/pass_hygiene.rs");
     t.compile_fail("cases/fail_*.rs");
 }

@@ -16,7 +16,6 @@ use dlbind::spec::errors::FailureKind;
 /// GPU memory from a `CudaSlice`, with the stream its copy was queued on.
 #[pyclass(frozen, module = "dlbind_demo.adapters")]
 #[derive(DLPackExport)]
-#[dlpack(merge_pymethods)]
 struct CudaArray {
     #[dlpack(data)]
     buf: Buffer,

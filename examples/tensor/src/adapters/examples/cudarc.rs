@@ -23,6 +23,9 @@ struct GpuArray {
     stream: Option<u64>,
 }
 
+#[dlbind::pymethods]
+impl GpuArray {}
+
 fn cuda_err(e: impl std::fmt::Debug) -> PyErr {
     pyo3::exceptions::PyRuntimeError::new_err(format!("cudarc: {e:?}"))
 }

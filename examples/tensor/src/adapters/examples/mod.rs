@@ -22,7 +22,6 @@ mod safetensors;
 /// The README's `Frame`: any dtype, shape, strides and device, over a `Buffer`.
 #[pyclass(frozen, module = "dlbind_demo.adapters.examples")]
 #[derive(DLPackExport, FromDLPack)]
-#[dlpack(merge_pymethods)]
 struct Frame {
     #[dlpack(data)]
     buf: Buffer,

@@ -1,12 +1,13 @@
-// Issue 43: a type with its own `#[pymethods]` block and no PyO3 `multiple-pymethods` (this crate
-// does not enable it): `#[dlpack(merge_pymethods)]` + `#[dlbind::pymethods]` put the derive's
-// methods into the user's one block, attributes on the block kept; a type in another module is
-// found through the block's path; a type without a block of its own still gets the derive's.
+// Issues 43 and 51: every derived class has one block marked `#[dlbind::pymethods]` (in place of
+// `#[pymethods]`), and the derive's methods are merged into it: no PyO3 `multiple-pymethods`
+// (this crate does not enable it). Attributes on the block are kept; a type in another module is
+// found through the block's path; a class with no methods of its own has an empty block; the old
+// `#[dlpack(merge_pymethods)]` still builds (a deprecation warning, see
+// `fail_merge_pymethods_deprecated`).
 use dlbind::prelude::*;
 
 #[pyclass(frozen)]
 #[derive(DLPackExport)]
-#[dlpack(merge_pymethods)]
 struct Samples {
     #[dlpack(data)]
     values: Vec<f32>,
@@ -35,7 +36,6 @@ mod inner {
 
     #[pyclass(frozen)]
     #[derive(DLPackExport)]
-    #[dlpack(merge_pymethods)]
     pub struct Nested {
         #[dlpack(data)]
         pub values: Vec<u8>,
@@ -60,11 +60,28 @@ struct Plain {
     shape: Vec<i64>,
 }
 
+#[dlbind::pymethods]
+impl Plain {}
+
+#[pyclass(frozen)]
+#[derive(DLPackExport)]
+#[dlpack(merge_pymethods)]
+struct Keyed {
+    #[dlpack(data)]
+    values: Vec<f64>,
+    #[dlpack(shape)]
+    shape: Vec<i64>,
+}
+
+#[dlbind::pymethods]
+impl Keyed {}
+
 #[pymodule(gil_used = true)]
 fn merged(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Samples>()?;
     m.add_class::<inner::Nested>()?;
-    m.add_class::<Plain>()
+    m.add_class::<Plain>()?;
+    m.add_class::<Keyed>()
 }
 
 fn main() {}
