@@ -714,14 +714,20 @@ mod tests {
             let (outside, inside) = s
                 .split_once("macro_rules ! __dlbind_pymethods_Samples")
                 .expect("the macro is always emitted");
-            assert!(!outside.contains("pymethods ]"), "a block outside the macro: {s}");
+            assert!(
+                !outside.contains("pymethods ]"),
+                "a block outside the macro: {s}"
+            );
             assert!(!outside.contains("__dlpack__"), "{s}");
             assert!(
                 inside.contains(":: dlbind :: __private :: merge_pymethods ! { $ ($ t) * {"),
                 "{s}"
             );
             assert!(inside.contains("name = \"__dlpack__\""), "{s}");
-            assert!(inside.contains("pub (crate) use __dlbind_pymethods_Samples ;"), "{s}");
+            assert!(
+                inside.contains("pub (crate) use __dlbind_pymethods_Samples ;"),
+                "{s}"
+            );
             assert!(!s.contains("compile_error"), "{s}");
         }
         let dep = ":: dlbind :: __private :: deprecated :: merge_pymethods () ;";

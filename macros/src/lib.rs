@@ -16,7 +16,16 @@
 //!     #[dlpack(shape)]   dims: Vec<usize>,
 //!     #[dlpack(strides)] strides: Vec<isize>,   // optional, in elements
 //! }
+//!
+//! #[dlbind::pymethods]   // in place of #[pymethods]; the derived methods are merged into it
+//! impl Image {}
 //! ```
+//!
+//! Every derived class has exactly one block marked [`#[dlbind::pymethods]`](macro@pymethods)
+//! (empty when it has no methods of its own): the derive emits no `#[pymethods]` block of its
+//! own, so a class's own methods never collide with the derive's (decision 0025). A class whose
+//! block is a plain `#[pymethods]`, or that has none, fails to compile with dlbind's message
+//! saying which to write.
 //!
 //! | key | where | field type | meaning |
 //! |---|---|---|---|
@@ -31,7 +40,7 @@
 //! | `stream` | field | `Option<u64>` | CUDA/ROCm stream with pending work on the data (default: the device's default stream) |
 //! | `custom_traverse` | struct | — | the type writes `__traverse__` itself (see below) |
 //! | `unchecked_extent` | struct | — | exports skip the span check (not the dtype's); needs `unsafe impl dlbind::UncheckedExtent` (see below) |
-//! | `merge_pymethods` | struct | — | the derived methods go into the type's own block, marked `#[dlbind::pymethods]` (see [`macro@pymethods`]) |
+//! | `merge_pymethods` | struct | — | deprecated, no effect (a warning): what every derive does now, merging into the `#[dlbind::pymethods]` block |
 //!
 //! For a `DataSource` data field the derive also emits `__traverse__`, reporting the Python
 //! objects the storage keeps alive (`DataSource::visit_python_refs`: a `Buffer` view's owner, a
@@ -98,11 +107,13 @@ mod model;
 mod spec;
 mod spec_source;
 
-/// Derives `dlbind::DLPackSource` and one `#[pymethods]` block with `__dlpack__` and
-/// `__dlpack_device__` (names and keyword names from the DLPack spec), the exchange table
-/// attribute, the older array protocols and `__traverse__`, for a `#[pyclass]` struct (`frozen`
-/// for borrow-free exports); with `#[dlpack(merge_pymethods)]` they go into the type's own block
-/// instead ([`macro@pymethods`]). See the crate docs.
+/// Derives `dlbind::DLPackSource` and the Python methods `__dlpack__` and `__dlpack_device__`
+/// (names and keyword names from the DLPack spec), the exchange table attribute, the older array
+/// protocols and `__traverse__`, for a `#[pyclass]` struct (`frozen` for borrow-free exports).
+/// The methods go into the type's one block marked [`#[dlbind::pymethods]`](macro@pymethods)
+/// (`#[dlbind::pymethods] impl Type {}` when it has no methods of its own); without one, or with
+/// a plain `#[pymethods]` block instead, the type does not compile and the error says which to
+/// write. See the crate docs.
 #[proc_macro_derive(DLPackExport, attributes(dlpack))]
 pub fn derive_dlpack_export(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
@@ -145,15 +156,15 @@ fn derive(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
     expand::expand(&model, spec)
 }
 
-/// Put on a type's own `#[pymethods]` block instead of `#[pymethods]`, for a type that says
-/// `#[dlpack(merge_pymethods)]`: the derive's methods (`__dlpack__`, `__dlpack_device__`, the
-/// exchange table attribute, the buffer protocol, the array interfaces, `__traverse__`) are
-/// merged into this block, so the crate needs no PyO3 `multiple-pymethods`.
+/// Put on a `#[derive(DLPackExport)]` type's one `#[pymethods]` block in place of
+/// `#[pymethods]`: the derive's methods (`__dlpack__`, `__dlpack_device__`, the exchange table
+/// attribute, the buffer protocol, the array interfaces, `__traverse__`) are merged into this
+/// block, so the crate needs no PyO3 `multiple-pymethods`. Every derived type has exactly one
+/// such block; a type with no methods of its own writes an empty one.
 ///
 /// ```ignore
 /// #[pyclass(frozen)]
 /// #[derive(DLPackExport)]
-/// #[dlpack(merge_pymethods)]
 /// struct Samples { /* ... */ }
 ///
 /// #[dlbind::pymethods]
@@ -161,11 +172,19 @@ fn derive(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
 ///     #[new]
 ///     fn new(n: usize) -> Self { /* ... */ }
 /// }
+///
+/// #[pyclass(frozen)]
+/// #[derive(DLPackExport)]
+/// struct Frame { /* ... */ }
+///
+/// #[dlbind::pymethods]
+/// impl Frame {}
 /// ```
 ///
 /// The block is handed, items and attributes as written, to the `macro_rules!` the derive emits
 /// beside the type (`__dlbind_pymethods_<Type>`, found through the block's self type path), which
-/// writes one `#[pyo3::pymethods]` block with both sets of items.
+/// writes one `#[pyo3::pymethods]` block with both sets of items. A crate whose `pyo3` enables
+/// `multiple-pymethods` may add further plain `#[pymethods]` blocks beside this one.
 #[proc_macro_attribute]
 pub fn pymethods(attr: TokenStream, item: TokenStream) -> TokenStream {
     merge::pymethods(attr.into(), item.into())
@@ -173,7 +192,7 @@ pub fn pymethods(attr: TokenStream, item: TokenStream) -> TokenStream {
         .into()
 }
 
-/// What `__dlbind_pymethods_<Type>` (emitted by the derive for `#[dlpack(merge_pymethods)]`)
+/// What `__dlbind_pymethods_<Type>` (emitted by every `#[derive(DLPackExport)]`)
 /// expands to: the merged `#[pymethods]` block. Named only through `dlbind::__private`.
 #[doc(hidden)]
 #[proc_macro]

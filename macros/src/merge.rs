@@ -1,5 +1,5 @@
-//! `#[dlbind::pymethods]`: a type's own `#[pymethods]` block with the derive's methods merged in
-//! (for a type with `#[dlpack(merge_pymethods)]`; see `expand::methods_block`).
+//! `#[dlbind::pymethods]`: a derived type's one `#[pymethods]` block with the derive's methods
+//! merged in (every `#[derive(DLPackExport)]` type has one; see `expand::methods_block`).
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
@@ -63,10 +63,10 @@ pub fn pymethods(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStrea
 
 /// `__private::merge_pymethods! { Type; #[attrs]* { user items } { derived items } }`: what the
 /// derive's `__dlbind_pymethods_<Type>` macro hands on. Writes the one `#[pymethods]` block.
-/// The derived items are given this macro's call-site span (as the derive's own block has),
-/// so that they read as generated code: lints the user's crate sets (e.g. edition 2024's
-/// `unsafe_op_in_unsafe_fn` on PyO3's wrapper of `__getbuffer__`) apply to the user's items
-/// only, as with a block of the derive's own.
+/// The derived items are given this macro's call-site span (a proc-macro span, as derive
+/// output has), so that they read as generated code: lints the user's crate sets (e.g. edition
+/// 2024's `unsafe_op_in_unsafe_fn` on PyO3's wrapper of `__getbuffer__`) apply to the user's
+/// items only.
 pub fn merged_block(input: TokenStream) -> syn::Result<TokenStream> {
     struct Input {
         ty: syn::Path,

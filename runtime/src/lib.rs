@@ -14,6 +14,9 @@
 //!     #[dlpack(data)] pixels: Vec<u8>,
 //!     #[dlpack(shape)] dims: Vec<usize>,
 //! }
+//!
+//! #[dlbind::pymethods] // in place of #[pymethods]: the derived methods go here too
+//! impl Image {}
 //! ```
 //!
 //! ## Public modules

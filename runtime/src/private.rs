@@ -56,7 +56,7 @@ pub use crate::export::DeclaresUncheckedExtent;
 #[diagnostic::on_unimplemented(
     message = "`{Self}` derives `DLPackExport`, but none of its blocks is marked `#[dlbind::pymethods]`",
     label = "the derived `__dlpack__` and other methods go into that block (PyO3 takes one per class)",
-    note = "write `#[dlbind::pymethods]` in place of `#[pymethods]` on `{Self}`'s block, or, if it has none, add `#[dlbind::pymethods] impl {Self} {}`"
+    note = "write `#[dlbind::pymethods]` in place of `#[pymethods]` on `{Self}`'s block, or, if it has none, add `#[dlbind::pymethods] impl {Self} {{}}`"
 )]
 pub trait MergedPyMethods {}
 

@@ -11,6 +11,8 @@ struct Frame {
     #[dlpack(readonly)] readonly: bool,
 }
 
+#[dlbind::pymethods] impl Frame {}   // its one block: no methods of its own, the derived ones
+
 #[pymodule(gil_used = true)]
 fn frames(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Frame>()?;

@@ -2,13 +2,12 @@ use dlbind::prelude::*;
 
 #[pyclass(frozen)]
 #[derive(DLPackExport)]
-#[dlpack(merge_pymethods)]       // the derived methods go into your #[pymethods] block
 struct Image {
     #[dlpack(data)]  pixels: Vec<u8>,      // Vec<T>, Box<[T]>, Arc<[T]>, a dlbind Buffer, ndarray
     #[dlpack(shape)] dims: [usize; 2],     // any integer type
 }
 
-#[dlbind::pymethods]             // in place of #[pymethods]
+#[dlbind::pymethods]             // in place of #[pymethods]: the derived methods go in it too
 impl Image {
     #[new]
     fn new(height: usize, width: usize) -> Self {

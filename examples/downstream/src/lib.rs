@@ -3,13 +3,12 @@ use dlbind::prelude::*;
 
 #[pyclass]                      // plain or frozen
 #[derive(DLPackExport)]
-#[dlpack(merge_pymethods)]      // your own #[pymethods] below gets the derived methods too
 struct Samples {
     #[dlpack(data)]  values: Vec<f64>,   // Vec<T>, Box<[T]>, Arc<[T]>, a dlbind Buffer, ndarray
     #[dlpack(shape)] len: [usize; 1],    // any integer type
 }
 
-#[dlbind::pymethods]            // in place of #[pymethods]: no PyO3 multiple-pymethods
+#[dlbind::pymethods]            // replaces #[pymethods]: the derived methods go in it too
 impl Samples {
     #[new]
     fn new(values: Vec<f64>) -> Self { let len = [values.len()]; Samples { values, len } }

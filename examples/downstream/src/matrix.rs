@@ -9,6 +9,8 @@ struct Matrix {
     #[dlpack(strides)] strides: [isize; 2],
 }
 
+#[dlbind::pymethods] impl Matrix {}      // its one block, empty: the derived methods go in it
+
 #[pymodule(gil_used = true)]
 fn matrices(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Matrix>()?;

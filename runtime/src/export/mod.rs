@@ -246,6 +246,9 @@ fn device_mismatch(said: Device, on: Device) -> crate::error::DlpackError {
 /// #[dlpack(unchecked_extent)]
 /// struct Checked { /* constructors keep the layout inside the data */ }
 ///
+/// #[dlbind::pymethods]
+/// impl Checked { /* the constructors */ }
+///
 /// // SAFETY: every constructor of `Checked` checks its shape against its data.
 /// unsafe impl dlbind::UncheckedExtent for Checked {}
 /// ```
