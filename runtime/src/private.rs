@@ -55,7 +55,7 @@ pub use crate::export::DeclaresUncheckedExtent;
 /// (decision 0025).
 #[diagnostic::on_unimplemented(
     message = "`{Self}` derives `DLPackExport`, but none of its blocks is marked `#[dlbind::pymethods]`",
-    label = "the derived `__dlpack__` and other methods go into that block (PyO3 takes one per class)",
+    label = "the derived `__dlpack__` and other methods are merged into that block",
     note = "write `#[dlbind::pymethods]` in place of `#[pymethods]` on `{Self}`'s block, or, if it has none, add `#[dlbind::pymethods] impl {Self} {{}}`"
 )]
 pub trait MergedPyMethods {}
