@@ -11,7 +11,7 @@ struct Frame {
     #[dlpack(readonly)] readonly: bool,
 }
 
-#[dlbind::pymethods] impl Frame {}   // its one block: no methods of its own, the derived ones
+#[dlbind::pymethods] impl Frame {}   // its one block, empty: the derived methods go in it
 
 #[pymodule(gil_used = true)]
 fn frames(m: &Bound<'_, PyModule>) -> PyResult<()> {
