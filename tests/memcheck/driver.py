@@ -123,9 +123,9 @@ def paths_demo():
             m._testing.set_same_type_views(True)
         del y2
         z = m.from_dlpack(W(t.__dlpack__(max_version=(1, 3))))
-        if not t.readonly:
-            z2 = m.from_dlpack(W(t.__dlpack__()))
-            del z2
+        # Legacy: the memory itself, or a private copy of read-only memory (decision 0024).
+        z2 = m.from_dlpack(W(t.__dlpack__()))
+        del z2
         if tvm_ffi is not None:
             v = tvm_ffi.from_dlpack(t)
             del v
@@ -230,7 +230,7 @@ def error_paths():
     expect(ValueError, np.from_dlpack, w)
     del u, w, cap
     expect(ValueError, t.__dlpack__, stream=5)    # CPU has no streams
-    expect(BufferError, RO.__dlpack__)            # legacy cannot carry READ_ONLY
+    expect(BufferError, RO.__dlpack__, copy=False)  # legacy cannot carry READ_ONLY, no copy allowed
     expect(BufferError, t.__dlpack__, max_version=(1, 3), dl_device=(2, 0), copy=False)
     expect(BufferError, m.from_dlpack, NP[1], device=(2, 0), copy=False)
     expect(BufferError, m.from_dlpack, OURS[6], device=(2, 0), copy=False)
@@ -248,7 +248,7 @@ def cycles_collected():
         o = AI(a.copy())
         o.t = m.from_dlpack(o)
         o.t2 = m.from_dlpack(W(o.t.__dlpack__(max_version=(1, 3))))
-        o.t3 = m.from_dlpack(W(o.t.__dlpack__())) if not o.t.readonly else None
+        o.t3 = m.from_dlpack(W(o.t.__dlpack__()))  # a private copy when read-only
         o.fin = Finalizer(o.t)
         weak.append(weakref.ref(o))
         b = Bytes(b"12345678")
@@ -342,7 +342,10 @@ def paths_mutable():
     g.resize(3)
     assert np.from_dlpack(W(cap)).sum() == 2000.0
     g.set_readonly(True)
-    expect(BufferError, g.__dlpack__)
+    expect(BufferError, g.__dlpack__, copy=False)
+    lc = g.__dlpack__()                        # a private copy: it holds no borrow of `g`
+    assert np.from_dlpack(W(lc)).tolist() == [2.0, 2.0, 2.0]
+    del lc
     expect((BufferError, TypeError), ctypes.c_char.from_buffer, g)
     g.set_readonly(False)
     assert m._testing.live_export_borrows() == 0, m._testing.live_export_borrows()

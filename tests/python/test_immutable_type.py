@@ -18,6 +18,19 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+class _Cap:
+    """Hands numpy a capsule already made."""
+
+    def __init__(self, cap):
+        self.cap = cap
+
+    def __dlpack__(self, **_):
+        return self.cap
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
 def test_the_type_is_immutable():
     with pytest.raises(TypeError):
         m.Fixed.extra = 1
@@ -32,9 +45,12 @@ def test_exports_work_on_every_call():
         assert not a.flags.writeable
         c = f.__dlpack__(max_version=(1, 0))
         assert "dltensor_versioned" in repr(c)
-        # A legacy capsule cannot say read-only: refused, as numpy refuses its read-only arrays.
-        with pytest.raises(BufferError):
-            f.__dlpack__()
+        # A legacy capsule cannot say read-only: a private copy under copy=None (decision
+        # 0024), refused under copy=False.
+        legacy = np.from_dlpack(_Cap(f.__dlpack__()))
+        assert legacy.ctypes.data != a.ctypes.data and legacy.tolist() == [1.0, 2.0, 3.0]
+        with pytest.raises(BufferError, match="copy=False"):
+            f.__dlpack__(copy=False)
         assert f.__dlpack_device__() == (1, 0)
 
 
