@@ -112,16 +112,18 @@ pub fn plan_export(req: &ExportRequest, src: SourceInfo) -> Result<ExportPlan, D
         // copy or stream question arises, only the version and the read-only rule below (the
         // same answers as the general path; the stream rule folds to a constant).
         let stream = resolve_stream(Device::CPU.device_type, None).map_err(DlpackError::from)?;
-        let Some(flags) = reuse_flags(src.writability, versioned) else {
-            return Ok(legacy_copy_of_read_only(stream));
-        };
-        return Ok(ExportPlan {
-            versioned,
-            copy: false,
-            flags,
-            device: Device::CPU,
-            stream,
-        });
+        if let Some(flags) = reuse_flags(src.writability, versioned) {
+            return Ok(ExportPlan {
+                versioned,
+                copy: false,
+                flags,
+                device: Device::CPU,
+                stream,
+            });
+        }
+        // Read-only memory asked for in a legacy capsule: not reusable, so the general path
+        // below plans its copy (this path's exports stay copy-free, which the callers' as-is
+        // branch folds).
     }
     let target = req.dl_device.unwrap_or(src.device);
 
@@ -206,21 +208,6 @@ fn reuse_flags(w: Writability, versioned: bool) -> Option<u64> {
         _ if versioned => Some(DLPACK_FLAG_BITMASK_READ_ONLY),
         Writability::Unknown => Some(0),
         Writability::ReadOnly => None,
-    }
-}
-
-/// The host fast path's plan for read-only memory asked for in a legacy capsule with
-/// `copy=None`: a private, writable host copy, no flags (out of line: exports of writable or
-/// versioned memory only pay for the check).
-#[cold]
-#[inline(never)]
-fn legacy_copy_of_read_only(stream: StreamAction) -> ExportPlan {
-    ExportPlan {
-        versioned: false,
-        copy: true,
-        flags: 0,
-        device: Device::CPU,
-        stream,
     }
 }
 
