@@ -15,8 +15,8 @@ use dlbind::gpu::{AllocKind, CopyKind, DeviceRuntime, StreamHandle};
 use dlbind::prelude::*;
 use dlbind::spec::errors::FailureKind;
 use dlbind::spec::types::{
-    DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY,
-    DLPACK_VERSIONED_CAPSULE_NAME,
+    DLManagedTensor, DLManagedTensorVersioned, DLPACK_CAPSULE_NAME, DLPACK_FLAG_BITMASK_IS_COPIED,
+    DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_VERSIONED_CAPSULE_NAME,
 };
 use dlbind::stats::live_exports;
 use pyo3::exceptions::{PyBufferError, PyValueError};
@@ -428,6 +428,88 @@ fn same_device_copy_runs_on_the_consumer_stream_after_the_producer() {
                 ..
             }]
         ));
+    });
+}
+
+/// Decision 0024 on a device: a legacy capsule cannot say READ_ONLY, so a legacy request for
+/// read-only CUDA memory is a same-device copy (the consumer's stream after the producer's) in
+/// a legacy capsule; `copy=False` refuses it before any runtime call; a versioned request stays
+/// zero-copy, READ_ONLY.
+#[test]
+fn read_only_device_memory_leaves_a_legacy_capsule_only_as_a_copy() {
+    Python::attach(|py| {
+        let base = live_exports();
+        let rt = Arc::new(FakeRuntime::new());
+        let gpu = Device::cuda(0);
+        let ro = || DevTensor {
+            readonly: true,
+            ..dev(gpu, &[5], Some(0x55))
+        };
+        let legacy = |copy| ExportRequest {
+            max_version: None,
+            copy,
+            dl_device: None,
+            stream: Some(0x99),
+        };
+        let (_obj, cap) = export(py, ro(), legacy(None), &rt);
+        let cap = cap.unwrap();
+        let calls = rt.take_calls();
+        let dst = alloc_ptr(&calls);
+        assert!(
+            calls.iter().any(|c| matches!(
+                c,
+                Call::Copy {
+                    kind: CopyKind::D2D,
+                    stream: StreamHandle(0x99),
+                    bytes: 20,
+                    ..
+                }
+            )),
+            "{calls:?}"
+        );
+        // SAFETY: `cap` is a live, unconsumed legacy capsule made by dlbind.
+        let (data, device) = unsafe {
+            let m = pyffi::PyCapsule_GetPointer(cap.as_ptr(), DLPACK_CAPSULE_NAME.as_ptr())
+                .cast::<DLManagedTensor>();
+            assert!(!m.is_null(), "a legacy capsule");
+            let t = &(*m).dl_tensor;
+            (
+                t.data as usize,
+                Device::new(t.device.device_type, t.device.device_id),
+            )
+        };
+        assert_eq!(
+            (data, device),
+            (dst, gpu),
+            "the copy, not the read-only source"
+        );
+        assert_ne!(data, SRC);
+        drop(cap);
+        assert!(matches!(
+            rt.take_calls()[..],
+            [Call::Free {
+                kind: AllocKind::Device,
+                ..
+            }]
+        ));
+
+        let (_obj, cap) = export(py, ro(), legacy(Some(false)), &rt);
+        let e = cap.unwrap_err();
+        assert!(e.is_instance_of::<PyBufferError>(py), "{e}");
+        assert!(e.to_string().contains("copy=False"), "{e}");
+        assert!(
+            rt.take_calls().is_empty(),
+            "refused before any runtime call"
+        );
+
+        let (_obj, cap) = export(py, ro(), req(None, Some(0x99), None), &rt);
+        let seen = inspect(&cap.unwrap());
+        assert_eq!(
+            (seen.data, seen.flags),
+            (SRC, DLPACK_FLAG_BITMASK_READ_ONLY)
+        );
+        rt.take_calls();
+        assert_eq!(live_exports(), base);
     });
 }
 
