@@ -112,6 +112,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from check_reports import portable  # noqa: E402  (paths in reports: relative or through variables)
+
 # Toggled and dumped; see the docstring. CPython 3.14's PyRun_SimpleStringFlags and PyRun_String
 # no longer go through PyRun_StringFlags (they call an internal, unexported function). There the
 # child has the interpreter itself call PyRun_SimpleString(snippet), an ordinary C call whose
@@ -152,6 +155,25 @@ ROWS = [
     ("floor_object", "floor: new object", "object()", None, (), True),
 ]
 
+
+# Peers measured in the same process (issue 52, `--peers DIR` / `--peer LABEL=MODULE`): each peer
+# module `m` with its own tensor `t = m.from_dlpack(np.ones((4, 4), np.float32))` runs these rows'
+# statements, byte for byte the ones dlbind's rows run (`m` and `t` rebound in `__main__` before
+# each peer's statements), with the same warm-up, priming and N/2N pairs.
+PEER_ROWS = ("export_legacy", "export_versioned", "device", "np_from_ours", "import_numpy", "import_own",
+             "import_foreign_table", "import_tvm_tensor", "import_pyarrow")
+# Rows only some peers have (nanobind's caster alone: `nb_peer.ndim(a)`), beside the same baseline.
+PEER_EXTRA_ROWS = [
+    ("import_caster", "caster alone (import of a, returns ndim)", "m.ndim(a)", "np.from_dlpack(a)", ("m", "a"), False),
+]
+# The peer table's operation column (the first cell differs from ROWS' labels: `--summarize` reads those).
+PEER_LABELS = {
+    "export_legacy": "export legacy", "export_versioned": "export versioned", "device": "device",
+    "np_from_ours": "numpy imports x", "import_numpy": "import a numpy array", "import_own": "import own tensor",
+    "import_foreign_table": "import a foreign C exchange table (tvm-ffi test wrapper w)",
+    "import_tvm_tensor": "import a tvm-ffi Tensor", "import_pyarrow": "import a pyarrow Array",
+    "import_caster": "caster alone", "floor_loop": "timeit loop floor",
+}
 
 # Targets: ratio to numpy's instructions in the same process (issue 23). Information, never a
 # pass/fail test: the table says "meets" or "MISSES".
@@ -377,10 +399,29 @@ def _child(args) -> int:
                                 "publishes no C exchange table, so `m.from_dlpack(v)` takes the __dlpack__ "
                                 "path; `w` (tvm_ffi.core.DLTensorTestWrapper(v)) publishes one and is the "
                                 "foreign-table row"))
+    # Peers (`--peer LABEL=MODULE`): each with its own `m` and `t`, bound before its statements.
+    main_bind = {"m": objs.get("m"), "t": objs["t"]}
+    peers = []  # (label, {"m": module, "t": its tensor})
+    for spec in args.peer or []:
+        label, _, modname = spec.partition("=")
+        pm = objs.get("tvm_ffi") if modname == "tvm_ffi" else opt(modname)
+        if pm is None:
+            notes.append(f"peer {label}: `{modname}` not importable; its column is empty")
+            continue
+        try:
+            peers.append((label, {"m": pm, "t": pm.from_dlpack(np.ones((4, 4), np.float32))}))
+        except Exception as e:  # noqa: BLE001
+            notes.append(f"peer {label}: `{modname}.from_dlpack(numpy)` failed ({type(e).__name__}: {e}); its column is empty")
+            continue
+        tt = type(peers[-1][1]["t"])
+        notes.append(f"peer {label}: module `{modname}` ({portable(getattr(pm, '__file__', None)) or 'built in'}), "
+                     f"`t` is a {tt.__module__}.{tt.__qualname__}")
     g.update(objs)
 
-    def available(needs):
+    def available(needs, have=None):
         for n in needs:
+            if have is not None and n in have:
+                continue
             if n == "t" and not have_t:
                 return False
             if n not in objs:
@@ -402,15 +443,44 @@ def _child(args) -> int:
         for s in (stmt, base):
             if s is not None and s not in stmts:
                 stmts.append(s)
+    # The peers' rows: statement keys `LABEL|stmt` (measured with that peer's m and t bound).
+    binds = {}  # statement key -> (statement, the m/t to bind)
+    for label, bind in peers:
+        for key, rlabel, stmt, base, needs, in_quick in [r for r in ROWS if r[0] in PEER_ROWS] + PEER_EXTRA_ROWS:
+            if quick and not in_quick:
+                continue
+            if only is not None and key not in only and key != "import_caster":
+                continue
+            if key == "import_caster" and not hasattr(bind["m"], "ndim"):
+                continue
+            if base is not None and base.startswith("np.from_dlpack(p)") and "p" not in objs:
+                continue
+            if not available(needs, have=("m", "t")):
+                continue
+            skey = f"{label}|{stmt}"
+            binds[skey] = (stmt, bind)
+            rows.append({"key": key, "label": rlabel, "stmt": skey, "base": base, "group": label})
+            if skey not in stmts:
+                stmts.append(skey)
+            if base is not None and base not in stmts:
+                stmts.append(base)
+
+    def text_of(s):
+        return binds[s][0] if s in binds else s
+
+    def bind_for(s):
+        g.update(binds[s][1] if s in binds else main_bind)
 
     # Each statement must run (and keep running) before it is measured.
     ok = []
     for s in stmts:
         try:
-            exec(compile(f"for _ in range(3): {s}\n", "<check>", "exec"), g)
+            bind_for(s)
+            exec(compile(f"for _ in range(3): {text_of(s)}\n", "<check>", "exec"), g)
             ok.append(s)
         except Exception as e:  # noqa: BLE001
-            notes.append(f"`{s}` raises {type(e).__name__}: {e}; skipped")
+            notes.append(f"`{s}` raises {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}; skipped")
+    bind_for(None)
     stmts = ok
     rows = [r for r in rows if r["stmt"] in stmts and (r["base"] is None or r["base"] in stmts)]
 
@@ -474,7 +544,8 @@ def _child(args) -> int:
     gc.disable()
     n = args.n
     for s in stmts:
-        src = SNIPPET.format(stmt=s)
+        bind_for(s)
+        src = SNIPPET.format(stmt=text_of(s))
         g["_n"] = WARMUP
         exec(compile(src, "<warmup>", "exec"), g)
         srcb = src.encode()
@@ -506,13 +577,14 @@ def _child(args) -> int:
                 calls.append({"stmt": s, "n": k, "role": role, "rc": rc, "part": before + 1 + i if ok else None})
                 if rc != 0:
                     notes.append(f"`{s}` failed under PyRun_SimpleStringFlags (rc {rc})")
+    bind_for(None)
     gc.enable()
 
     info = {
         "python": platform.python_version(),
         "numpy": np.__version__,
         "module": args.module,
-        "module_file": getattr(m, "__file__", None) if m is not None else None,
+        "module_file": portable(getattr(m, "__file__", None)) if m is not None else None,
         "versions": {k: getattr(sys.modules[k], "__version__", "?")
                      for k in ("pyarrow", "tvm_ffi") if k in sys.modules},
         "prefix": sys.prefix,
@@ -552,7 +624,7 @@ def _valgrind_version(vg):
         return "?"
 
 
-def _run_module(vg, module, args, keep_dir):
+def _run_module(vg, module, args, keep_dir, peer_specs=(), peer_path=()):
     outdir = Path(keep_dir) / module if keep_dir else Path(tempfile.mkdtemp(prefix="cg_instr_"))
     outdir.mkdir(parents=True, exist_ok=True)
     for f in outdir.glob("cg.out.*"):
@@ -568,9 +640,12 @@ def _run_module(vg, module, args, keep_dir):
            sys.executable, str(Path(__file__).resolve()), "--child", "--module", module,
            "--n", str(args.n), "--plan", str(plan)] + (["--quick"] if args.quick else []) \
         + (["--rows", args.rows] if args.rows else []) \
-        + (["--no-prime"] if args.no_prime else [])
+        + (["--no-prime"] if args.no_prime else []) \
+        + [f"--peer={p}" for p in peer_specs]
     env = dict(os.environ, PYTHONHASHSEED="0", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
                MKL_NUM_THREADS="1", JAX_PLATFORMS="cpu", PYTHONDONTWRITEBYTECODE="1")
+    if peer_path:
+        env["PYTHONPATH"] = os.pathsep.join(peer_path + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     print(f"[{module}] {' '.join(cmd[:6])} ... (this takes a while under valgrind)", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -625,6 +700,8 @@ def _render(res, vg_version, quick):
          "| row | statement | instr/call | baseline | instr/call | ratio | target | vs target | repeat Δ |",
          "|---|---|---:|---|---:|---:|---:|---|---:|"]
     for r in res["rows"]:
+        if r.get("group"):
+            continue
         s, b = r["stmt"], r["base"]
         ps = per[s]["per_call"]
         pb = per[b]["per_call"] if b else None
@@ -636,7 +713,45 @@ def _render(res, vg_version, quick):
                  f"{ratio} | {'≤ ' + format(tgt, '.2f') if tgt else ''} | {verdict} | {delta:.2f} |")
     if res["notes"]:
         L += [""] + [f"- {n}" for n in res["notes"]]
+    if res.get("peers"):
+        L += [""] + _render_peers(res)
     return "\n".join(L) + "\n"
+
+
+def _render_peers(res):
+    """The peers table (issue 52): one row per operation, numpy's baseline, dlbind and each peer's
+    count of the same statement in the same process (ratio to the baseline)."""
+    per, labels = res["per"], [p["label"] for p in res["peers"]]
+    cells = {}  # (key, group or "") -> (stmt key, base)
+    for r in res["rows"]:
+        cells[(r["key"], r.get("group") or "")] = (r["stmt"], r["base"])
+    stmt_of = {r[0]: r[2] for r in ROWS + PEER_EXTRA_ROWS}
+    keys = [k for k in (*PEER_ROWS, "import_caster", "floor_loop")
+            if any((k, grp) in cells for grp in ["", *labels])]
+    L = [f"### Peers, same process (`--peers`): {', '.join(labels)}", "",
+         "| operation | numpy baseline | dlbind | " + " | ".join(labels) + " |",
+         "|---|---|" + "---:|" * (1 + len(labels))]
+    for k in keys:
+        base = next((cells[(k, grp)][1] for grp in ["", *labels] if (k, grp) in cells), None)
+        pb = per[base]["per_call"] if base and base in per else None
+        row = [f"{PEER_LABELS.get(k, k)}: `{stmt_of[k]}`", f"`{base}` {_fmt(pb)}" if base else ""]
+        for grp in ["", *labels]:
+            c = cells.get((k, grp))
+            if c is None or c[0] not in per:
+                row.append("–")
+                continue
+            v = per[c[0]]["per_call"]
+            row.append(_fmt(v) + (f" ({v / pb:.2f}×)" if pb else ""))
+        L.append("| " + " | ".join(row) + " |")
+    L += ["", "Same statements, priming and N/2N pairs as the table above; `m` and `t` are each peer's module "
+          "and its own tensor (`t = m.from_dlpack(np.ones((4, 4), np.float32))`); ratio to numpy's row; "
+          "–: the row does not apply or the peer lacks it."]
+    for p in res["peers"]:
+        if p.get("status") != "ok":
+            L.append(f"- peer {p['label']}: NOT BUILT on this interpreter ({p.get('mode', '')}): {p.get('detail', '')}")
+        elif p.get("detail"):
+            L.append(f"- peer {p['label']} {p.get('version', '')}: {p['detail']}")
+    return L
 
 
 # Issue 32's targets for an abi3 build: ahead of the best peer's full-API build on each row.
@@ -697,6 +812,30 @@ def interpreter_label(module: str) -> str:
     return f"CPython {platform.python_version()}, {mode}"
 
 
+def _peer_list(args):
+    """[{label, module, status, detail, ...}] and the PYTHONPATH entries for --peers/--peer."""
+    peers, path = [], []
+    if args.peers and not args.child:
+        d = Path(args.peers)
+        manifest = d / "peers.json"
+        if not manifest.exists():
+            raise SystemExit(f"--peers {args.peers}: no peers.json (run bench/peers/build.sh PYTHON first)")
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+        want = "%d.%d" % sys.version_info[:2]
+        if data.get("python") != want:
+            raise SystemExit(f"--peers {args.peers}: built for python {data.get('python')}, this is {want}")
+        for p in data["peers"]:
+            peers.append({"label": p["name"], "module": p["module"], "status": p["status"],
+                          "version": p.get("version", ""), "detail": p.get("detail", ""), "mode": data.get("mode", "")})
+        path.append(str((d / "site").resolve()))
+        if not args.quick:
+            peers.append({"label": "tvm-ffi", "module": "tvm_ffi", "status": "ok", "version": "", "detail": ""})
+    for spec in args.peer or []:
+        label, _, mod = spec.partition("=")
+        peers.append({"label": label, "module": mod or label, "status": "ok", "version": "", "detail": ""})
+    return peers, path
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--module", action="append", help="module under test (repeatable; default dlbind_demo)")
@@ -711,6 +850,12 @@ def main(argv=None) -> int:
     ap.add_argument("--json", metavar="PATH", help="write machine-readable results to PATH")
     ap.add_argument("--no-prime", action="store_true", help="do not prime pymalloc's pools before each round (see the docstring)")
     ap.add_argument("--keep", metavar="DIR", help="keep callgrind output files under DIR/<module>")
+    ap.add_argument("--peers", metavar="DIR", default=os.environ.get("DLBIND_BENCH_PEERS"),
+                    help="measure the peer modules bench/peers/build.sh built into DIR (its peers.json; "
+                    "env DLBIND_BENCH_PEERS), plus tvm-ffi, in the same process, beside the first --module; "
+                    "a peer that did not build is listed with its reason")
+    ap.add_argument("--peer", action="append", metavar="LABEL=MODULE",
+                    help="one more peer module (importable; repeatable), e.g. nanobind=nb_peer")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--plan", help=argparse.SUPPRESS)
     ap.add_argument("--summarize", metavar="PATH",
@@ -733,9 +878,13 @@ def main(argv=None) -> int:
         return 0
     vg_version = _valgrind_version(vg)
     t0 = time.perf_counter()
+    peers, peer_path = _peer_list(args)
     results, md = [], []
-    for module in modules:
-        res = _run_module(vg, module, args, args.keep)
+    for i, module in enumerate(modules):
+        mine = peers if i == 0 else []  # the peers run beside the first module only
+        res = _run_module(vg, module, args, args.keep, [f"{p['label']}={p['module']}" for p in mine if p["status"] == "ok"],
+                          peer_path if mine else ())
+        res["peers"] = mine
         results.append(res)
         for c in res["failed_calls"]:
             print(f"[{module}] warning: `{c['stmt']}` (n={c['n']}) raised inside the measured call", file=sys.stderr)
