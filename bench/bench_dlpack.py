@@ -25,6 +25,9 @@ import sys
 import timeit
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from check_reports import portable as _portable  # noqa: E402  (no machine paths in reports)
+
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import numpy as np  # noqa: E402
 
@@ -324,7 +327,7 @@ def render(results, notes, args, m):
     L = [f"# dlbind DLPack benchmark", "",
          f"Run {_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d %H:%M UTC} on {platform.machine()}, "
          f"{os.cpu_count()} CPUs ({_cpu_model()}); " + ", ".join(f"{k} {v}" for k, v in vers.items()) +
-         f"; module `{args.module}`" + (f" from `{m.__file__}`" if m is not None else "") +
+         f"; module `{args.module}`" + (f" from `{_portable(m.__file__)}`" if m is not None else "") +
          (" — **--quick run**" if args.quick else "") + ".", "",
          "Method: timeit, GC disabled, min of 15 repeats (5 for copies) of a calibrated loop "
          "(~0.05 s per repeat, 0.15 s for copies), ns per call, loop overhead (~7 ns) not subtracted. "
