@@ -898,6 +898,10 @@ def main(argv=None) -> int:
         write_section(Path(args.write), title + text)
     if args.per_interpreter:
         label = interpreter_label(modules[0])
+        if peers:  # the peers' build mode beside dlbind's (the section key: one per pairing)
+            pm = {p.get("mode") for p in peers if p.get("mode")}
+            if pm:
+                label += "; peers " + ("stable ABI" if pm == {"abi3"} else "full API")
         write_section(Path(args.per_interpreter), f"## {label}\n\n" + text, key=label)
     if args.json:
         Path(args.json).write_text(json.dumps({"valgrind": vg_version, "wall_s": wall, "quick": args.quick,
