@@ -194,6 +194,8 @@ SMOKE_DIR="$(mktemp -d)"
 cp "$ROOT/bench/results.md" "$SMOKE_DIR/results.md"
 check "bench_instructions smoke run" "$PY" "$ROOT/bench/bench_instructions.py" --quick --write "$SMOKE_DIR/results.md"
 check "bench_instructions smoke table written" grep -q "BEGIN bench_instructions.py" "$SMOKE_DIR/results.md"
+# Reports anyone can reproduce (issue 52): no absolute machine path in bench/results*.md.
+check "bench reports hold no machine paths" "$PY" "$ROOT/bench/check_reports.py"
 rm -rf "$SMOKE_DIR"
 
 # ---------------------------------------------------------------- 6. packaging
