@@ -585,6 +585,7 @@ def _child(args) -> int:
         "numpy": np.__version__,
         "module": args.module,
         "module_file": portable(getattr(m, "__file__", None)) if m is not None else None,
+        "build_mode": build_mode(args.module) if m is not None else None,
         "versions": {k: getattr(sys.modules[k], "__version__", "?")
                      for k in ("pyarrow", "tvm_ffi") if k in sys.modules},
         "prefix": sys.prefix,
@@ -693,6 +694,7 @@ def _render(res, vg_version, quick):
     head = (f"Run {_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d %H:%M UTC}; python {info['python']}, "
             f"numpy {info['numpy']}" + (f", {vers}" if vers else "") +
             f"; module `{info['module']}`" + (f" (`{info['module_file']}`)" if info["module_file"] else "")
+            + (f", built {info['build_mode']}" if info.get("build_mode") else "")
             + f"; N = {res['n']} (per call = (I(2N) - I(N)) / N); "
             f"{vg_version} callgrind, instructions (Ir) per call; valgrind run {res['wall_s']:.0f} s"
             + (" — **--quick run**" if quick else "") + f"; commit `{_commit()}`.")
@@ -798,18 +800,38 @@ def summarize(path: Path) -> str:
     return "\n".join(out) + "\n\nRatio to numpy's own call in the same process (count of instructions per call); bold: misses its target."
 
 
-def interpreter_label(module: str) -> str:
-    """`CPython 3.13.0, full API` or `CPython 3.13.0, abi3`: the build mode as the module's
-    `_testing.shortcuts()` reports it (dlbind's `stats::shortcuts`), when it has one."""
-    mode = "full API"
+def build_mode(module: str) -> str:
+    """The module's build mode: `full API`, `abi3-layouts` (abi3 with dlbind's layout shortcuts,
+    running on a version in their table), `abi3-layouts, limited API here` (the feature is on, this
+    version is not in its table) or `abi3` (the limited API alone), as its `_testing.shortcuts()`
+    reports it (dlbind's `stats::shortcuts`); for a module without that report, from its extension
+    file's name (`*.abi3.so`: `abi3 (file name)`), else `full API`."""
+    import importlib
     try:
-        import importlib
-        t = importlib.import_module(module)._testing
-        if not dict((n, a) for n, a, _ in t.shortcuts())["full_api"]:
-            mode = "abi3"
-    except Exception:  # noqa: BLE001 - another module: no report, assume full API
+        m = importlib.import_module(module)
+    except Exception:  # noqa: BLE001 - the child run reports the import failure itself
+        return "full API"
+    try:
+        rows = {n: (a, d) for n, a, d in m._testing.shortcuts()}
+        if rows["full_api"][0]:
+            return "full API"
+        if rows["abi3_layouts"][0]:
+            return "abi3-layouts"
+        if "abi3-layouts feature" in rows["abi3_layouts"][1]:
+            return "abi3-layouts, limited API here"
+        return "abi3"
+    except Exception:  # noqa: BLE001 - another module: no report, read the file name
         pass
-    return f"CPython {platform.python_version()}, {mode}"
+    f = getattr(m, "__file__", None) or ""
+    d = Path(f).parent if Path(f).name.startswith("__init__.") else None
+    so = [p.name for p in d.iterdir() if p.suffix in (".so", ".pyd")] if d else [Path(f).name]
+    return "abi3 (file name)" if any(".abi3." in n for n in so) else "full API"
+
+
+def interpreter_label(module: str) -> str:
+    """`CPython 3.13.0, full API`, `CPython 3.13.0, abi3-layouts` or `CPython 3.13.0, abi3`: the
+    interpreter and the module's build mode (`build_mode`)."""
+    return f"CPython {platform.python_version()}, {build_mode(module)}"
 
 
 def _peer_list(args):

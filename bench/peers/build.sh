@@ -16,12 +16,13 @@
 # and, for a peer that did not build, why (the benchmark lists it in the table's notes), DIR/logs
 # the build logs. The last line printed is DIR. Build tools come from PyPI, pinned, into a side
 # venv ${TMPDIR:-/var/tmp}/dlbind-peers-tools-pyX.Y made from PYTHON (the project's venvs stay as
-# they are); a C++ compiler (g++) and Rust (cargo) must be on PATH. One job at a time
+# they are); a C++ compiler (g++) and Rust (cargo) must be on PATH (in scripts/py314.sh's chroot,
+# which has gcc only, g++ is installed with apt-get on the first build). One job at a time
 # (CARGO_BUILD_JOBS=1, ninja -j1) unless DLBIND_PEERS_JOBS says otherwise.
 # Exit status: 0 when the script ran (whether or not each peer built: see peers.json), 2 on usage.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-[[ $# -ge 1 ]] || { sed -n '2,23p' "$0"; exit 2; }
+[[ $# -ge 1 ]] || { sed -n '2,22p' "$0"; exit 2; }
 PY="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 MODE=full
 case "${2:-}" in --stable-abi) MODE=abi3 ;; "") ;; *) echo "unknown option $2" >&2; exit 2 ;; esac
@@ -70,6 +71,20 @@ nb() {
     fi
   fi
   local cxx="${CXX:-$(command -v g++ || command -v c++ || true)}"
+  if [[ -z $cxx && -f /.dlbind-ready ]]; then
+    # Inside scripts/py314.sh's chroot (its marker file), which carries gcc but no g++: install
+    # g++ there now, on demand, so the chroot grows only for whoever builds the peers.
+    echo "peers: no C++ compiler in the 3.14 chroot: apt-get install g++"
+    if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null \
+       && { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends g++ \
+            || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends g++; }; } \
+            >"$OUT/logs/apt-gxx.log" 2>&1; then
+      cxx="$(command -v g++ || true)"
+    else
+      status nanobind failed "$NANOBIND" "no C++ compiler in the 3.14 chroot, and apt-get install g++ failed there: $(why "$OUT/logs/apt-gxx.log")"
+      return
+    fi
+  fi
   [[ -n $cxx ]] || { status nanobind failed "$NANOBIND" "no C++ compiler (g++/c++) on PATH"; return; }
   rm -rf "$b"
   if "$TOOLS/bin/cmake" -S "$ROOT/bench/peers/nanobind" -B "$b" -G Ninja -DCMAKE_MAKE_PROGRAM="$TOOLS/bin/ninja" \
