@@ -817,7 +817,7 @@ def build_mode(module: str) -> str:
             return "full API"
         if rows["abi3_layouts"][0]:
             return "abi3-layouts"
-        if "abi3-layouts feature" in rows["abi3_layouts"][1]:
+        if "feature is off" not in rows["abi3_layouts"][1]:
             return "abi3-layouts, limited API here"
         return "abi3"
     except Exception:  # noqa: BLE001 - another module: no report, read the file name
