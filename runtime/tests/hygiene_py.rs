@@ -416,11 +416,11 @@ fn c_strides(shape: &[i64]) -> Vec<i64> {
     out
 }
 
-/// Checks one `DLTensor` an export handed out against what the storage vouches for.
+/// A tensor's shape, strides (C-contiguous when NULL) and the bytes they address ([`described`]).
 ///
 /// # Safety
 /// `t` is a live tensor's description (its shape and strides arrays valid for `ndim`).
-unsafe fn check_tensor(t: &DLTensor, read_only: bool, v: Vouched, what: &str) {
+unsafe fn tensor_span(t: &DLTensor) -> (Vec<i64>, Vec<i64>, Option<(i128, i128)>) {
     let n = t.ndim as usize;
     // SAFETY: caller contract.
     let shape = unsafe { std::slice::from_raw_parts(t.shape, n) }.to_vec();
@@ -430,14 +430,25 @@ unsafe fn check_tensor(t: &DLTensor, read_only: bool, v: Vouched, what: &str) {
         // SAFETY: caller contract.
         unsafe { std::slice::from_raw_parts(t.strides, n) }.to_vec()
     };
+    let bits = i128::from(t.dtype.bits) * i128::from(t.dtype.lanes);
+    let addr = t.data as usize as i128 + i128::from(t.byte_offset);
+    let span = described(addr, &shape, &strides, bits);
+    (shape, strides, span)
+}
+
+/// Checks one `DLTensor` an export handed out against what the storage vouches for.
+///
+/// # Safety
+/// `t` is a live tensor's description (its shape and strides arrays valid for `ndim`).
+unsafe fn check_tensor(t: &DLTensor, read_only: bool, v: Vouched, what: &str) {
     assert!(
         dlbind::layout::validate_dtype(t.dtype).is_ok(),
         "{what}: exported dtype {:?}",
         t.dtype
     );
-    let bits = i128::from(t.dtype.bits) * i128::from(t.dtype.lanes);
-    let addr = t.data as usize as i128 + i128::from(t.byte_offset);
-    if let Some((lo, hi)) = described(addr, &shape, &strides, bits) {
+    // SAFETY: caller contract.
+    let (shape, strides, span) = unsafe { tensor_span(t) };
+    if let Some((lo, hi)) = span {
         assert!(
             v.lo <= lo && hi <= v.hi,
             "{what}: shape {shape:?} strides {strides:?} describe [{lo:#x}, {hi:#x}) outside \
@@ -526,16 +537,8 @@ fn export_and_check(
                     // consumer may write it (or nobody said: unknown writability), and known
                     // read-only storage as a private copy, which addresses none of it.
                     let t = &(*m).dl_tensor;
-                    let n = t.ndim as usize;
-                    let shape = std::slice::from_raw_parts(t.shape, n).to_vec();
-                    let strides = if t.strides.is_null() {
-                        c_strides(&shape)
-                    } else {
-                        std::slice::from_raw_parts(t.strides, n).to_vec()
-                    };
-                    let bits = i128::from(t.dtype.bits) * i128::from(t.dtype.lanes);
-                    let addr = t.data as usize as i128 + i128::from(t.byte_offset);
-                    let overlaps = described(addr, &shape, &strides, bits)
+                    let overlaps = tensor_span(t)
+                        .2
                         .is_some_and(|(lo, hi)| lo < v.hi && v.lo < hi);
                     if overlaps {
                         assert!(

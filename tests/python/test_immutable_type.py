@@ -11,24 +11,12 @@ import numpy as np
 import pytest
 
 import dlbind_demo as m
+import dlpack_helpers as H
 
 pytestmark = pytest.mark.skipif(
     not hasattr(m, "Fixed"),
     reason="dlbind_demo built without its `immutable-type` feature (the matrix's 3.14 entry builds it)",
 )
-
-
-class _Cap:
-    """Hands numpy a capsule already made."""
-
-    def __init__(self, cap):
-        self.cap = cap
-
-    def __dlpack__(self, **_):
-        return self.cap
-
-    def __dlpack_device__(self):
-        return (1, 0)
 
 
 def test_the_type_is_immutable():
@@ -47,7 +35,7 @@ def test_exports_work_on_every_call():
         assert "dltensor_versioned" in repr(c)
         # A legacy capsule cannot say read-only: a private copy under copy=None (decision
         # 0024), refused under copy=False.
-        legacy = np.from_dlpack(_Cap(f.__dlpack__()))
+        legacy = np.from_dlpack(H.W(f.__dlpack__()))
         assert legacy.ctypes.data != a.ctypes.data and legacy.tolist() == [1.0, 2.0, 3.0]
         with pytest.raises(BufferError, match="copy=False"):
             f.__dlpack__(copy=False)

@@ -20,6 +20,7 @@ use super::rust_owned::{self, Layout};
 use crate::device::Device;
 use crate::error::DlpackError;
 use crate::export::DLPackSource;
+use crate::export::request::{read_only_legacy, reuse_flags};
 use crate::ffi::{DLDeviceType, DLManagedTensor};
 use crate::import::ImportedTensor;
 use crate::spec::errors::FailureKind;
@@ -111,17 +112,13 @@ impl Handoff {
                  Handoff that no consumer took yet",
             ));
         };
-        let read_only_legacy = legacy && t.writability() == Writability::ReadOnly;
-        if read_only_legacy && copy == Some(false) {
+        // The export rule (`export::request`): memory a capsule of this kind cannot reuse.
+        let not_reusable = reuse_flags(t.writability(), !legacy).is_none();
+        if not_reusable && copy == Some(false) {
             *slot = Some(t);
-            return Err(DlpackError::new(
-                FailureKind::ReadOnlyLegacy,
-                "Handoff: a legacy capsule (max_version None or below (1, 0)) cannot say its \
-                 read-only memory is read-only, and copy=False forbids the copy that would serve \
-                 it (pass max_version=(1, 0) or newer)",
-            ));
+            return Err(read_only_legacy(copy));
         }
-        if read_only_legacy || (copy == Some(true) && !t.is_copied()) {
+        if not_reusable || (copy == Some(true) && !t.is_copied()) {
             let c = t.to_contiguous_copy();
             // On failure the tensor stays for another try.
             match c {

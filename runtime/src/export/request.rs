@@ -202,7 +202,7 @@ pub fn plan_export(req: &ExportRequest, src: SourceInfo) -> Result<ExportPlan, D
 /// capsule (no flags) for writable data and for data of unknown writability (a legacy import:
 /// it loses nothing it had).
 #[inline]
-fn reuse_flags(w: Writability, versioned: bool) -> Option<u64> {
+pub(crate) fn reuse_flags(w: Writability, versioned: bool) -> Option<u64> {
     match w {
         Writability::Writable => Some(0),
         _ if versioned => Some(DLPACK_FLAG_BITMASK_READ_ONLY),
@@ -215,7 +215,7 @@ fn reuse_flags(w: Writability, versioned: bool) -> Option<u64> {
 /// allowed (`copy=False`) or possible (no runtime copies on its device). Out of line.
 #[cold]
 #[inline(never)]
-fn read_only_legacy(copy: Option<bool>) -> DlpackError {
+pub(crate) fn read_only_legacy(copy: Option<bool>) -> DlpackError {
     let why = if copy == Some(false) {
         "and copy=False forbids the copy that would serve it (pass copy=None, or max_version=(1, 0) or newer)"
     } else {
